@@ -3,9 +3,11 @@
 //! Every amount bursar stores or prints is a [`Money`]: an `i64` count of micros and the
 //! [`Currency`] it is in. Decimal text is parsed and printed exactly; arithmetic is checked.
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
+use ethnum::I256;
 use serde::{Deserialize, Serialize};
 
 /// Micros per currency unit.
@@ -191,6 +193,65 @@ pub fn format_micros(micros: i64, min_decimals: u8) -> String {
     }
 }
 
+/// `a × b`, `None` on overflow. ethnum's own `checked_mul` detects overflow with a 256-bit
+/// division, which dominated pricing; when the operands' magnitudes have at most 254 bits
+/// between them the product cannot overflow and a plain multiplication is exact.
+pub(crate) fn checked_mul(a: I256, b: I256) -> Option<I256> {
+    let bits = |x: I256| 256 - x.unsigned_abs().leading_zeros();
+    if bits(a) + bits(b) <= 254 {
+        Some(a.wrapping_mul(b))
+    } else {
+        a.checked_mul(b)
+    }
+}
+
+/// `numerator / denominator` rounded half-to-even: the one rounding rule of bursar.
+///
+/// A charge is computed exactly as a fraction of micros and rounded once, here. Half-to-even
+/// (banker's rounding) keeps the rounding errors of many charges from drifting one way.
+/// `None` when `denominator` is 0 or the result does not fit.
+pub fn divide_half_even(numerator: I256, denominator: I256) -> Option<I256> {
+    // Almost every charge fits 128 bits, where division is several times cheaper.
+    if let (Ok(n), Ok(d)) = (i128::try_from(numerator), i128::try_from(denominator)) {
+        if d > 0 && n != i128::MIN {
+            return Some(I256::from(divide_half_even_i128(n, d)));
+        }
+    }
+    if denominator == I256::ZERO {
+        return None;
+    }
+    let (numerator, denominator) = if denominator < 0 {
+        (numerator.checked_neg()?, denominator.checked_neg()?)
+    } else {
+        (numerator, denominator)
+    };
+    // Truncates toward zero; the remainder has the sign of the numerator.
+    let quotient = numerator / denominator;
+    let remainder = (numerator % denominator).abs();
+    let away = if numerator < 0 { -I256::ONE } else { I256::ONE };
+    // Compare remainder with half the denominator without doubling (which could overflow).
+    match remainder.cmp(&(denominator - remainder)) {
+        Ordering::Less => Some(quotient),
+        Ordering::Greater => quotient.checked_add(away),
+        Ordering::Equal if quotient % 2 == 0 => Some(quotient),
+        Ordering::Equal => quotient.checked_add(away),
+    }
+}
+
+/// [`divide_half_even`] on 128 bits for `denominator > 0` and `numerator > i128::MIN`, where
+/// nothing can overflow (|quotient| + 1 ≤ |numerator| whenever it rounds away). The same rule,
+/// written twice only for speed.
+fn divide_half_even_i128(numerator: i128, denominator: i128) -> i128 {
+    let quotient = numerator / denominator;
+    let remainder = (numerator % denominator).abs();
+    let away = if numerator < 0 { -1 } else { 1 };
+    match remainder.cmp(&(denominator - remainder)) {
+        Ordering::Less => quotient,
+        Ordering::Equal if quotient % 2 == 0 => quotient,
+        _ => quotient + away,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,7 +317,70 @@ mod tests {
         );
     }
 
+    #[test]
+    fn rounds_half_to_even() {
+        let round =
+            |n: i64, d: i64| divide_half_even(I256::from(n), I256::from(d)).map(|q| q.as_i64());
+        let cases = [
+            ((5, 2), 2),
+            ((7, 2), 4),
+            ((-5, 2), -2),
+            ((-7, 2), -4),
+            ((1, 3), 0),
+            ((2, 3), 1),
+            ((-2, 3), -1),
+            ((10, 5), 2),
+            ((0, 7), 0),
+            ((5, -2), -2),
+            ((1_000_001, 2), 500_000),
+            ((1_000_003, 2), 500_002),
+        ];
+        for ((n, d), expected) in cases {
+            assert_eq!(round(n, d), Some(expected), "{n}/{d}");
+        }
+        assert_eq!(round(1, 0), None);
+        assert_eq!(divide_half_even(I256::MIN, -I256::ONE), None);
+        assert_eq!(divide_half_even(I256::MAX, I256::MAX), Some(I256::ONE));
+        let min = I256::from(i128::MIN);
+        assert_eq!(divide_half_even(min, -I256::ONE), Some(-min));
+        assert_eq!(divide_half_even(min, I256::from(2)), Some(min / 2));
+        assert_eq!(checked_mul(I256::MAX, I256::from(2)), None);
+        assert_eq!(checked_mul(I256::MIN, -I256::ONE), None);
+        assert_eq!(checked_mul(I256::MIN, I256::ONE), Some(I256::MIN));
+        let half = I256::ONE << 127u32;
+        assert_eq!(checked_mul(half, half), Some(I256::ONE << 254u32));
+        assert_eq!(checked_mul(half << 1u32, half), None);
+    }
+
     proptest::proptest! {
+        #[test]
+        fn rounding_is_within_half_and_ties_go_even(n in -10_000i64..10_000, d in 1i64..200) {
+            let q = divide_half_even(I256::from(n), I256::from(d)).unwrap().as_i64();
+            // |n - q·d| ≤ d/2, i.e. 2|n - q·d| ≤ d, with ties only on even q.
+            let twice_error = 2 * (n - q * d).abs();
+            proptest::prop_assert!(twice_error <= d);
+            if twice_error == d {
+                proptest::prop_assert_eq!(q % 2, 0);
+            }
+        }
+
+        #[test]
+        fn fast_multiplication_agrees_with_checked(
+            a in proptest::num::i128::ANY, b in proptest::num::i128::ANY,
+            sa in 0u32..128, sb in 0u32..128,
+        ) {
+            let (a, b) = (I256::from(a) << sa, I256::from(b) << sb);
+            proptest::prop_assert_eq!(checked_mul(a, b), a.checked_mul(b));
+        }
+
+        #[test]
+        fn both_widths_round_alike(n in proptest::num::i128::ANY, d in proptest::num::i128::ANY) {
+            // Forces the 256-bit path by scaling both sides, which leaves the quotient unchanged.
+            let wide = divide_half_even(I256::from(n) << 100u32, I256::from(d) << 100u32);
+            let narrow = divide_half_even(I256::from(n), I256::from(d));
+            proptest::prop_assert_eq!(wide, narrow);
+        }
+
         #[test]
         fn print_then_parse_round_trips(micros in proptest::num::i64::ANY, min in 0u8..7) {
             proptest::prop_assert_eq!(parse_micros(&format_micros(micros, min)), Ok(micros));
