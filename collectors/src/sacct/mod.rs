@@ -30,6 +30,7 @@
 //! strings are memoized; the only allocations per record are the record's own.
 
 mod columns;
+pub mod runner;
 mod time;
 mod values;
 

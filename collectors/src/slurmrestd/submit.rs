@@ -1,0 +1,405 @@
+//! `POST /slurm/vX/job/submit`, `DELETE /slurm/vX/job/{id}` and `GET /slurm/vX/ping`: bodies
+//! per version and their answers.
+
+use serde_json::{json, Map, Value};
+
+use super::error::{api_errors, check_ok_errors, excerpt, RestError};
+use super::version::ApiVersion;
+
+/// A batch job to forward, in bursar's terms. Every `Option` left `None` is left out of the
+/// body, so Slurm's defaults (partition, QOS, memory, …) apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobSubmission {
+    /// The batch script, `#!` line first.
+    pub script: String,
+    pub name: Option<String>,
+    pub account: String,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+    pub nodes: Option<u32>,
+    pub tasks: Option<u32>,
+    pub cpus_per_task: Option<u32>,
+    /// Memory per node in megabytes (`--mem`).
+    pub memory_per_node_mb: Option<u64>,
+    /// Minutes (`--time`).
+    pub time_limit_min: Option<u32>,
+    /// GPUs per node, optionally of one type (`--gres=gpu[:type]:N`).
+    pub gpus_per_node: Option<GpuRequest>,
+    /// Must exist on the compute node and be writable by the user.
+    pub current_working_directory: String,
+    pub standard_output: Option<String>,
+    pub standard_error: Option<String>,
+    /// In order. slurmctld refuses a batch job without environment, so `PATH` is added
+    /// (`/usr/local/bin:/usr/bin:/bin`) when missing.
+    pub environment: Vec<(String, String)>,
+    pub comment: Option<String>,
+}
+
+/// `count` GPUs per node, of `kind` (`h100`) when given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuRequest {
+    pub count: u32,
+    pub kind: Option<String>,
+}
+
+impl GpuRequest {
+    /// `gpu:h100:2` / `gpu:2`, the `--gres` form.
+    fn gres(&self) -> String {
+        match &self.kind {
+            Some(kind) => format!("gpu:{kind}:{}", self.count),
+            None => format!("gpu:{}", self.count),
+        }
+    }
+}
+
+/// What slurmctld said to an accepted submission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubmittedJob {
+    pub job_id: u64,
+    /// The site's job_submit plugin message, often empty.
+    pub user_msg: String,
+}
+
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The request body for `version`.
+///
+/// - v0.0.38: `{"script": …, "job": {…}}` with `environment` an object (22.05 answers 400
+///   "environment must be a dictionary" to a list), `time_limit` and `memory_per_node` plain
+///   integers, `nodes` as `[min, max]`, GPUs as `gres`.
+/// - v0.0.40+: `{"job": {"script": …, …}}` (the top-level `script` is deprecated from v0.0.41),
+///   `environment` a list of `K=V`, `time_limit`/`memory_per_node` as `{set, infinite,
+///   number}`, `nodes` a string, GPUs as `tres_per_node` (`gres/gpu:h100:2`).
+pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, RestError> {
+    validate(job)?;
+    let mut env = job.environment.clone();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".into(), DEFAULT_PATH.into()));
+    }
+
+    let mut props = Map::new();
+    let mut put = |key: &str, value: Value| {
+        props.insert(key.to_string(), value);
+    };
+    let no_val = |n: u64| json!({"set": true, "infinite": false, "number": n});
+    let modern = version.is_data_parser();
+
+    if modern {
+        put("script", json!(job.script));
+    }
+    if let Some(name) = &job.name {
+        put("name", json!(name));
+    }
+    put("account", json!(job.account));
+    if let Some(partition) = &job.partition {
+        put("partition", json!(partition));
+    }
+    if let Some(qos) = &job.qos {
+        put("qos", json!(qos));
+    }
+    if let Some(nodes) = job.nodes {
+        put(
+            "nodes",
+            if modern {
+                json!(nodes.to_string())
+            } else {
+                json!([nodes, nodes])
+            },
+        );
+    }
+    if let Some(tasks) = job.tasks {
+        put("tasks", json!(tasks));
+    }
+    if let Some(cpus) = job.cpus_per_task {
+        put("cpus_per_task", json!(cpus));
+    }
+    if let Some(limit) = job.time_limit_min {
+        put(
+            "time_limit",
+            if modern {
+                no_val(u64::from(limit))
+            } else {
+                json!(limit)
+            },
+        );
+    }
+    if let Some(mem) = job.memory_per_node_mb {
+        put(
+            "memory_per_node",
+            if modern { no_val(mem) } else { json!(mem) },
+        );
+    }
+    if let Some(gpus) = &job.gpus_per_node {
+        if modern {
+            put("tres_per_node", json!(format!("gres/{}", gpus.gres())));
+        } else {
+            put("gres", json!(gpus.gres()));
+        }
+    }
+    put(
+        "current_working_directory",
+        json!(job.current_working_directory),
+    );
+    if let Some(out) = &job.standard_output {
+        put("standard_output", json!(out));
+    }
+    if let Some(err) = &job.standard_error {
+        put("standard_error", json!(err));
+    }
+    if let Some(comment) = &job.comment {
+        put("comment", json!(comment));
+    }
+    if modern {
+        let list: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        put("environment", json!(list));
+        Ok(json!({ "job": props }))
+    } else {
+        let object: Map<String, Value> = env.into_iter().map(|(k, v)| (k, json!(v))).collect();
+        put("environment", Value::Object(object));
+        Ok(json!({ "script": job.script, "job": props }))
+    }
+}
+
+fn validate(job: &JobSubmission) -> Result<(), RestError> {
+    let bad = |why: String| Err(RestError::InvalidRequest(why));
+    if job.script.trim().is_empty() {
+        return bad("the job script is empty".into());
+    }
+    if job.account.trim().is_empty() {
+        return bad("the account is empty".into());
+    }
+    if job.current_working_directory.trim().is_empty() {
+        return bad("the working directory is empty".into());
+    }
+    for (i, (key, value)) in job.environment.iter().enumerate() {
+        if key.is_empty() || key.contains('=') || key.contains('\0') || value.contains('\0') {
+            return bad(format!(
+                "environment variable {key:?} has an invalid name or value"
+            ));
+        }
+        if job.environment[..i].iter().any(|(k, _)| k == key) {
+            return bad(format!("environment variable {key} is set twice"));
+        }
+    }
+    if let Some(gpus) = &job.gpus_per_node {
+        if gpus.count == 0 {
+            return bad("a GPU request of 0 GPUs".into());
+        }
+        if let Some(kind) = &gpus.kind {
+            if kind.is_empty()
+                || !kind
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return bad(format!("GPU type {kind:?} is not a GRES type name"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads a 2xx submit answer: `job_id` (top level; v0.0.40/41 also repeat it in `result`) and
+/// `job_submit_user_msg` (`null` in some 22.05 answers).
+pub(crate) fn parse_submitted(
+    status: u16,
+    body: &[u8],
+    user: &str,
+) -> Result<SubmittedJob, RestError> {
+    let json = json_body(body, "submit answer")?;
+    check_ok_errors(status, &api_errors(&json), user)?;
+    let job_id = json
+        .get("job_id")
+        .and_then(Value::as_u64)
+        .or_else(|| json.pointer("/result/job_id").and_then(Value::as_u64))
+        .filter(|id| *id > 0)
+        .ok_or_else(|| RestError::BadPayload {
+            problem: "submit answer has no job_id".into(),
+            excerpt: excerpt(body),
+        })?;
+    let user_msg = json
+        .get("job_submit_user_msg")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Ok(SubmittedJob { job_id, user_msg })
+}
+
+/// Checks a 2xx cancel answer: `errors[]`, and v0.0.42+'s per-job `status[].error.code`.
+pub(crate) fn check_cancelled(status: u16, body: &[u8], user: &str) -> Result<(), RestError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    let json = json_body(body, "cancel answer")?;
+    check_ok_errors(status, &api_errors(&json), user)?;
+    for entry in json
+        .get("status")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let code = entry
+            .pointer("/error/code")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if code != 0 {
+            let message = ["/error/message", "/error/string"]
+                .iter()
+                .filter_map(|p| entry.pointer(p).and_then(Value::as_str))
+                .find(|s| !s.is_empty())
+                .unwrap_or("cancel failed")
+                .to_string();
+            return Err(RestError::Server {
+                status,
+                error_number: Some(code),
+                message,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What `ping` learned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ping {
+    /// `22.05.8`, `24.11.6`: from the answer's `meta`.
+    pub release: Option<String>,
+    pub controllers: Vec<ControllerPing>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerPing {
+    pub hostname: String,
+    /// `primary`, `backup1`, …
+    pub mode: String,
+    pub up: bool,
+}
+
+impl Ping {
+    /// Some controller answered.
+    pub fn any_up(&self) -> bool {
+        self.controllers.iter().any(|c| c.up)
+    }
+}
+
+/// v0.0.38 `pings[] {hostname, ping: "UP", status, mode}`; v0.0.40+ `pings[] {hostname,
+/// pinged: "UP", latency, mode}` (+ `responding`, `primary` from v0.0.42).
+pub(crate) fn parse_ping(status: u16, body: &[u8], user: &str) -> Result<Ping, RestError> {
+    let json = json_body(body, "ping answer")?;
+    check_ok_errors(status, &api_errors(&json), user)?;
+    let release = ["/meta/slurm/release", "/meta/Slurm/release"]
+        .iter()
+        .find_map(|p| json.pointer(p).and_then(Value::as_str))
+        .map(str::to_string);
+    let controllers = json
+        .get("pings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let text = |key: &str| p.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+            let word = p
+                .get("pinged")
+                .or_else(|| p.get("ping"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let up = match p.get("responding").and_then(Value::as_bool) {
+                Some(responding) => responding,
+                None => word.eq_ignore_ascii_case("UP"),
+            };
+            ControllerPing {
+                hostname: text("hostname"),
+                mode: text("mode"),
+                up,
+            }
+        })
+        .collect();
+    Ok(Ping {
+        release,
+        controllers,
+    })
+}
+
+fn json_body(body: &[u8], what: &str) -> Result<Value, RestError> {
+    serde_json::from_slice(body).map_err(|e| RestError::BadPayload {
+        problem: format!("{what} is not valid JSON: {e}"),
+        excerpt: excerpt(body),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobSubmission {
+        JobSubmission {
+            script: "#!/bin/bash\ntrue\n".into(),
+            account: "physics".into(),
+            current_working_directory: "/home/alice".into(),
+            ..JobSubmission::default()
+        }
+    }
+
+    #[test]
+    fn path_is_always_sent() {
+        let body = submit_body(ApiVersion::V0_0_38, &job()).unwrap();
+        assert_eq!(
+            body["job"]["environment"],
+            json!({"PATH": "/usr/local/bin:/usr/bin:/bin"})
+        );
+        let body = submit_body(ApiVersion::V0_0_42, &job()).unwrap();
+        assert_eq!(
+            body["job"]["environment"],
+            json!(["PATH=/usr/local/bin:/usr/bin:/bin"])
+        );
+        assert_eq!(body.get("script"), None);
+    }
+
+    #[test]
+    fn refuses_bad_jobs() {
+        for broken in [
+            JobSubmission {
+                script: " ".into(),
+                ..job()
+            },
+            JobSubmission {
+                environment: vec![("A=B".into(), "1".into())],
+                ..job()
+            },
+            JobSubmission {
+                environment: vec![("A".into(), "1".into()), ("A".into(), "2".into())],
+                ..job()
+            },
+            JobSubmission {
+                gpus_per_node: Some(GpuRequest {
+                    count: 1,
+                    kind: Some("h100,gpu:a100".into()),
+                }),
+                ..job()
+            },
+        ] {
+            assert!(matches!(
+                submit_body(ApiVersion::V0_0_41, &broken),
+                Err(RestError::InvalidRequest(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn answers() {
+        let ok = br#"{"errors":[],"job_id":19,"step_id":"BATCH","job_submit_user_msg":null}"#;
+        assert_eq!(
+            parse_submitted(200, ok, "alice").unwrap(),
+            SubmittedJob {
+                job_id: 19,
+                user_msg: String::new()
+            }
+        );
+        let failed = br#"{"status":[{"error":{"string":"Job/step already completing or completed",
+            "code":2021,"message":"Job/step already completing or completed"},"step_id":"",
+            "job_id":{"set":true,"infinite":false,"number":5}}],"errors":[]}"#;
+        let err = check_cancelled(200, failed, "alice").unwrap_err();
+        assert_eq!(err.slurm_error_number(), Some(2021));
+        assert!(!err.is_retryable());
+        assert!(check_cancelled(200, b"{\"errors\":[]}", "alice").is_ok());
+    }
+}

@@ -1,0 +1,424 @@
+//! slurmrestd credentials (minted JWTs, static tokens) and the submit / cancel / ping calls,
+//! against the constructed request fixtures and the real 22.05 answers.
+
+#[path = "fixtures/slurmrestd/common.rs"]
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bursar_collectors::slurmrestd::{
+    submit_body, ApiSelection, ApiVersion, GpuRequest, JobSubmission, RestError, SlurmAuth,
+    SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
+};
+use common::*;
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use secrecy::SecretString;
+use serde_json::{json, Value};
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn json_answer(status: u16, body: String) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_raw(body, "application/json")
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// The headers of every request the server saw: (user name, token).
+async fn credentials_seen(server: &MockServer) -> Vec<(String, String)> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let get = |name: &str| {
+                r.headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            (get("x-slurm-user-name"), get("x-slurm-user-token"))
+        })
+        .collect()
+}
+
+fn verify(token: &str, key: &[u8]) -> SlurmClaims {
+    let mut validation = Validation::new(Algorithm::HS256);
+    validation.set_required_spec_claims(&["exp"]);
+    decode::<SlurmClaims>(token, &DecodingKey::from_secret(key), &validation)
+        .unwrap_or_else(|e| panic!("token does not verify: {e}"))
+        .claims
+}
+
+/// The v0.0.41+ constructed request, in bursar's terms.
+fn fixture_job() -> JobSubmission {
+    JobSubmission {
+        script: "#!/bin/bash\nsrun hostname\n".into(),
+        name: Some("bursar-test".into()),
+        account: "physics".into(),
+        partition: Some("gpu".into()),
+        qos: Some("normal".into()),
+        tasks: Some(1),
+        cpus_per_task: Some(4),
+        time_limit_min: Some(60),
+        memory_per_node_mb: Some(16_384),
+        gpus_per_node: Some(GpuRequest {
+            count: 1,
+            kind: None,
+        }),
+        current_working_directory: "/home/alice".into(),
+        standard_output: Some("/home/alice/%j.out".into()),
+        environment: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("LANG".into(), "C".into()),
+        ],
+        comment: Some("bursar:req=abc123".into()),
+        ..JobSubmission::default()
+    }
+}
+
+#[tokio::test]
+async fn minted_tokens_verify_with_the_key_and_carry_the_claims_slurm_reads() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurmdb/v0.0.38/jobs"))
+        .and(header("x-slurm-user-name", "slurm"))
+        .respond_with(json_answer(
+            200,
+            fixture("real-22.05/dbjobs-q-state-FAILED.json"),
+        ))
+        .mount(&server)
+        .await;
+    let (client, _key) = client(&server, Some(ApiVersion::V0_0_38));
+    let before = now();
+    let window = Window::new(CAPTURE_START, CAPTURE_END);
+    client.fetch_jobs(window).await.unwrap();
+    client.fetch_jobs(window).await.unwrap();
+    let after = now();
+
+    let seen = credentials_seen(&server).await;
+    assert_eq!(seen.len(), 2);
+    let (user, token) = &seen[0];
+    assert_eq!(user, "slurm");
+    assert_eq!(&seen[1].1, token, "the token is reused while fresh");
+
+    let header = decode_header(token).unwrap();
+    assert_eq!(header.alg, Algorithm::HS256);
+    assert_eq!(header.typ.as_deref(), Some("JWT"));
+    let claims = verify(token, KEY);
+    assert_eq!(claims.sun, "slurm");
+    assert!(claims.iat >= before && claims.iat <= after, "{claims:?}");
+    assert_eq!(claims.exp - claims.iat, 300, "exp is iat + lifetime");
+
+    // signed over the raw file bytes, trailing newline included
+    let trimmed = &KEY[..KEY.len() - 1];
+    assert!(decode::<SlurmClaims>(
+        token,
+        &DecodingKey::from_secret(trimmed),
+        &Validation::new(Algorithm::HS256)
+    )
+    .is_err());
+}
+
+#[tokio::test]
+async fn submit_bodies_match_the_fixtures_of_each_generation() {
+    // v0.0.38: the constructed request, which has no qos, output, GPUs or comment
+    let v38_job = JobSubmission {
+        qos: None,
+        gpus_per_node: None,
+        standard_output: None,
+        comment: None,
+        environment: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("LANG".into(), "C".into()),
+        ],
+        ..fixture_job()
+    };
+    assert_eq!(
+        submit_body(ApiVersion::V0_0_38, &v38_job).unwrap(),
+        fixture_json("constructed/slurm_v0.0.38_job_submit_req.json")
+    );
+    for version in [
+        ApiVersion::V0_0_40,
+        ApiVersion::V0_0_41,
+        ApiVersion::V0_0_42,
+    ] {
+        assert_eq!(
+            submit_body(version, &fixture_job()).unwrap(),
+            fixture_json("constructed/slurm_v0.0.41plus_job_submit_req.json"),
+            "{version}"
+        );
+    }
+    // what 22.05 needs beyond the fixture: nodes as [min, max], GPUs as gres
+    let more = JobSubmission {
+        nodes: Some(2),
+        gpus_per_node: Some(GpuRequest {
+            count: 2,
+            kind: Some("h100".into()),
+        }),
+        ..fixture_job()
+    };
+    let v38 = submit_body(ApiVersion::V0_0_38, &more).unwrap();
+    assert_eq!(
+        (&v38["job"]["nodes"], &v38["job"]["gres"]),
+        (&json!([2, 2]), &json!("gpu:h100:2"))
+    );
+    let v42 = submit_body(ApiVersion::V0_0_42, &more).unwrap();
+    assert_eq!(
+        (&v42["job"]["nodes"], &v42["job"]["tres_per_node"]),
+        (&json!("2"), &json!("gres/gpu:h100:2"))
+    );
+}
+
+#[tokio::test]
+async fn submit_as_a_user_sends_their_minted_token_and_the_versions_body() {
+    for (version, answer) in [
+        (ApiVersion::V0_0_38, fixture("real-22.05/submit-alice.json")),
+        (
+            ApiVersion::V0_0_41,
+            fixture("constructed/slurm_v0.0.41plus_job_submit_resp.json"),
+        ),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path(format!("/slurm/{version}/job/submit")))
+            .and(header("x-slurm-user-name", "alice"))
+            .respond_with(json_answer(200, answer))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let (client, _key) = client(&server, Some(version));
+        let submitted = client.submit_job("alice", &fixture_job()).await.unwrap();
+        let expected_id = if version == ApiVersion::V0_0_38 {
+            19
+        } else {
+            1235
+        };
+        assert_eq!(
+            submitted,
+            SubmittedJob {
+                job_id: expected_id,
+                user_msg: String::new()
+            }
+        );
+
+        let requests = server.received_requests().await.unwrap();
+        let body: Value = serde_json::from_slice(&requests[0].body).unwrap();
+        assert_eq!(body, submit_body(version, &fixture_job()).unwrap());
+        let (_, token) = &credentials_seen(&server).await[0];
+        assert_eq!(
+            verify(token, KEY).sun,
+            "alice",
+            "minted for the user acted as"
+        );
+    }
+}
+
+#[tokio::test]
+async fn submit_failures_from_22_05() {
+    let cases = [
+        // bad account: HTTP 500 with a permanent Slurm errno
+        (
+            500,
+            "real-22.05/submit-wrong-account.json",
+            Some(2045),
+            "Invalid account",
+        ),
+        // an environment list instead of an object
+        (
+            400,
+            "real-22.05/submit-env-as-array.json",
+            None,
+            "environment must be a dictionary",
+        ),
+    ];
+    for (status, name, errno, words) in cases {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(json_answer(status, fixture(name)))
+            .mount(&server)
+            .await;
+        let (client, _key) = client(&server, Some(ApiVersion::V0_0_38));
+        let err = client
+            .submit_job("alice", &fixture_job())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, RestError::Server { status: s, .. } if s == status),
+            "{err:?}"
+        );
+        if errno.is_some() {
+            assert_eq!(err.slurm_error_number(), errno);
+        }
+        assert!(err.to_string().contains(words), "{err}");
+        assert!(!err.is_retryable());
+    }
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(json_answer(
+            200,
+            r#"{"errors": [], "job_submit_user_msg": ""}"#.into(),
+        ))
+        .mount(&server)
+        .await;
+    let (client, _key) = client(&server, Some(ApiVersion::V0_0_38));
+    let err = client
+        .submit_job("alice", &fixture_job())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RestError::BadPayload { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn cancel_and_ping() {
+    let server = MockServer::start().await;
+    Mock::given(method("DELETE"))
+        .and(path("/slurm/v0.0.38/job/20"))
+        .and(header("x-slurm-user-name", "alice"))
+        .respond_with(json_answer(200, fixture("real-22.05/cancel-as-alice.json")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/slurm/v0.0.38/job/20"))
+        .and(header("x-slurm-user-name", "bob"))
+        .respond_with(json_answer(500, fixture("real-22.05/cancel-as-bob.json")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.38/ping"))
+        .respond_with(json_answer(200, fixture("real-22.05/ping.json")))
+        .mount(&server)
+        .await;
+    let (client, _key) = client(&server, Some(ApiVersion::V0_0_38));
+
+    client.cancel_job("alice", 20).await.unwrap();
+    let err = client.cancel_job("bob", 20).await.unwrap_err();
+    assert_eq!(err.slurm_error_number(), Some(2002));
+    assert!(
+        err.to_string().contains("Access/permission denied"),
+        "{err}"
+    );
+    assert!(!err.is_retryable());
+
+    let ping = client.ping().await.unwrap();
+    assert_eq!(ping.release.as_deref(), Some("22.05.8"));
+    assert!(ping.any_up());
+    assert_eq!(ping.controllers[0].hostname, "vm");
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn v0_0_42_ping_and_cancel_shapes() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/ping/"))
+        .respond_with(json_answer(
+            200,
+            json!({"pings": [
+                {"hostname": "ctl1", "pinged": "DOWN", "responding": false, "latency": 0,
+                 "mode": "primary", "primary": true},
+                {"hostname": "ctl2", "pinged": "UP", "responding": true, "latency": 310,
+                 "mode": "backup1", "primary": false}],
+                "meta": {"slurm": {"release": "24.11.6"}}, "errors": [], "warnings": []})
+            .to_string(),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/slurm/v0.0.42/job/77"))
+        .respond_with(json_answer(
+            200,
+            json!({"status": [{"error": {"string": "No error", "code": 0, "message": ""},
+                "step_id": "", "job_id": {"set": true, "infinite": false, "number": 77}}],
+                "errors": [], "warnings": []})
+            .to_string(),
+        ))
+        .mount(&server)
+        .await;
+    let (client, _key) = client(&server, Some(ApiVersion::V0_0_42));
+    let ping = client.ping().await.unwrap();
+    assert_eq!(ping.release.as_deref(), Some("24.11.6"));
+    let up: Vec<_> = ping
+        .controllers
+        .iter()
+        .map(|c| (c.mode.as_str(), c.up))
+        .collect();
+    assert_eq!(up, vec![("primary", false), ("backup1", true)]);
+    client.cancel_job("alice", 77).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_static_token_acts_as_other_users_through_the_user_header() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/slurm/v0.0.38/job/submit"))
+        .respond_with(json_answer(200, fixture("real-22.05/submit-alice.json")))
+        .mount(&server)
+        .await;
+    let mut config = SlurmRestConfig::new(
+        server.uri(),
+        "onprem",
+        SlurmAuth::Token {
+            user: "slurm".into(),
+            token: SecretString::from("static.slurmuser.token"),
+        },
+    );
+    config.api = ApiSelection::Fixed(ApiVersion::V0_0_38);
+    let debug = format!("{config:?}");
+    assert!(!debug.contains("static.slurmuser.token"), "{debug}");
+    let client = SlurmRestClient::new(config).unwrap();
+    assert!(!format!("{client:?}").contains("static.slurmuser.token"));
+
+    client.submit_job("carol", &fixture_job()).await.unwrap();
+    assert_eq!(
+        credentials_seen(&server).await,
+        vec![("carol".to_string(), "static.slurmuser.token".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn secrets_never_show_in_debug_output() {
+    let key = key_file();
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(json_answer(
+            200,
+            fixture("real-22.05/dbjobs-q-state-FAILED.json"),
+        ))
+        .mount(&server)
+        .await;
+    let client =
+        SlurmRestClient::new(config(&server.uri(), &key, Some(ApiVersion::V0_0_38))).unwrap();
+    client
+        .fetch_jobs(Window::new(CAPTURE_START, CAPTURE_END))
+        .await
+        .unwrap();
+    let (_, token) = &credentials_seen(&server).await[0];
+    let debug = format!("{client:?}");
+    let key_text = String::from_utf8_lossy(KEY);
+    assert!(!debug.contains(token.as_str()), "{debug}");
+    assert!(!debug.contains(key_text.trim()), "{debug}");
+    assert!(debug.contains("jwt key"), "{debug}");
+
+    let lifetime_too_long = SlurmAuth::JwtKey {
+        key_file: key.path().to_path_buf(),
+        user: "slurm".into(),
+        lifetime: Duration::from_secs(7 * 86_400),
+    };
+    let err = SlurmRestClient::new(SlurmRestConfig::new(
+        server.uri(),
+        "onprem",
+        lifetime_too_long,
+    ))
+    .unwrap_err();
+    assert!(matches!(err, RestError::Config(_)), "{err:?}");
+}
