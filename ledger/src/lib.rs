@@ -1,1 +1,450 @@
-//! bursar ledger
+//! bursar's ledger: an append-only journal over a hierarchical account tree that holds
+//! per-currency allocations, with balances, holds and usage rollups materialized in the same
+//! transaction as the entries that move them.
+//!
+//! Module map:
+//!
+//! - [`Ledger`] (this file): the API. Validates input, reads the clock, delegates to a backend.
+//! - [`model`]: what goes in and comes out (`UsageCharge`, `BalanceRow`, `UsageReport`, …).
+//! - [`error`]: [`LedgerError`], variants a caller can act on; no database types.
+//! - [`names`]: account, user, cluster and currency name rules.
+//! - Domain rules, pure (no SQL, no I/O), shared by every backend:
+//!   - [`posting`]: which entries a batch of job records produces (charge, adjustment,
+//!     reversal and re-post), and the entries of holds;
+//!   - [`materialize`]: how entries move allocations' `charged`/`held`, account totals and the
+//!     daily rollup, accumulated per transaction and written once per row;
+//!   - [`balances`]: balance rows from a snapshot of allocations and totals;
+//!   - [`report`]: usage report grouping and assembly;
+//!   - [`tree`], [`calendar`]: the account tree in memory; UTC days and months in integers.
+//! - [`storage`]: the [`Storage`] trait, one transaction per method.
+//! - [`sqlite`]: [`SqliteStorage`], the SQLite backend; the only place with SQL. Its
+//!   migrations live in `ledger/migrations/sqlite/` and run at open.
+//!
+//! Money is `i64` micros with checked arithmetic; times are Unix epoch seconds, UTC. The
+//! domain rules work on the storage's integer ids (accounts, and interned labels for
+//! currencies, clusters, users, …): the posting path handles hundreds of thousands of records
+//! a second, and integers hash, compare and bind far cheaper than strings.
+#![deny(clippy::float_arithmetic)]
+
+pub mod balances;
+pub mod calendar;
+pub mod error;
+pub mod materialize;
+pub mod model;
+pub mod names;
+pub mod posting;
+pub mod report;
+pub mod sqlite;
+pub mod storage;
+pub mod tree;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bursar_pricing::Currency;
+
+pub use crate::error::{LedgerError, Result};
+pub use crate::model::{
+    AccountRow, AllocationRow, AssociationRow, BalanceRow, EntryKind, GroupKey, HoldRow, HoldState,
+    JobRow, JournalEntry, JournalQuery, NewEntry, NewHold, PostOutcome, QuarantineItem,
+    QuarantineRow, ReportSource, UsageCharge, UsageReport, UsageRow, UserRow,
+};
+pub use crate::names::{AccountName, ROOT};
+pub use crate::sqlite::SqliteStorage;
+pub use crate::storage::Storage;
+
+use crate::names::{check_account, check_cluster, check_currency, check_present, check_user};
+use crate::report::UsageGrouping;
+use crate::storage::UsageSource;
+
+/// The ledger. Cheap to clone; every clone shares the same database.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    storage: Arc<dyn Storage>,
+}
+
+/// Seconds since the epoch, by the system clock.
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+impl Ledger {
+    /// Opens the ledger at `url` and applies pending migrations.
+    ///
+    /// - `sqlite://path/to/ledger.db`, `sqlite:ledger.db` or a bare path: SQLite, the file is
+    ///   created if missing;
+    /// - `sqlite::memory:`: a private in-memory SQLite database (tests);
+    /// - `postgres://…`: not supported yet ([`LedgerError::Unsupported`]).
+    pub async fn open(url: &str) -> Result<Ledger> {
+        let scheme = url.split_once("://").map(|(s, _)| s);
+        match scheme {
+            Some("postgres" | "postgresql") => Err(LedgerError::Unsupported(
+                "the PostgreSQL ledger backend is not supported yet; use sqlite://path".to_string(),
+            )),
+            Some("sqlite") | None => {
+                let target = sqlite::SqliteTarget::parse(url)?;
+                let storage = SqliteStorage::open(&target).await?;
+                Ok(Ledger::with_storage(Arc::new(storage)))
+            }
+            Some(other) => Err(LedgerError::Invalid(format!(
+                "unknown ledger URL scheme {other:?}: expected sqlite:// (or postgres:// later)"
+            ))),
+        }
+    }
+
+    /// A ledger over an already opened backend.
+    pub fn with_storage(storage: Arc<dyn Storage>) -> Ledger {
+        Ledger { storage }
+    }
+
+    /// `"sqlite"`, `"postgres"`: the backend in use.
+    pub fn backend(&self) -> &'static str {
+        self.storage.backend()
+    }
+
+    // --- accounts -------------------------------------------------------------------------
+
+    /// Creates `name` under `parent` (`None` = root) unless it exists; `true` when created.
+    /// An existing account is left where it is (see [`Ledger::set_parent`] to move it).
+    pub async fn ensure_account(&self, name: &str, parent: Option<&str>) -> Result<bool> {
+        check_account(name)?;
+        let parent = parent.unwrap_or(ROOT);
+        check_account(parent)?;
+        if name == parent {
+            return Err(LedgerError::Invalid(format!(
+                "account {name:?} cannot be its own parent"
+            )));
+        }
+        self.storage.ensure_account(name, parent, now()).await
+    }
+
+    /// Moves `name` under `parent` (`None` = root). Refuses to move `root` or to make a cycle
+    /// ([`LedgerError::Conflict`]). Allocations of the old and new ancestors are recomputed.
+    pub async fn set_parent(&self, name: &str, parent: Option<&str>) -> Result<()> {
+        check_account(name)?;
+        let parent = parent.unwrap_or(ROOT);
+        check_account(parent)?;
+        self.storage.set_parent(name, parent).await
+    }
+
+    /// Every account, sorted by name.
+    pub async fn accounts(&self) -> Result<Vec<AccountRow>> {
+        self.storage.accounts().await
+    }
+
+    /// `name`, its parent, …, `root`.
+    pub async fn ancestors_or_self(&self, name: &str) -> Result<Vec<String>> {
+        check_account(name)?;
+        let accounts = self.storage.accounts().await?;
+        let tree = tree::AccountTree::from_pairs(accounts.into_iter().map(|a| (a.name, a.parent)));
+        let name = name.to_string();
+        if !tree.contains(&name) {
+            return Err(LedgerError::not_found("account", name));
+        }
+        Ok(tree.ancestors_or_self(&name).into_iter().cloned().collect())
+    }
+
+    // --- users ----------------------------------------------------------------------------
+
+    /// Creates or updates a user; the default account becomes one of their associations.
+    /// `true` when the user is new.
+    pub async fn upsert_user(&self, name: &str, default_account: &str) -> Result<bool> {
+        check_user(name)?;
+        check_account(default_account)?;
+        self.storage.upsert_user(name, default_account, now()).await
+    }
+
+    /// Lets `user` charge `account`; `true` when the association is new.
+    pub async fn associate(&self, user: &str, account: &str) -> Result<bool> {
+        check_user(user)?;
+        check_account(account)?;
+        self.storage.associate(user, account, now()).await
+    }
+
+    pub async fn users(&self) -> Result<Vec<UserRow>> {
+        self.storage.users().await
+    }
+
+    pub async fn associations(&self) -> Result<Vec<AssociationRow>> {
+        self.storage.associations().await
+    }
+
+    // --- allocations ----------------------------------------------------------------------
+
+    /// Allocates `amount` micros of `currency` to `account` for `[start, end)`.
+    ///
+    /// An allocation with exactly this period has its amount replaced; one that overlaps it
+    /// otherwise is a [`LedgerError::Conflict`]. A new allocation's `charged`/`held` are
+    /// backfilled from the journal in the same transaction. Each change of amount is recorded
+    /// as a `deposit` entry.
+    pub async fn set_allocation(
+        &self,
+        account: &str,
+        currency: &Currency,
+        amount: i64,
+        start: i64,
+        end: i64,
+    ) -> Result<AllocationRow> {
+        check_account(account)?;
+        check_currency(currency)?;
+        if amount < 0 {
+            return Err(LedgerError::Invalid(format!(
+                "allocation amount {amount} is negative"
+            )));
+        }
+        if start >= end {
+            return Err(LedgerError::Invalid(format!(
+                "allocation period [{start}, {end}) is empty"
+            )));
+        }
+        self.storage
+            .set_allocation(account, currency, amount, start, end, now())
+            .await
+    }
+
+    /// Every allocation with its materialized usage, by account, currency and start.
+    pub async fn allocations(&self) -> Result<Vec<AllocationRow>> {
+        self.storage.allocations().await
+    }
+
+    // --- journal --------------------------------------------------------------------------
+
+    /// Posts a batch of priced job records in one transaction; see [`posting`] for the rules.
+    ///
+    /// Idempotent: posting a record again (or any revision of it already posted) changes
+    /// nothing. Records for accounts the ledger doesn't know create those accounts under
+    /// `root` ([`PostOutcome::created_accounts`]). A final record settles the active holds of
+    /// its `(cluster, job_id)`.
+    pub async fn post_usage(&self, batch: &[UsageCharge], posted_at: i64) -> Result<PostOutcome> {
+        for (i, c) in batch.iter().enumerate() {
+            let at = |e: LedgerError| {
+                LedgerError::Invalid(format!(
+                    "record {i} ({}:{}:{}): {e}",
+                    c.cluster, c.job_id, c.submit
+                ))
+            };
+            check_cluster(&c.cluster).map_err(at)?;
+            check_present("job id", &c.job_id).map_err(at)?;
+            check_present("revision", &c.revision).map_err(at)?;
+            check_account(&c.account).map_err(at)?;
+            check_currency(&c.currency).map_err(at)?;
+            if c.amount_micros < 0 {
+                return Err(at(LedgerError::Invalid(format!(
+                    "amount {} is negative",
+                    c.amount_micros
+                ))));
+            }
+        }
+        if batch.is_empty() {
+            return Ok(PostOutcome::default());
+        }
+        self.storage.post_usage(batch, posted_at).await
+    }
+
+    /// Posts a manual deposit, adjustment or refund (see [`NewEntry`] for signs). Idempotent
+    /// by key: `false` when the same entry was posted before; a different entry under the same
+    /// key is a [`LedgerError::Conflict`].
+    pub async fn post_entry(&self, entry: &NewEntry) -> Result<bool> {
+        check_account(&entry.account)?;
+        check_currency(&entry.currency)?;
+        check_key(&entry.idempotency_key)?;
+        match entry.kind {
+            EntryKind::Deposit | EntryKind::Adjustment if entry.amount == 0 => {
+                return Err(LedgerError::Invalid(format!("{} of 0", entry.kind)));
+            }
+            EntryKind::Deposit | EntryKind::Adjustment => {}
+            EntryKind::Refund if entry.amount >= 0 => {
+                return Err(LedgerError::Invalid(
+                    "a refund gives usage back: its amount must be negative".to_string(),
+                ));
+            }
+            EntryKind::Refund => {}
+            EntryKind::Charge | EntryKind::Hold | EntryKind::Release => {
+                return Err(LedgerError::Invalid(format!(
+                    "{} entries are posted by post_usage and the hold methods, not by hand",
+                    entry.kind
+                )));
+            }
+        }
+        self.storage.post_entry(entry, now()).await
+    }
+
+    /// Journal entries in posting order; see [`JournalQuery`].
+    pub async fn journal(&self, query: &JournalQuery) -> Result<Vec<JournalEntry>> {
+        self.storage.journal(query).await
+    }
+
+    /// The current posting of a job identity, if any.
+    pub async fn job(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<JobRow>> {
+        self.storage.job(cluster, job_id, submit).await
+    }
+
+    // --- holds ----------------------------------------------------------------------------
+
+    /// Places a hold without checking balances (an admin override). Idempotent by key.
+    pub async fn place_hold(&self, hold: &NewHold) -> Result<HoldRow> {
+        check_hold(hold)?;
+        self.storage.place_hold(hold, false).await
+    }
+
+    /// Places a hold only if every ancestor-or-self with an allocation in the hold's currency
+    /// covering `placed_at` has `remaining ≥ amount`, in the same transaction (admission).
+    ///
+    /// Refuses with [`LedgerError::InsufficientAllocation`] naming the link with the least
+    /// remaining, or [`LedgerError::NoAllocation`] when no link has an allocation. Placing an
+    /// existing key again returns the first hold without checking.
+    pub async fn try_place_hold(&self, hold: &NewHold) -> Result<HoldRow> {
+        check_hold(hold)?;
+        self.storage.place_hold(hold, true).await
+    }
+
+    /// Records the cluster's job id of a hold placed before the job was forwarded.
+    pub async fn link_hold(&self, hold_id: i64, cluster_job_id: &str) -> Result<()> {
+        check_present("job id", cluster_job_id)?;
+        self.storage.link_hold(hold_id, cluster_job_id).await
+    }
+
+    /// Releases an active hold at `at`; `false` when it was already closed.
+    pub async fn release_hold(&self, hold_id: i64, reason: &str, at: i64) -> Result<bool> {
+        self.storage.release_hold(hold_id, reason, at).await
+    }
+
+    /// Expires every active hold with `expires_at ≤ now`; returns how many.
+    pub async fn expire_holds(&self, now: i64) -> Result<u64> {
+        self.storage.expire_holds(now).await
+    }
+
+    /// Holds by id; only the active ones with `active_only`.
+    pub async fn holds(&self, active_only: bool) -> Result<Vec<HoldRow>> {
+        self.storage.holds(active_only).await
+    }
+
+    // --- balances and reports -------------------------------------------------------------
+
+    /// Balances at `at` of every account, for every currency it has an allocation active at
+    /// `at` or any usage or holds in (its subtree's); see [`BalanceRow`].
+    pub async fn balances(&self, at: i64) -> Result<Vec<BalanceRow>> {
+        let snapshot = self.storage.balance_snapshot().await?;
+        balances::compute(&snapshot, at, None)
+    }
+
+    /// The balances of one account at `at`, one row per currency.
+    pub async fn balance(&self, account: &str, at: i64) -> Result<Vec<BalanceRow>> {
+        check_account(account)?;
+        let snapshot = self.storage.balance_snapshot().await?;
+        if !snapshot.accounts.iter().any(|a| a.name == account) {
+            return Err(LedgerError::not_found("account", account));
+        }
+        balances::compute(&snapshot, at, Some(account))
+    }
+
+    /// Usage with `effective_at ∈ [from, to)` grouped by account, currency and `group_by`;
+    /// from the daily rollup when `from` and `to` are on UTC day boundaries, else from the
+    /// journal. Rows of a currency sum exactly to its total.
+    pub async fn usage_report(
+        &self,
+        from: i64,
+        to: i64,
+        group_by: &[GroupKey],
+    ) -> Result<UsageReport> {
+        self.usage_report_from(ReportSource::Auto, from, to, group_by)
+            .await
+    }
+
+    /// [`Ledger::usage_report`] from an explicit source. [`ReportSource::Rollup`] needs
+    /// `from` and `to` on UTC day boundaries.
+    pub async fn usage_report_from(
+        &self,
+        source: ReportSource,
+        from: i64,
+        to: i64,
+        group_by: &[GroupKey],
+    ) -> Result<UsageReport> {
+        if from > to {
+            return Err(LedgerError::Invalid(format!(
+                "report range [{from}, {to}) ends before it starts"
+            )));
+        }
+        let aligned = calendar::is_day_start(from) && calendar::is_day_start(to);
+        let source = match source {
+            ReportSource::Auto if aligned => UsageSource::Rollup,
+            ReportSource::Auto | ReportSource::Journal => UsageSource::Journal,
+            ReportSource::Rollup if aligned => UsageSource::Rollup,
+            ReportSource::Rollup => {
+                return Err(LedgerError::Invalid(format!(
+                    "the daily rollup only answers ranges on UTC day boundaries, not [{from}, {to})"
+                )))
+            }
+        };
+        let lines = self
+            .storage
+            .usage_lines(source, from, to, UsageGrouping::of(group_by))
+            .await?;
+        report::assemble(from, to, group_by, lines)
+    }
+
+    // --- quarantine, cursors, verification -------------------------------------------------
+
+    /// Keeps lines bursar could not use; the same (source, line, raw) is kept once. Returns
+    /// how many were new.
+    pub async fn quarantine_add(&self, items: &[QuarantineItem]) -> Result<u64> {
+        self.storage.quarantine_add(items, now()).await
+    }
+
+    pub async fn quarantine_list(&self) -> Result<Vec<QuarantineRow>> {
+        self.storage.quarantine_list().await
+    }
+
+    /// A collector's saved position for `cluster`.
+    pub async fn get_cursor(&self, cluster: &str) -> Result<Option<String>> {
+        self.storage.get_cursor(cluster).await
+    }
+
+    pub async fn set_cursor(&self, cluster: &str, value: &str) -> Result<()> {
+        check_cluster(cluster)?;
+        self.storage.set_cursor(cluster, value, now()).await
+    }
+
+    /// Recomputes every materialized number (allocations, totals, daily rollup, job postings,
+    /// active holds) from the journal; returns the differences, empty when consistent.
+    pub async fn verify(&self) -> Result<Vec<String>> {
+        self.storage.verify().await
+    }
+}
+
+/// A caller's idempotency key: present, and not in the ledger's own namespace.
+fn check_key(key: &str) -> Result<()> {
+    check_present("idempotency key", key)?;
+    if let Some(prefix) = posting::RESERVED_KEY_PREFIXES
+        .iter()
+        .find(|p| key.starts_with(**p))
+    {
+        return Err(LedgerError::Invalid(format!(
+            "idempotency key {key:?}: keys starting with {prefix:?} are the ledger's own"
+        )));
+    }
+    Ok(())
+}
+
+fn check_hold(hold: &NewHold) -> Result<()> {
+    check_account(&hold.account)?;
+    check_currency(&hold.currency)?;
+    check_cluster(&hold.cluster)?;
+    check_present("idempotency key", &hold.idempotency_key)?;
+    if hold.amount <= 0 {
+        return Err(LedgerError::Invalid(format!(
+            "hold amount {} must be positive",
+            hold.amount
+        )));
+    }
+    if hold.expires_at <= hold.placed_at {
+        return Err(LedgerError::Invalid(format!(
+            "hold expires at {} but is placed at {}",
+            hold.expires_at, hold.placed_at
+        )));
+    }
+    Ok(())
+}

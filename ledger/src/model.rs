@@ -1,0 +1,446 @@
+//! The ledger's public vocabulary: what goes in ([`UsageCharge`], [`NewEntry`], [`NewHold`], …)
+//! and what comes out ([`AccountRow`], [`BalanceRow`], [`UsageReport`], …).
+//!
+//! Amounts are `i64` micros of the row's currency; times are Unix epoch seconds, UTC.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use bursar_pricing::Currency;
+
+use crate::error::LedgerError;
+
+/// One account of the tree. `parent` is `None` only for `root`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountRow {
+    pub name: String,
+    pub parent: Option<String>,
+    pub created_at: i64,
+}
+
+/// A user and the account their jobs are charged to when they name none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRow {
+    pub name: String,
+    pub default_account: String,
+    pub created_at: i64,
+}
+
+/// A user may charge an account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssociationRow {
+    pub user: String,
+    pub account: String,
+    pub created_at: i64,
+}
+
+/// An allocation with its materialized usage.
+///
+/// `charged` and `held` cover the account's whole subtree, for entries whose `effective_at` lies
+/// in `[start, end)`; `remaining = amount − charged − held` (negative when overspent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocationRow {
+    pub id: i64,
+    pub account: String,
+    pub currency: Currency,
+    pub amount: i64,
+    pub start: i64,
+    pub end: i64,
+    pub charged: i64,
+    pub held: i64,
+    pub remaining: i64,
+}
+
+/// One priced job record, ready to post.
+///
+/// Identity is `(cluster, job_id, submit)`; `revision` names the version of the record (a hash
+/// of everything that determines its charge). `amount_micros` is what the job costs at this
+/// revision, in total (never a delta); it must not be negative.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageCharge {
+    pub cluster: String,
+    pub job_id: String,
+    pub display_id: String,
+    pub submit: i64,
+    pub revision: String,
+    pub account: String,
+    pub user: String,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+    pub state: String,
+    /// The record will not change any more (the job ended). Only final records settle holds,
+    /// and a final revision is never replaced by a non-final one.
+    pub is_final: bool,
+    pub currency: Currency,
+    pub amount_micros: i64,
+    /// The moment the charge belongs to: the job's end (else start, else submit).
+    pub effective_at: i64,
+    pub price_version: Option<String>,
+    pub note: Option<String>,
+}
+
+/// What [`crate::Ledger::post_usage`] did with a batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostOutcome {
+    /// Identities seen for the first time: one `charge` entry each.
+    pub charged: u64,
+    /// Identities whose record changed: an adjustment, or a reversal and a re-post.
+    pub adjusted: u64,
+    /// Records already posted (same or already-seen revision, or a non-final record for a job
+    /// whose final record is posted): nothing written.
+    pub unchanged: u64,
+    /// Accounts the ledger did not know and created under `root` (sorted). The caller should
+    /// warn: these charges landed outside any planned part of the tree.
+    pub created_accounts: Vec<String>,
+    /// Active holds released because a final record of their job arrived.
+    pub settled_holds: u64,
+}
+
+/// The kinds of journal entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntryKind {
+    /// Changes the allocated amount of the account's own allocation (set_allocation writes one
+    /// per change; a manual deposit tops an allocation up).
+    Deposit,
+    /// The first posting of a job identity.
+    Charge,
+    /// A correction of usage: a job's new revision, a reversal and re-post, or a manual entry.
+    Adjustment,
+    /// Usage given back; its amount is negative.
+    Refund,
+    /// A hold placed (positive).
+    Hold,
+    /// A hold released, settled or expired (negative, at the hold's `placed_at`).
+    Release,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Deposit => "deposit",
+            EntryKind::Charge => "charge",
+            EntryKind::Adjustment => "adjustment",
+            EntryKind::Refund => "refund",
+            EntryKind::Hold => "hold",
+            EntryKind::Release => "release",
+        }
+    }
+
+    /// Charges, adjustments and refunds: the entries that make up usage.
+    pub fn is_usage(self) -> bool {
+        matches!(
+            self,
+            EntryKind::Charge | EntryKind::Adjustment | EntryKind::Refund
+        )
+    }
+
+    /// Holds and releases: the entries that make up `held`.
+    pub fn is_hold(self) -> bool {
+        matches!(self, EntryKind::Hold | EntryKind::Release)
+    }
+}
+
+impl fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EntryKind {
+    type Err = LedgerError;
+
+    fn from_str(text: &str) -> Result<EntryKind, LedgerError> {
+        Ok(match text {
+            "deposit" => EntryKind::Deposit,
+            "charge" => EntryKind::Charge,
+            "adjustment" => EntryKind::Adjustment,
+            "refund" => EntryKind::Refund,
+            "hold" => EntryKind::Hold,
+            "release" => EntryKind::Release,
+            other => {
+                return Err(LedgerError::Invalid(format!(
+                    "{other:?} is not a journal entry kind"
+                )))
+            }
+        })
+    }
+}
+
+/// A manual journal entry: `kind` is [`EntryKind::Deposit`], [`EntryKind::Adjustment`] or
+/// [`EntryKind::Refund`].
+///
+/// `amount` is signed as stored: a refund is negative (it gives usage back), an adjustment
+/// either sign, a deposit either sign (it changes the allocated amount of the account's own
+/// allocation in `currency` that covers `effective_at`, which must exist and stay ≥ 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEntry {
+    pub kind: EntryKind,
+    pub account: String,
+    pub currency: Currency,
+    pub amount: i64,
+    pub effective_at: i64,
+    pub idempotency_key: String,
+    pub note: Option<String>,
+}
+
+/// One journal entry as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalEntry {
+    pub id: i64,
+    pub idempotency_key: String,
+    pub kind: EntryKind,
+    pub account: String,
+    pub currency: Currency,
+    pub amount: i64,
+    /// +1 where a job identity's money starts counting in a group, −1 on a reversal, else 0.
+    pub job_count: i64,
+    pub effective_at: i64,
+    pub posted_at: i64,
+    pub cluster: Option<String>,
+    pub job_id: Option<String>,
+    pub display_id: Option<String>,
+    pub submit: Option<i64>,
+    pub user: Option<String>,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+    pub state: Option<String>,
+    pub revision: Option<String>,
+    pub price_version: Option<String>,
+    pub hold_id: Option<i64>,
+    pub note: Option<String>,
+}
+
+/// Which journal entries to list: every filter that is `Some` must match; entries come in
+/// posting order, starting after `after_id`, at most `limit` of them (all when `None`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JournalQuery {
+    pub account: Option<String>,
+    pub cluster: Option<String>,
+    pub job_id: Option<String>,
+    pub after_id: i64,
+    pub limit: Option<u32>,
+}
+
+/// The current posting of one job identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRow {
+    pub cluster: String,
+    pub job_id: String,
+    pub submit: i64,
+    pub display_id: String,
+    pub revision: String,
+    pub is_final: bool,
+    pub account: String,
+    pub currency: Currency,
+    /// What the job's journal entries add up to: the amount of its current revision.
+    pub amount: i64,
+    pub effective_at: i64,
+    pub user: String,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+    pub state: String,
+    pub price_version: Option<String>,
+    pub updated_at: i64,
+}
+
+/// A hold to place. `amount` (> 0) counts against the allocations covering `placed_at` on the
+/// account and every ancestor until the hold is released, settled or expires at `expires_at`.
+/// Placing the same `idempotency_key` twice returns the first hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewHold {
+    pub account: String,
+    pub currency: Currency,
+    pub amount: i64,
+    pub cluster: String,
+    /// The cluster's job id, when known; else link it later with `link_hold`.
+    pub job_ref: Option<String>,
+    pub placed_at: i64,
+    pub expires_at: i64,
+    pub idempotency_key: String,
+    pub note: Option<String>,
+}
+
+/// Where a hold is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HoldState {
+    Active,
+    /// Released by a caller (the job was cancelled or never forwarded).
+    Released,
+    /// Released because the job's final usage was posted.
+    Settled,
+    /// Released by `expire_holds` after `expires_at`.
+    Expired,
+}
+
+impl HoldState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldState::Active => "active",
+            HoldState::Released => "released",
+            HoldState::Settled => "settled",
+            HoldState::Expired => "expired",
+        }
+    }
+}
+
+impl FromStr for HoldState {
+    type Err = LedgerError;
+
+    fn from_str(text: &str) -> Result<HoldState, LedgerError> {
+        Ok(match text {
+            "active" => HoldState::Active,
+            "released" => HoldState::Released,
+            "settled" => HoldState::Settled,
+            "expired" => HoldState::Expired,
+            other => {
+                return Err(LedgerError::Invalid(format!(
+                    "{other:?} is not a hold state"
+                )))
+            }
+        })
+    }
+}
+
+/// A hold as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldRow {
+    pub id: i64,
+    pub idempotency_key: String,
+    pub account: String,
+    pub currency: Currency,
+    pub amount: i64,
+    pub cluster: String,
+    pub job_ref: Option<String>,
+    pub placed_at: i64,
+    pub expires_at: i64,
+    pub state: HoldState,
+    pub closed_at: Option<i64>,
+    pub reason: Option<String>,
+    pub note: Option<String>,
+}
+
+/// The balance of one account in one currency at a moment: listed when the account holds an
+/// allocation in the currency active at that moment, or when its subtree's usage or holds in
+/// the currency are not zero.
+///
+/// With an allocation active at that moment: `allocated` is its amount, `charged`/`held` are the
+/// subtree's usage and holds within its period, `remaining = allocated − charged − held`, and
+/// `period` is its `[start, end)`. Without one: `allocated`, `remaining` and `period` are
+/// `None`, and `charged`/`held` are the subtree's all-time totals. `available` is the smallest
+/// `remaining` over the account and its ancestors that hold an active allocation in the
+/// currency — what a new hold could take — and `None` when none does (no access).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BalanceRow {
+    pub account: String,
+    pub currency: Currency,
+    pub allocated: Option<i64>,
+    pub charged: i64,
+    pub held: i64,
+    pub remaining: Option<i64>,
+    pub available: Option<i64>,
+    pub period: Option<(i64, i64)>,
+}
+
+/// A dimension a usage report can group by. Account and currency always are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GroupKey {
+    Account,
+    User,
+    Cluster,
+    Partition,
+    Qos,
+    /// `YYYY-MM` of `effective_at`, UTC.
+    Month,
+    /// `YYYY-MM-DD` of `effective_at`, UTC.
+    Day,
+}
+
+impl GroupKey {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupKey::Account => "account",
+            GroupKey::User => "user",
+            GroupKey::Cluster => "cluster",
+            GroupKey::Partition => "partition",
+            GroupKey::Qos => "qos",
+            GroupKey::Month => "month",
+            GroupKey::Day => "day",
+        }
+    }
+}
+
+impl FromStr for GroupKey {
+    type Err = LedgerError;
+
+    fn from_str(text: &str) -> Result<GroupKey, LedgerError> {
+        Ok(match text.to_ascii_lowercase().as_str() {
+            "account" => GroupKey::Account,
+            "user" => GroupKey::User,
+            "cluster" => GroupKey::Cluster,
+            "partition" => GroupKey::Partition,
+            "qos" => GroupKey::Qos,
+            "month" => GroupKey::Month,
+            "day" => GroupKey::Day,
+            other => {
+                return Err(LedgerError::Invalid(format!(
+                    "{other:?} is not a report grouping (account, user, cluster, partition, qos, month, day)"
+                )))
+            }
+        })
+    }
+}
+
+/// One line of a usage report.
+///
+/// `keys` holds the value of every requested [`GroupKey`] (`""` where an entry has none, e.g. a
+/// manual adjustment has no user). `jobs` counts the job identities whose money is in the line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageRow {
+    pub account: String,
+    pub currency: Currency,
+    pub amount: i64,
+    pub jobs: u64,
+    pub keys: BTreeMap<GroupKey, String>,
+}
+
+/// Usage (charges, adjustments, refunds) with `effective_at ∈ [from, to)`. The rows of each
+/// currency sum exactly to its total.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageReport {
+    pub from: i64,
+    pub to: i64,
+    pub rows: Vec<UsageRow>,
+    pub totals: Vec<(Currency, i64)>,
+}
+
+/// Where a usage report is computed from. Both give the same answer; the rollup is faster and
+/// only answers ranges on UTC day boundaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportSource {
+    /// The daily rollup when `from` and `to` are on UTC day boundaries, else the journal.
+    Auto,
+    Rollup,
+    Journal,
+}
+
+/// A line bursar could not use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantineItem {
+    /// Where it came from: a file name, `sacct:cluster`, `dstack:project`, …
+    pub source: String,
+    pub line: Option<u64>,
+    pub reason: String,
+    pub raw: String,
+}
+
+/// A quarantined line as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantineRow {
+    pub id: i64,
+    pub source: String,
+    pub line: Option<u64>,
+    pub reason: String,
+    pub raw: String,
+    pub first_seen: i64,
+}

@@ -1,0 +1,116 @@
+//! Usage reports: the grouping a backend must do, and the assembly of its lines into a report
+//! (calendar keys, re-aggregation, totals). Pure.
+
+use std::collections::BTreeMap;
+
+use bursar_pricing::Currency;
+
+use crate::calendar::{format_day, format_month};
+use crate::error::{add, LedgerError, Result};
+use crate::model::{GroupKey, UsageReport, UsageRow};
+
+/// Which columns, besides account and currency, a backend must group usage by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsageGrouping {
+    pub user: bool,
+    pub cluster: bool,
+    pub partition: bool,
+    pub qos: bool,
+    /// The UTC day of `effective_at` (for both `Day` and `Month`).
+    pub day: bool,
+}
+
+impl UsageGrouping {
+    pub fn of(keys: &[GroupKey]) -> UsageGrouping {
+        let has = |k: GroupKey| keys.contains(&k);
+        UsageGrouping {
+            user: has(GroupKey::User),
+            cluster: has(GroupKey::Cluster),
+            partition: has(GroupKey::Partition),
+            qos: has(GroupKey::Qos),
+            day: has(GroupKey::Day) || has(GroupKey::Month),
+        }
+    }
+}
+
+/// One group of usage as a backend returns it: the grouped columns are `Some` (`""` for an
+/// absent dimension), the others `None`. `day` is the epoch second of 00:00 UTC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageLine {
+    pub account: String,
+    pub currency: String,
+    pub day: Option<i64>,
+    pub user: Option<String>,
+    pub cluster: Option<String>,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+    pub amount: i64,
+    pub job_count: i64,
+}
+
+/// A report group: account, currency and the requested keys.
+type Group = (String, String, BTreeMap<GroupKey, String>);
+
+/// Turns backend lines into a report: computes calendar keys, merges lines that fall into the
+/// same group (days of a month), sorts, and totals per currency from the rows themselves so
+/// that rows always sum to totals.
+pub fn assemble(
+    from: i64,
+    to: i64,
+    group_by: &[GroupKey],
+    lines: Vec<UsageLine>,
+) -> Result<UsageReport> {
+    let mut groups: BTreeMap<Group, (i64, i64)> = BTreeMap::new();
+    for line in lines {
+        let mut keys = BTreeMap::new();
+        for &key in group_by {
+            let value = match key {
+                GroupKey::Account => line.account.clone(),
+                GroupKey::User => line.user.clone().unwrap_or_default(),
+                GroupKey::Cluster => line.cluster.clone().unwrap_or_default(),
+                GroupKey::Partition => line.partition.clone().unwrap_or_default(),
+                GroupKey::Qos => line.qos.clone().unwrap_or_default(),
+                GroupKey::Month => line.day.map(format_month).unwrap_or_default(),
+                GroupKey::Day => line.day.map(format_day).unwrap_or_default(),
+            };
+            keys.insert(key, value);
+        }
+        let sum = groups
+            .entry((line.account, line.currency, keys))
+            .or_default();
+        sum.0 = add(sum.0, line.amount, "report amount")?;
+        sum.1 = add(sum.1, line.job_count, "report job count")?;
+    }
+
+    let mut totals: BTreeMap<String, i64> = BTreeMap::new();
+    let mut rows = Vec::with_capacity(groups.len());
+    for ((account, currency, keys), (amount, job_count)) in groups {
+        if amount == 0 && job_count == 0 {
+            // A posting and its reversal in the same group: nothing to report.
+            continue;
+        }
+        let jobs = u64::try_from(job_count).map_err(|_| {
+            LedgerError::Storage(format!(
+                "negative job count {job_count} for account {account:?} in {currency}"
+            ))
+        })?;
+        let total = totals.entry(currency.clone()).or_default();
+        *total = add(*total, amount, "report total")?;
+        rows.push(UsageRow {
+            account,
+            currency: Currency::new(&currency),
+            amount,
+            jobs,
+            keys,
+        });
+    }
+    Ok(UsageReport {
+        from,
+        to,
+        rows,
+        totals: totals
+            .into_iter()
+            .map(|(c, amount)| (Currency::new(&c), amount))
+            .collect(),
+    })
+}

@@ -1,0 +1,298 @@
+//! Holds: placing (optionally checked against every allocation on the chain), linking to a
+//! cluster job, and closing (released, settled, expired) with a `release` entry.
+
+use bursar_pricing::Currency;
+use sqlx::sqlite::SqliteRow;
+use sqlx::SqliteConnection;
+
+use super::journal::{insert_entries, open_hold, write_effects, OPEN_HOLD_SELECT};
+use super::labels::intern;
+use super::tree::{load_context, require_account};
+use super::{col, db, json_ints};
+use crate::error::{LedgerError, Result};
+use crate::materialize::{AllocSpan, Effects, Id};
+use crate::model::{HoldRow, NewHold};
+use crate::posting::{hold_entry, release_entries, OpenHold};
+
+const HOLD_SELECT: &str = "select h.id, h.idempotency_key, a.name, cur.value, h.amount, \
+     cl.value, h.job_ref, h.placed_at, h.expires_at, h.state, h.closed_at, h.reason, h.note \
+     from holds h join accounts a on a.id = h.account_id \
+     join labels cur on cur.id = h.currency_id join labels cl on cl.id = h.cluster_id";
+
+fn hold_row(row: &SqliteRow) -> Result<HoldRow> {
+    Ok(HoldRow {
+        id: col(row, 0)?,
+        idempotency_key: col(row, 1)?,
+        account: col(row, 2)?,
+        currency: Currency::new(&col::<String>(row, 3)?),
+        amount: col(row, 4)?,
+        cluster: col(row, 5)?,
+        job_ref: col(row, 6)?,
+        placed_at: col(row, 7)?,
+        expires_at: col(row, 8)?,
+        state: col::<String>(row, 9)?.parse()?,
+        closed_at: col(row, 10)?,
+        reason: col(row, 11)?,
+        note: col(row, 12)?,
+    })
+}
+
+async fn hold_by_key(conn: &mut SqliteConnection, key: &str) -> Result<Option<HoldRow>> {
+    let sql = format!("{HOLD_SELECT} where h.idempotency_key = ?");
+    let row = sqlx::query(&sql)
+        .bind(key)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    row.as_ref().map(hold_row).transpose()
+}
+
+async fn hold_by_id(conn: &mut SqliteConnection, id: Id) -> Result<Option<HoldRow>> {
+    let sql = format!("{HOLD_SELECT} where h.id = ?");
+    let row = sqlx::query(&sql)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    row.as_ref().map(hold_row).transpose()
+}
+
+/// Refuses a hold unless every covering allocation on the chain can take it; names the link
+/// with the least remaining (the nearest one among equals).
+fn check_cover(allocs: &[&AllocSpan], hold: &NewHold, names: &[(Id, String)]) -> Result<()> {
+    let mut worst: Option<(i64, &AllocSpan)> = None;
+    for a in allocs {
+        let remaining = a.remaining()?;
+        if worst.is_none_or(|(w, _)| remaining < w) {
+            worst = Some((remaining, a));
+        }
+    }
+    match worst {
+        None => Err(LedgerError::NoAllocation {
+            account: hold.account.clone(),
+            currency: hold.currency.clone(),
+        }),
+        Some((remaining, a)) if remaining < hold.amount => {
+            let account = names
+                .iter()
+                .find(|(id, _)| *id == a.account)
+                .map(|(_, name)| name.clone())
+                .unwrap_or_else(|| a.account.to_string());
+            Err(LedgerError::InsufficientAllocation {
+                account,
+                currency: hold.currency.clone(),
+                estimate: hold.amount,
+                remaining,
+            })
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+pub(super) async fn place(
+    conn: &mut SqliteConnection,
+    hold: &NewHold,
+    check: bool,
+) -> Result<HoldRow> {
+    if let Some(existing) = hold_by_key(conn, &hold.idempotency_key).await? {
+        let same = existing.account == hold.account
+            && existing.currency == hold.currency
+            && existing.amount == hold.amount
+            && existing.cluster == hold.cluster;
+        return if same {
+            Ok(existing)
+        } else {
+            Err(LedgerError::Conflict(format!(
+                "hold key {:?} was already used for a different hold",
+                hold.idempotency_key
+            )))
+        };
+    }
+    let account = require_account(conn, &hold.account).await?;
+    let labels = intern(conn, &[hold.currency.as_str(), hold.cluster.as_str()]).await?;
+    let label = |v: &str| {
+        labels
+            .get(v)
+            .copied()
+            .ok_or_else(|| LedgerError::Storage(format!("label {v:?} was not created")))
+    };
+    let currency = label(hold.currency.as_str())?;
+    let cluster = label(hold.cluster.as_str())?;
+    let (tree, allocs) = load_context(conn, &[account]).await?;
+    if check {
+        let mut probe = Effects::new(&tree, &allocs);
+        let covering = probe.covering(account, currency, hold.placed_at);
+        let chain: Vec<Id> = covering.iter().map(|a| a.account).collect();
+        let rows = sqlx::query(
+            "select id, name from accounts where id in (select value from json_each(?))",
+        )
+        .bind(json_ints(chain))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+        let names: Vec<(Id, String)> = rows
+            .iter()
+            .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
+            .collect::<Result<_>>()?;
+        check_cover(&covering, hold, &names)?;
+    }
+    let id: Id = sqlx::query_scalar(
+        "insert into holds
+             (idempotency_key, account_id, currency_id, amount, cluster_id, job_ref, placed_at,
+              expires_at, note)
+         values (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         returning id",
+    )
+    .bind(&hold.idempotency_key)
+    .bind(account)
+    .bind(currency)
+    .bind(hold.amount)
+    .bind(cluster)
+    .bind(hold.job_ref.as_deref())
+    .bind(hold.placed_at)
+    .bind(hold.expires_at)
+    .bind(hold.note.as_deref())
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)?;
+    let open = OpenHold {
+        id,
+        account,
+        currency,
+        cluster,
+        amount: hold.amount,
+        placed_at: hold.placed_at,
+    };
+    let mut effects = Effects::new(&tree, &allocs);
+    effects.hold(account, currency, hold.placed_at, hold.amount)?;
+    let entry = hold_entry(&open, hold.note.as_deref());
+    insert_entries(conn, &[&entry], hold.placed_at).await?;
+    write_effects(conn, &effects, hold.placed_at).await?;
+    hold_by_id(conn, id)
+        .await?
+        .ok_or_else(|| LedgerError::Storage(format!("hold {id} vanished")))
+}
+
+pub(super) async fn link(conn: &mut SqliteConnection, id: Id, job_ref: &str) -> Result<()> {
+    let current: Option<Option<String>> =
+        sqlx::query_scalar("select job_ref from holds where id = ?")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db)?;
+    match current {
+        None => Err(LedgerError::not_found("hold", id.to_string())),
+        Some(Some(existing)) if existing != job_ref => Err(LedgerError::Conflict(format!(
+            "hold {id} is linked to job {existing:?}, not {job_ref:?}"
+        ))),
+        Some(_) => {
+            sqlx::query("update holds set job_ref = ? where id = ?")
+                .bind(job_ref)
+                .bind(id)
+                .execute(&mut *conn)
+                .await
+                .map_err(db)?;
+            Ok(())
+        }
+    }
+}
+
+/// Marks holds closed; their `release` entries are written by the caller.
+pub(super) async fn mark_closed(
+    conn: &mut SqliteConnection,
+    ids: &[Id],
+    state: &str,
+    reason: &str,
+    at: i64,
+) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "update holds set state = ?, closed_at = ?, reason = ?
+         where state = 'active' and id in (select value from json_each(?))",
+    )
+    .bind(state)
+    .bind(at)
+    .bind(reason)
+    .bind(json_ints(ids.iter().copied()))
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(())
+}
+
+/// Closes active holds: `release` entries, materialized numbers, state.
+async fn close(
+    conn: &mut SqliteConnection,
+    holds: &[OpenHold],
+    state: &str,
+    reason: &str,
+    at: i64,
+) -> Result<()> {
+    if holds.is_empty() {
+        return Ok(());
+    }
+    let mut accounts: Vec<Id> = holds.iter().map(|h| h.account).collect();
+    accounts.sort_unstable();
+    accounts.dedup();
+    let (tree, allocs) = load_context(conn, &accounts).await?;
+    let mut effects = Effects::new(&tree, &allocs);
+    let entries = release_entries(holds, reason, &mut effects)?;
+    let refs: Vec<_> = entries.iter().collect();
+    insert_entries(conn, &refs, at).await?;
+    write_effects(conn, &effects, at).await?;
+    let ids: Vec<Id> = holds.iter().map(|h| h.id).collect();
+    mark_closed(conn, &ids, state, reason, at).await
+}
+
+pub(super) async fn release(
+    conn: &mut SqliteConnection,
+    id: Id,
+    reason: &str,
+    at: i64,
+) -> Result<bool> {
+    let sql = format!("{OPEN_HOLD_SELECT} where id = ? and state = 'active'");
+    let open = sqlx::query(&sql)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    let Some(open) = open else {
+        return match hold_by_id(conn, id).await? {
+            Some(_) => Ok(false),
+            None => Err(LedgerError::not_found("hold", id.to_string())),
+        };
+    };
+    close(conn, &[open_hold(&open)?], "released", reason, at).await?;
+    Ok(true)
+}
+
+pub(super) async fn expire(conn: &mut SqliteConnection, now: i64) -> Result<u64> {
+    let sql = format!("{OPEN_HOLD_SELECT} where state = 'active' and expires_at <= ? order by id");
+    let rows = sqlx::query(&sql)
+        .bind(now)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    let holds: Vec<OpenHold> = rows.iter().map(open_hold).collect::<Result<_>>()?;
+    close(
+        conn,
+        &holds,
+        "expired",
+        "expired: no final usage arrived in time",
+        now,
+    )
+    .await?;
+    Ok(u64::try_from(holds.len()).unwrap_or(u64::MAX))
+}
+
+pub(super) async fn list(conn: &mut SqliteConnection, active_only: bool) -> Result<Vec<HoldRow>> {
+    let sql = if active_only {
+        format!("{HOLD_SELECT} where h.state = 'active' order by h.id")
+    } else {
+        format!("{HOLD_SELECT} order by h.id")
+    };
+    let rows = sqlx::query(&sql).fetch_all(&mut *conn).await.map_err(db)?;
+    rows.iter().map(hold_row).collect()
+}

@@ -1,0 +1,998 @@
+//! Journal entries, job postings and the materialized writes that go with them.
+
+use std::sync::Arc;
+
+use bursar_pricing::Currency;
+use rustc_hash::{FxHashMap, FxHashSet};
+use sqlx::sqlite::SqliteRow;
+use sqlx::SqliteConnection;
+
+use super::labels::{intern, intern_one};
+use super::tree::{
+    account_ids, allocation_covering, create_under_root, load_context, require_account,
+};
+use super::{chunk_plan, col, db, json_strings, multi_row_sql, value_rows, MAX_PARAMS};
+use crate::error::{add, LedgerError, Result};
+use crate::materialize::{Effects, Id, UsageDims};
+use crate::model::{
+    EntryKind, JobRow, JournalEntry, JournalQuery, NewEntry, PostOutcome, UsageCharge,
+};
+use crate::posting::{plan_usage, release_entries, Entry, EntryType, Incoming, OpenHold, Posting};
+
+/// Journal columns as the hot path writes them: `id` is left to SQLite (the next rowid, which
+/// the writer predicts and checks).
+const ENTRY_COLUMNS: &str = "type, account_id, currency_id, amount, effective_at, posted_at, \
+     job, revision, is_final, cluster_id, user_id, partition_id, qos_id, state_id, \
+     price_version_id, hold_id, key, note";
+const ENTRY_ARITY: usize = 18;
+/// Job entries rarely have a hold, key or note: their statement leaves those three out.
+const JOB_ENTRY_ARITY: usize = 15;
+
+/// The id the next journal entry gets. Only valid inside the write transaction.
+async fn next_entry_id(conn: &mut SqliteConnection) -> Result<Id> {
+    let max: Id = sqlx::query_scalar("select coalesce(max(id), 0) from journal")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(max + 1)
+}
+
+type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+
+/// Runs `count` statements, building statement `i + 1` (binding its parameters) while
+/// statement `i` executes on sqlx's SQLite worker thread: bulk writes keep both cores busy.
+async fn pipelined<'q>(
+    conn: &mut SqliteConnection,
+    count: usize,
+    mut build: impl FnMut(usize) -> SqliteQuery<'q>,
+) -> Result<()> {
+    let mut next = (count > 0).then(|| build(0));
+    for i in 0..count {
+        let Some(query) = next.take() else { break };
+        let more = i + 1 < count;
+        let (done, built) = tokio::join!(biased; query.execute(&mut *conn), async {
+            more.then(|| build(i + 1))
+        });
+        done.map_err(db)?;
+        next = built;
+    }
+    Ok(())
+}
+
+/// The multi-row statements that append `entries`, with ids from `first` on.
+struct EntryStatements<'e, 'a> {
+    chunks: Vec<&'e [&'e Entry<'a>]>,
+    sql: Vec<Arc<str>>,
+    /// Whether chunk `i` uses the short (job entry) column list.
+    short: Vec<bool>,
+    /// Id of the first entry of chunk `i`.
+    first_ids: Vec<Id>,
+}
+
+impl<'e, 'a> EntryStatements<'e, 'a> {
+    fn new(entries: &'e [&'e Entry<'a>], first: Id) -> EntryStatements<'e, 'a> {
+        let mut chunks = Vec::new();
+        let mut rest = entries;
+        for size in chunk_plan(entries.len()) {
+            let (chunk, tail) = rest.split_at(size);
+            chunks.push(chunk);
+            rest = tail;
+        }
+        let mut sql = Vec::with_capacity(chunks.len());
+        let mut short = Vec::with_capacity(chunks.len());
+        let mut first_ids = Vec::with_capacity(chunks.len());
+        let mut id = first;
+        for chunk in &chunks {
+            let is_short = chunk
+                .iter()
+                .all(|e| e.hold_id.is_none() && e.key.is_none() && e.note.is_none());
+            sql.push(if is_short {
+                let columns = &ENTRY_COLUMNS[..ENTRY_COLUMNS.rfind(", hold_id").unwrap_or(0)];
+                multi_row_sql(
+                    "journal-short",
+                    &format!("insert into journal ({columns})"),
+                    chunk.len(),
+                    JOB_ENTRY_ARITY,
+                    "",
+                )
+            } else {
+                multi_row_sql(
+                    "journal",
+                    &format!("insert into journal ({ENTRY_COLUMNS})"),
+                    chunk.len(),
+                    ENTRY_ARITY,
+                    "",
+                )
+            });
+            short.push(is_short);
+            first_ids.push(id);
+            id += Id::try_from(chunk.len()).unwrap_or(Id::MAX);
+        }
+        EntryStatements {
+            chunks,
+            sql,
+            short,
+            first_ids,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.chunks.len()
+    }
+
+    fn build<'q>(&'q self, i: usize, posted_at: i64) -> SqliteQuery<'q>
+    where
+        'e: 'q,
+        'a: 'q,
+    {
+        let mut query = sqlx::query(&self.sql[i]);
+        for e in self.chunks[i] {
+            query = query
+                .bind(e.entry_type.code())
+                .bind(e.account)
+                .bind(e.currency)
+                .bind(e.amount)
+                .bind(e.effective_at)
+                .bind(posted_at)
+                .bind(e.job)
+                .bind(e.revision)
+                .bind(e.is_final)
+                .bind(e.cluster)
+                .bind(e.user)
+                .bind(e.partition)
+                .bind(e.qos)
+                .bind(e.state)
+                .bind(e.price_version);
+            if !self.short[i] {
+                query = query
+                    .bind(e.hold_id)
+                    .bind(e.key.as_deref())
+                    .bind(e.note.as_deref());
+            }
+        }
+        query
+    }
+
+    /// Runs the statements, then checks that the entries got the ids predicted.
+    async fn run(&self, conn: &mut SqliteConnection, posted_at: i64) -> Result<()> {
+        pipelined(conn, self.len(), |i| self.build(i, posted_at)).await?;
+        self.check(conn).await
+    }
+
+    async fn check(&self, conn: &mut SqliteConnection) -> Result<()> {
+        let (Some(first), Some(last)) = (self.first_ids.first(), self.chunks.last()) else {
+            return Ok(());
+        };
+        let expected = self.first_ids.last().copied().unwrap_or(*first)
+            + Id::try_from(last.len()).unwrap_or(Id::MAX)
+            - 1;
+        check_last_id(conn, "journal", expected).await
+    }
+}
+
+/// Fails (and so rolls back) unless the table's largest id is `expected`: entries are written
+/// with the ids the writer predicted (SQLite's next rowid is the largest plus one).
+async fn check_last_id(conn: &mut SqliteConnection, table: &str, expected: Id) -> Result<()> {
+    let max: Id = sqlx::query_scalar(&format!("select coalesce(max(id), 0) from {table}"))
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+    if max == expected {
+        Ok(())
+    } else {
+        Err(LedgerError::Storage(format!(
+            "{table} ids: expected the last to be {expected}, found {max}"
+        )))
+    }
+}
+
+/// Appends entries to the journal; returns the id of the first. Entry `i` gets id
+/// `first + i`.
+pub(super) async fn insert_entries(
+    conn: &mut SqliteConnection,
+    entries: &[&Entry<'_>],
+    posted_at: i64,
+) -> Result<Id> {
+    let first = next_entry_id(conn).await?;
+    EntryStatements::new(entries, first)
+        .run(conn, posted_at)
+        .await?;
+    Ok(first)
+}
+
+/// A row of `jobs` to write: new identities are inserted, known ones get a new latest entry
+/// and amount.
+struct JobWrite<'a> {
+    id: Id,
+    cluster: Id,
+    job_id: &'a str,
+    submit: i64,
+    display_id: Option<&'a str>,
+    entry: Id,
+    amount: i64,
+}
+
+/// New jobs are inserted in job-number order without an id (SQLite gives the next rowid,
+/// which is the number the batch reserved); known jobs get their new latest entry and amount.
+fn jobs_sql(new: bool, rows: usize) -> Arc<str> {
+    if new {
+        multi_row_sql(
+            "jobs-new",
+            "insert into jobs (cluster_id, job_id, submit, display_id, entry_id, amount)",
+            rows,
+            6,
+            "",
+        )
+    } else {
+        multi_row_sql(
+            "jobs-update",
+            "insert into jobs (id, cluster_id, job_id, submit, display_id, entry_id, amount)",
+            rows,
+            7,
+            "on conflict (id) do update set entry_id = excluded.entry_id, amount = excluded.amount",
+        )
+    }
+}
+
+fn build_jobs<'q>(sql: &'q str, new: bool, chunk: &'q [JobWrite<'q>]) -> SqliteQuery<'q> {
+    let mut query = sqlx::query(sql);
+    for j in chunk {
+        if !new {
+            query = query.bind(j.id);
+        }
+        query = query
+            .bind(j.cluster)
+            .bind(j.job_id)
+            .bind(j.submit)
+            .bind(j.display_id)
+            .bind(j.entry)
+            .bind(j.amount);
+    }
+    query
+}
+
+/// Splits `rows` by [`chunk_plan`].
+fn planned_chunks<T>(rows: &[T]) -> Vec<&[T]> {
+    let mut chunks = Vec::new();
+    let mut rest = rows;
+    for size in chunk_plan(rows.len()) {
+        let (chunk, tail) = rest.split_at(size);
+        chunks.push(chunk);
+        rest = tail;
+    }
+    chunks
+}
+
+/// Writes what `effects` accumulated: each touched allocation, account total and daily rollup
+/// row once. STRICT integer columns refuse the real an overflowing `+` would produce.
+pub(super) async fn write_effects(
+    conn: &mut SqliteConnection,
+    effects: &Effects<'_>,
+    now: i64,
+) -> Result<()> {
+    for (id, charged, held) in effects.allocation_updates()? {
+        sqlx::query("update allocations set charged = ?, held = ?, updated_at = ? where id = ?")
+            .bind(charged)
+            .bind(held)
+            .bind(now)
+            .bind(id)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+    }
+
+    let totals = effects.total_deltas();
+    for chunk in totals.chunks(MAX_PARAMS / 4) {
+        let sql = format!(
+            "insert into account_totals (account_id, currency_id, charged, held) values {}
+             on conflict (account_id, currency_id) do update set
+                 charged = charged + excluded.charged, held = held + excluded.held",
+            value_rows(chunk.len(), 4)
+        );
+        let mut query = sqlx::query(&sql).persistent(false);
+        for ((account, currency), (charged, held)) in chunk {
+            query = query
+                .bind(*account)
+                .bind(*currency)
+                .bind(*charged)
+                .bind(*held);
+        }
+        query.execute(&mut *conn).await.map_err(db)?;
+    }
+
+    let daily = effects.daily_deltas();
+    let chunks = planned_chunks(&daily);
+    let sql: Vec<Arc<str>> = chunks
+        .iter()
+        .map(|c| {
+            multi_row_sql(
+                "usage_daily",
+                "insert into usage_daily
+                     (day, account_id, currency_id, user_id, cluster_id, partition_id, qos_id,
+                      amount, job_count)",
+                c.len(),
+                9,
+                "on conflict (day, account_id, currency_id, user_id, cluster_id, partition_id,
+                     qos_id)
+                 do update set
+                     amount = amount + excluded.amount, job_count = job_count + excluded.job_count",
+            )
+        })
+        .collect();
+    pipelined(conn, chunks.len(), |i| {
+        let mut query = sqlx::query(&sql[i]);
+        for (k, (amount, jobs)) in chunks[i] {
+            query = query
+                .bind(k.day)
+                .bind(k.account)
+                .bind(k.currency)
+                .bind(k.user)
+                .bind(k.cluster)
+                .bind(k.partition)
+                .bind(k.qos)
+                .bind(*amount)
+                .bind(*jobs);
+        }
+        query
+    })
+    .await
+}
+
+/// A known job's current posting, as stored.
+struct StoredJob {
+    amount: i64,
+    revision: String,
+    is_final: bool,
+    account: Id,
+    currency: Id,
+    user: Id,
+    partition: Id,
+    qos: Id,
+    state: Id,
+    price_version: Id,
+    effective_at: i64,
+}
+
+impl StoredJob {
+    fn posting(&self, cluster: Id) -> Posting<'_> {
+        Posting {
+            revision: &self.revision,
+            is_final: self.is_final,
+            account: self.account,
+            currency: self.currency,
+            cluster,
+            user: self.user,
+            partition: self.partition,
+            qos: self.qos,
+            state: self.state,
+            price_version: self.price_version,
+            amount: self.amount,
+            effective_at: self.effective_at,
+        }
+    }
+}
+
+/// What the database knows about one record of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// The identity is stored with this very revision as its current one: nothing to do.
+    Current,
+    /// The identity is stored (job number) with another current revision.
+    Stored(Id),
+}
+
+/// Looks up the identities of a cluster's records (`indexes` into `batch`) in one statement.
+/// (`cross join` keeps the batch as the outer loop: the planner can't know how small it is.)
+///
+/// Matches come back as one `group_concat` text rather than one row each: sqlx hands rows over
+/// one by one from its worker thread, which costs more than SQLite's whole lookup, and a
+/// re-collected window is all matches. Per match: `index,job,s` when the stored revision is the
+/// record's, else `index,job,amount,is_final,account,currency,user,partition,qos,state,
+/// price_version,effective_at,posted,hex(revision)` where `posted` says whether the record's
+/// revision was charged, adjusted or re-posted before.
+async fn classify(
+    conn: &mut SqliteConnection,
+    cluster: Id,
+    batch: &[UsageCharge],
+    indexes: &[usize],
+    known: &mut [Option<Known>],
+    stored: &mut FxHashMap<Id, StoredJob>,
+    posted: &mut FxHashSet<usize>,
+) -> Result<()> {
+    // Fresh records (an import's common case) are told apart by a cheaper probe first.
+    let any_known: bool = sqlx::query_scalar(
+        "select exists (select 1 from jobs
+                        where cluster_id = ? and job_id in (select value from json_each(?)))",
+    )
+    .bind(cluster)
+    .bind(json_strings(
+        indexes.iter().map(|&i| batch[i].job_id.as_str()),
+    ))
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)?;
+    if !any_known {
+        return Ok(());
+    }
+    let mut json = String::with_capacity(indexes.len() * 48);
+    json.push('[');
+    for (n, &i) in indexes.iter().enumerate() {
+        let c = &batch[i];
+        if n > 0 {
+            json.push(',');
+        }
+        json.push('[');
+        json.push_str(&i.to_string());
+        json.push(',');
+        json.push_str(json_strings([c.job_id.as_str()]).trim_matches(['[', ']']));
+        json.push(',');
+        json.push_str(&c.submit.to_string());
+        json.push(',');
+        json.push_str(json_strings([c.revision.as_str()]).trim_matches(['[', ']']));
+        json.push(']');
+    }
+    json.push(']');
+    let packed: Option<String> = sqlx::query_scalar(
+        "select group_concat(
+             (b.value ->> 0) || ',' || jb.id || ',' ||
+             case when e.revision = (b.value ->> 3) then 's' else
+                 jb.amount || ',' || coalesce(e.is_final, 0) || ',' || e.account_id || ',' ||
+                 e.currency_id || ',' || e.user_id || ',' || e.partition_id || ',' ||
+                 e.qos_id || ',' || e.state_id || ',' || e.price_version_id || ',' ||
+                 e.effective_at || ',' ||
+                 exists (select 1 from journal p where p.job = jb.id
+                         and p.revision = (b.value ->> 3) and p.type in (2, 3, 5)) || ',' ||
+                 hex(coalesce(e.revision, ''))
+             end, ';')
+         from json_each(?2) b
+         cross join jobs jb on jb.cluster_id = ?1 and jb.job_id = (b.value ->> 1)
+             and jb.submit = (b.value ->> 2)
+         join journal e on e.id = jb.entry_id",
+    )
+    .bind(cluster)
+    .bind(json)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)?;
+    let Some(packed) = packed else {
+        return Ok(());
+    };
+    let bad = || LedgerError::Storage("malformed job lookup result".to_string());
+    for item in packed.split(';') {
+        let mut fields = item.split(',');
+        let mut int =
+            || -> Result<i64> { fields.next().and_then(|f| f.parse().ok()).ok_or_else(bad) };
+        let index = usize::try_from(int()?).map_err(|_| bad())?;
+        let job = int()?;
+        let slot = known.get_mut(index).ok_or_else(bad)?;
+        if item.ends_with(",s") {
+            *slot = Some(Known::Current);
+            continue;
+        }
+        *slot = Some(Known::Stored(job));
+        let amount = int()?;
+        let is_final = int()? != 0;
+        let (account, currency, user, partition, qos, state, price_version) =
+            (int()?, int()?, int()?, int()?, int()?, int()?, int()?);
+        let effective_at = int()?;
+        if int()? != 0 {
+            posted.insert(index);
+        }
+        let revision = item.rsplit(',').next().map(unhex).ok_or_else(bad)??;
+        stored.entry(job).or_insert(StoredJob {
+            amount,
+            revision,
+            is_final,
+            account,
+            currency,
+            user,
+            partition,
+            qos,
+            state,
+            price_version,
+            effective_at,
+        });
+    }
+    Ok(())
+}
+
+/// Decodes SQLite's `hex()` of a text.
+fn unhex(hex: &str) -> Result<String> {
+    let bad = || LedgerError::Storage(format!("malformed hex {hex:?}"));
+    let bytes = hex
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .ok_or_else(bad)
+        })
+        .collect::<Result<Vec<u8>>>()?;
+    String::from_utf8(bytes).map_err(|_| bad())
+}
+
+pub(super) const OPEN_HOLD_SELECT: &str =
+    "select id, account_id, currency_id, cluster_id, amount, placed_at from holds";
+
+pub(super) fn open_hold(row: &SqliteRow) -> Result<OpenHold> {
+    Ok(OpenHold {
+        id: col(row, 0)?,
+        account: col(row, 1)?,
+        currency: col(row, 2)?,
+        cluster: col(row, 3)?,
+        amount: col(row, 4)?,
+        placed_at: col(row, 5)?,
+    })
+}
+
+/// Active holds whose (cluster, job_ref) is the (cluster, job_id) of a final record.
+async fn holds_to_settle(
+    conn: &mut SqliteConnection,
+    finals: &FxHashMap<Id, Vec<&str>>,
+) -> Result<Vec<OpenHold>> {
+    if finals.is_empty() {
+        return Ok(Vec::new());
+    }
+    let any_active: bool =
+        sqlx::query_scalar("select exists (select 1 from holds where state = 'active')")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db)?;
+    if !any_active {
+        return Ok(Vec::new());
+    }
+    let mut holds = Vec::new();
+    for (cluster, job_ids) in finals {
+        let sql = format!(
+            "{OPEN_HOLD_SELECT} where state = 'active' and cluster_id = ?
+             and job_ref in (select value from json_each(?)) order by id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(cluster)
+            .bind(json_strings(job_ids.iter().copied()))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db)?;
+        for row in &rows {
+            holds.push(open_hold(row)?);
+        }
+    }
+    holds.sort_by_key(|h| h.id);
+    Ok(holds)
+}
+
+const SETTLED_REASON: &str = "settled: the job's final usage was posted";
+
+/// Posts a batch of priced job records; see [`crate::posting`] for the rules.
+pub(super) async fn post_usage(
+    conn: &mut SqliteConnection,
+    batch: &[UsageCharge],
+    posted_at: i64,
+) -> Result<PostOutcome> {
+    // Labels: each record's strings as slots into the batch's distinct values, so that the
+    // ids are found by indexing rather than by hashing every string twice.
+    const CLUSTER: usize = 0;
+    const CURRENCY: usize = 1;
+    const USER: usize = 2;
+    const PARTITION: usize = 3;
+    const QOS: usize = 4;
+    const STATE: usize = 5;
+    const PRICE_VERSION: usize = 6;
+    let mut slot_of: FxHashMap<&str, usize> = FxHashMap::default();
+    let mut distinct: Vec<&str> = Vec::new();
+    let mut slots: Vec<[usize; 7]> = Vec::with_capacity(batch.len());
+    for c in batch {
+        let values = [
+            c.cluster.as_str(),
+            c.currency.as_str(),
+            c.user.as_str(),
+            c.partition.as_deref().unwrap_or(""),
+            c.qos.as_deref().unwrap_or(""),
+            c.state.as_str(),
+            c.price_version.as_deref().unwrap_or(""),
+        ];
+        slots.push(values.map(|v| {
+            *slot_of.entry(v).or_insert_with(|| {
+                distinct.push(v);
+                distinct.len() - 1
+            })
+        }));
+    }
+    let label = intern(conn, &distinct).await?;
+    let label_ids: Vec<Id> = distinct
+        .iter()
+        .map(|v| label.get(v).copied().unwrap_or(0))
+        .collect();
+    let lid = |record: usize, field: usize| label_ids[slots[record][field]];
+
+    // Accounts, creating unknown ones under root.
+    let mut names: Vec<&str> = batch.iter().map(|c| c.account.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut account = account_ids(conn, &names).await?;
+    let mut created: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !account.contains_key(n))
+        .collect();
+    if !created.is_empty() {
+        account.extend(create_under_root(conn, &created, posted_at).await?);
+        created.sort_unstable();
+        tracing::warn!(accounts = ?created, "usage for unknown accounts: created them under root");
+    }
+
+    // Known identities, per cluster.
+    let mut by_cluster: FxHashMap<Id, Vec<usize>> = FxHashMap::default();
+    let mut finals: FxHashMap<Id, Vec<&str>> = FxHashMap::default();
+    for (i, c) in batch.iter().enumerate() {
+        let cluster = lid(i, CLUSTER);
+        by_cluster.entry(cluster).or_default().push(i);
+        if c.is_final {
+            finals.entry(cluster).or_default().push(&c.job_id);
+        }
+    }
+    let mut known: Vec<Option<Known>> = vec![None; batch.len()];
+    let mut stored: FxHashMap<Id, StoredJob> = FxHashMap::default();
+    let mut posted_index: FxHashSet<usize> = FxHashSet::default();
+    for (cluster, indexes) in &by_cluster {
+        classify(
+            conn,
+            *cluster,
+            batch,
+            indexes,
+            &mut known,
+            &mut stored,
+            &mut posted_index,
+        )
+        .await?;
+    }
+
+    // Resolve every record to a job number: a stored one or a fresh one.
+    let mut next_job: Id = sqlx::query_scalar("select coalesce(max(id), 0) + 1 from jobs")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+    let first_new_job = next_job;
+    let mut fresh: FxHashMap<(Id, &str, i64), Id> = FxHashMap::default();
+    let mut first_record: FxHashMap<Id, &UsageCharge> = FxHashMap::default();
+    let mut posted: FxHashSet<(Id, &str)> = FxHashSet::default();
+    let mut unchanged_up_front = 0;
+    let mut incoming = Vec::with_capacity(batch.len());
+    let mut first_index: FxHashMap<Id, usize> = FxHashMap::default();
+    for (i, c) in batch.iter().enumerate() {
+        let cluster = lid(i, CLUSTER);
+        let job = match known[i] {
+            Some(Known::Current) => {
+                unchanged_up_front += 1;
+                continue;
+            }
+            Some(Known::Stored(job)) => {
+                if posted_index.contains(&i) {
+                    posted.insert((job, c.revision.as_str()));
+                }
+                job
+            }
+            None => *fresh
+                .entry((cluster, c.job_id.as_str(), c.submit))
+                .or_insert_with(|| {
+                    let id = next_job;
+                    next_job += 1;
+                    id
+                }),
+        };
+        first_record.entry(job).or_insert(c);
+        first_index.entry(job).or_insert(i);
+        incoming.push(Incoming {
+            job,
+            posting: Posting {
+                revision: &c.revision,
+                is_final: c.is_final,
+                account: account.get(c.account.as_str()).copied().ok_or_else(|| {
+                    LedgerError::Storage(format!("account {:?} was not resolved", c.account))
+                })?,
+                currency: lid(i, CURRENCY),
+                cluster,
+                user: lid(i, USER),
+                partition: lid(i, PARTITION),
+                qos: lid(i, QOS),
+                state: lid(i, STATE),
+                price_version: lid(i, PRICE_VERSION),
+                amount: c.amount_micros,
+                effective_at: c.effective_at,
+            },
+            note: c.note.as_deref(),
+        });
+    }
+    let current: FxHashMap<Id, Posting<'_>> = stored
+        .iter()
+        .map(|(&job, j)| (job, j.posting(lid(first_index[&job], CLUSTER))))
+        .collect();
+
+    let settling = holds_to_settle(conn, &finals).await?;
+
+    let mut context_accounts: Vec<Id> = account.values().copied().collect();
+    context_accounts.extend(stored.values().map(|j| j.account));
+    context_accounts.extend(settling.iter().map(|h| h.account));
+    context_accounts.sort_unstable();
+    context_accounts.dedup();
+    let (tree, allocs) = load_context(conn, &context_accounts).await?;
+
+    let mut effects = Effects::new(&tree, &allocs);
+    let plan = plan_usage(&incoming, &current, &posted, &mut effects)?;
+    let releases = release_entries(&settling, SETTLED_REASON, &mut effects)?;
+
+    let entries: Vec<&Entry<'_>> = plan.entries.iter().chain(releases.iter()).collect();
+    let first_entry = next_entry_id(conn).await?;
+    let mut writes = Vec::with_capacity(plan.jobs.len());
+    for update in &plan.jobs {
+        let entry = first_entry
+            + Id::try_from(update.entry)
+                .map_err(|_| LedgerError::Overflow("journal entry index".to_string()))?;
+        let c = first_record.get(&update.job).ok_or_else(|| {
+            LedgerError::Storage(format!("job {} has no record in the batch", update.job))
+        })?;
+        writes.push(JobWrite {
+            id: update.job,
+            cluster: lid(first_index[&update.job], CLUSTER),
+            job_id: &c.job_id,
+            submit: c.submit,
+            display_id: (c.display_id != c.job_id).then_some(c.display_id.as_str()),
+            entry,
+            amount: update.amount,
+        });
+    }
+    // New jobs in number order (they were numbered in batch order, as the plan lists them).
+    let (new_jobs, known_jobs): (Vec<JobWrite<'_>>, Vec<JobWrite<'_>>) =
+        writes.into_iter().partition(|w| w.id >= first_new_job);
+    if new_jobs
+        .iter()
+        .enumerate()
+        .any(|(k, w)| Id::try_from(k).map_or(true, |k| w.id != first_new_job + k))
+    {
+        return Err(LedgerError::Storage(
+            "new job numbers are not contiguous".to_string(),
+        ));
+    }
+
+    // Journal rows, then job rows, as one pipelined sequence of multi-row statements.
+    let entry_statements = EntryStatements::new(&entries, first_entry);
+    let mut job_chunks: Vec<(bool, &[JobWrite<'_>])> = Vec::new();
+    job_chunks.extend(planned_chunks(&new_jobs).into_iter().map(|c| (true, c)));
+    job_chunks.extend(planned_chunks(&known_jobs).into_iter().map(|c| (false, c)));
+    let job_sql: Vec<Arc<str>> = job_chunks
+        .iter()
+        .map(|(new, c)| jobs_sql(*new, c.len()))
+        .collect();
+    let n_entries = entry_statements.len();
+    pipelined(conn, n_entries + job_chunks.len(), |i| {
+        if i < n_entries {
+            entry_statements.build(i, posted_at)
+        } else {
+            let (new, chunk) = job_chunks[i - n_entries];
+            build_jobs(&job_sql[i - n_entries], new, chunk)
+        }
+    })
+    .await?;
+    entry_statements.check(conn).await?;
+    if !new_jobs.is_empty() {
+        check_last_id(conn, "jobs", next_job - 1).await?;
+    }
+    write_effects(conn, &effects, posted_at).await?;
+    let settled_ids: Vec<Id> = settling.iter().map(|h| h.id).collect();
+    super::holds::mark_closed(conn, &settled_ids, "settled", SETTLED_REASON, posted_at).await?;
+
+    Ok(PostOutcome {
+        charged: plan.charged,
+        adjusted: plan.adjusted,
+        unchanged: plan.unchanged + unchanged_up_front,
+        created_accounts: created.into_iter().map(str::to_string).collect(),
+        settled_holds: u64::try_from(settled_ids.len()).unwrap_or(u64::MAX),
+    })
+}
+
+/// Posts a manual deposit, adjustment or refund; `false` when the key was posted before with
+/// the same content.
+pub(super) async fn post_entry(
+    conn: &mut SqliteConnection,
+    entry: &NewEntry,
+    posted_at: i64,
+) -> Result<bool> {
+    let previous = sqlx::query(
+        "select j.kind, a.name, c.value, j.amount, j.effective_at from journal j
+         join accounts a on a.id = j.account_id join labels c on c.id = j.currency_id
+         where j.key = ?",
+    )
+    .bind(&entry.idempotency_key)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db)?;
+    if let Some(row) = previous {
+        let same = col::<String>(&row, 0)? == entry.kind.as_str()
+            && col::<String>(&row, 1)? == entry.account
+            && col::<String>(&row, 2)? == entry.currency.as_str()
+            && col::<i64>(&row, 3)? == entry.amount
+            && col::<i64>(&row, 4)? == entry.effective_at;
+        return if same {
+            Ok(false)
+        } else {
+            Err(LedgerError::Conflict(format!(
+                "idempotency key {:?} was already used for a different entry",
+                entry.idempotency_key
+            )))
+        };
+    }
+    let account = require_account(conn, &entry.account).await?;
+    let entry_type = match entry.kind {
+        EntryKind::Deposit => EntryType::Deposit,
+        EntryKind::Adjustment => EntryType::Manual,
+        EntryKind::Refund => EntryType::Refund,
+        other => {
+            return Err(LedgerError::Invalid(format!(
+                "{other} entries are not posted by hand"
+            )))
+        }
+    };
+
+    if entry_type == EntryType::Deposit {
+        let Some((id, amount)) =
+            allocation_covering(conn, account, entry.currency.as_str(), entry.effective_at).await?
+        else {
+            return Err(LedgerError::not_found(
+                "allocation",
+                format!(
+                    "{} in {} covering {}",
+                    entry.account, entry.currency, entry.effective_at
+                ),
+            ));
+        };
+        let amount = add(amount, entry.amount, "allocation amount")?;
+        if amount < 0 {
+            return Err(LedgerError::Invalid(format!(
+                "the deposit would leave allocation {id} with a negative amount"
+            )));
+        }
+        sqlx::query("update allocations set amount = ?, updated_at = ? where id = ?")
+            .bind(amount)
+            .bind(posted_at)
+            .bind(id)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
+    }
+    let currency = intern_one(conn, entry.currency.as_str()).await?;
+    let mut row = Entry::keyed(
+        entry_type,
+        entry.idempotency_key.clone(),
+        account,
+        currency,
+        entry.amount,
+        entry.effective_at,
+    );
+    row.note = entry.note.as_deref().map(Into::into);
+    insert_entries(conn, &[&row], posted_at).await?;
+    if entry_type != EntryType::Deposit {
+        let (tree, allocs) = load_context(conn, &[account]).await?;
+        let mut effects = Effects::new(&tree, &allocs);
+        effects.usage(
+            account,
+            currency,
+            entry.effective_at,
+            entry.amount,
+            0,
+            UsageDims::default(),
+        )?;
+        write_effects(conn, &effects, posted_at).await?;
+    }
+    Ok(true)
+}
+
+const ENTRY_SELECT: &str = "select id, idempotency_key, kind, account, currency, amount, \
+     job_count, effective_at, posted_at, cluster, job_id, display_id, submit, user_name, \
+     partition_name, qos, state, revision, price_version, hold_id, note from journal_view";
+
+fn journal_entry(row: &SqliteRow) -> Result<JournalEntry> {
+    Ok(JournalEntry {
+        id: col(row, 0)?,
+        idempotency_key: col(row, 1)?,
+        kind: col::<String>(row, 2)?.parse()?,
+        account: col(row, 3)?,
+        currency: Currency::new(&col::<String>(row, 4)?),
+        amount: col(row, 5)?,
+        job_count: col(row, 6)?,
+        effective_at: col(row, 7)?,
+        posted_at: col(row, 8)?,
+        cluster: col(row, 9)?,
+        job_id: col(row, 10)?,
+        display_id: col(row, 11)?,
+        submit: col(row, 12)?,
+        user: col(row, 13)?,
+        partition: col(row, 14)?,
+        qos: col(row, 15)?,
+        state: col(row, 16)?,
+        revision: col(row, 17)?,
+        price_version: col(row, 18)?,
+        hold_id: col(row, 19)?,
+        note: col(row, 20)?,
+    })
+}
+
+pub(super) async fn list(
+    conn: &mut SqliteConnection,
+    q: &JournalQuery,
+) -> Result<Vec<JournalEntry>> {
+    // Filter on the journal's ids and indexes, then name the entries through the view. Only
+    // the filters given are in the SQL, so that SQLite can use the job index.
+    let mut filters = vec!["j.id > ?1".to_string()];
+    if q.account.is_some() {
+        filters.push("j.account_id = (select id from accounts where name = ?2)".to_string());
+    }
+    if q.cluster.is_some() {
+        filters.push("j.cluster_id = (select id from labels where value = ?3)".to_string());
+    }
+    if q.job_id.is_some() {
+        filters.push(
+            "j.job in (select jb.id from jobs jb where jb.job_id = ?4
+                 and (?3 is null or jb.cluster_id = (select id from labels where value = ?3)))"
+                .to_string(),
+        );
+    }
+    let sql = format!(
+        "{ENTRY_SELECT} where id in (
+             select j.id from journal j where {} order by j.id limit ?5
+         )
+         order by id",
+        filters.join(" and ")
+    );
+    let rows = sqlx::query(&sql)
+        .bind(q.after_id)
+        .bind(q.account.as_deref())
+        .bind(q.cluster.as_deref())
+        .bind(q.job_id.as_deref())
+        .bind(q.limit.map_or(-1, i64::from))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(journal_entry).collect()
+}
+
+pub(super) async fn job(
+    conn: &mut SqliteConnection,
+    cluster: &str,
+    job_id: &str,
+    submit: i64,
+) -> Result<Option<JobRow>> {
+    let row = sqlx::query(
+        "select cluster, job_id, submit, display_id, revision, is_final, account, currency,
+                amount, effective_at, user_name, partition_name, qos, state, price_version,
+                updated_at
+         from jobs_view where cluster = ? and job_id = ? and submit = ?",
+    )
+    .bind(cluster)
+    .bind(job_id)
+    .bind(submit)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db)?;
+    row.map(|r| {
+        Ok(JobRow {
+            cluster: col(&r, 0)?,
+            job_id: col(&r, 1)?,
+            submit: col(&r, 2)?,
+            display_id: col(&r, 3)?,
+            revision: col(&r, 4)?,
+            is_final: col(&r, 5)?,
+            account: col(&r, 6)?,
+            currency: Currency::new(&col::<String>(&r, 7)?),
+            amount: col(&r, 8)?,
+            effective_at: col(&r, 9)?,
+            user: col(&r, 10)?,
+            partition: col(&r, 11)?,
+            qos: col(&r, 12)?,
+            state: col(&r, 13)?,
+            price_version: col(&r, 14)?,
+            updated_at: col(&r, 15)?,
+        })
+    })
+    .transpose()
+}

@@ -1,0 +1,489 @@
+//! The SQLite backend: [`SqliteStorage`].
+//!
+//! - `mod.rs`: opening (pragmas, pools, migrations), the [`Storage`] impl, shared helpers.
+//! - `labels.rs`: interning of repeated strings (currencies, clusters, users, …) as ids.
+//! - `tree.rs`: accounts, users, associations, allocations; loading a transaction's context.
+//! - `journal.rs`: entries, job postings, materialized writes, `post_usage`, `post_entry`.
+//! - `holds.rs`: placing, linking, releasing, expiring holds.
+//! - `read.rs`: balance snapshots, usage lines, verification, quarantine, cursors.
+//!
+//! One writer: all writes go through a pool of exactly one connection and open their
+//! transaction with `BEGIN IMMEDIATE`, so they are serialized (admission checks included) and a
+//! second process waits on the busy timeout instead of failing mid-transaction. Reads use a
+//! separate small pool; WAL lets them run beside the writer on a consistent snapshot.
+//!
+//! The import path is shaped by what costs time through sqlx: every bound value (a text costs
+//! about four integers), every row handed back from sqlx's worker thread, and every statement
+//! text SQLite has to parse. So `post_usage` binds integers (ids from `labels`), inserts in
+//! multi-row statements of a few fixed sizes (prepared once, see `chunk_plan`) while the
+//! next statement's parameters are bound (`journal::pipelined`), passes lists as one JSON
+//! parameter (`json_each`), and gets a batch's lookups back packed into one text.
+
+mod holds;
+mod journal;
+mod labels;
+mod read;
+mod tree;
+
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bursar_pricing::Currency;
+use rustc_hash::FxHashMap;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, Transaction};
+
+use crate::balances::BalanceSnapshot;
+use crate::error::{LedgerError, Result};
+use crate::model::{
+    AccountRow, AllocationRow, AssociationRow, HoldRow, JobRow, JournalEntry, JournalQuery,
+    NewEntry, NewHold, PostOutcome, QuarantineItem, QuarantineRow, UsageCharge, UserRow,
+};
+use crate::report::{UsageGrouping, UsageLine};
+use crate::storage::{Storage, UsageSource};
+
+/// SQLite allows 32766 bound parameters per statement; multi-row statements stay under this.
+const MAX_PARAMS: usize = 32_000;
+
+/// How long a writer waits for another process's write lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the database lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqliteTarget {
+    /// A file, created if missing.
+    File(std::path::PathBuf),
+    /// A private in-memory database that lives as long as the storage (tests, dry runs).
+    Memory,
+}
+
+impl SqliteTarget {
+    /// `sqlite://path`, `sqlite:path`, `sqlite::memory:` or a bare path.
+    pub fn parse(url: &str) -> Result<SqliteTarget> {
+        let rest = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .unwrap_or(url);
+        if rest == ":memory:" {
+            return Ok(SqliteTarget::Memory);
+        }
+        let path = rest.split('?').next().unwrap_or(rest);
+        if path.is_empty() {
+            return Err(LedgerError::Invalid(format!(
+                "{url:?} names no SQLite database file"
+            )));
+        }
+        Ok(SqliteTarget::File(path.into()))
+    }
+}
+
+/// The ledger on SQLite.
+#[derive(Debug, Clone)]
+pub struct SqliteStorage {
+    write: SqlitePool,
+    read: SqlitePool,
+}
+
+impl SqliteStorage {
+    /// Opens (creating if missing) the database and applies pending migrations.
+    pub async fn open(target: &SqliteTarget) -> Result<SqliteStorage> {
+        let base = match target {
+            SqliteTarget::Memory => {
+                SqliteConnectOptions::from_str("sqlite::memory:").map_err(db)?
+            }
+            SqliteTarget::File(path) => SqliteConnectOptions::new()
+                .filename(path)
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal),
+        }
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        .busy_timeout(BUSY_TIMEOUT)
+        // 64 MiB of page cache per connection and in-memory temp tables: imports touch a lot
+        // of index pages per batch.
+        .pragma("cache_size", "-65536")
+        .pragma("temp_store", "memory")
+        .pragma("wal_autocheckpoint", "16384");
+
+        let write = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(base.clone())
+            .await
+            .map_err(db)?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&write)
+            .await
+            .map_err(|e| LedgerError::Storage(format!("migrating the ledger database: {e}")))?;
+        let read = match target {
+            // Every connection to `:memory:` would be a different database.
+            SqliteTarget::Memory => write.clone(),
+            SqliteTarget::File(_) => SqlitePoolOptions::new()
+                .max_connections(4)
+                .connect_with(base)
+                .await
+                .map_err(db)?,
+        };
+        Ok(SqliteStorage { write, read })
+    }
+
+    /// A write transaction: serialized with every other writer.
+    async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
+        self.write.begin_with("BEGIN IMMEDIATE").await.map_err(db)
+    }
+
+    /// A read transaction: one consistent snapshot.
+    async fn begin_read(&self) -> Result<Transaction<'static, Sqlite>> {
+        self.read.begin().await.map_err(db)
+    }
+}
+
+/// Maps a driver error to the ledger's: unique violations become conflicts, the rest storage
+/// failures. The only place sqlx errors are looked at.
+pub(crate) fn db(error: sqlx::Error) -> LedgerError {
+    match &error {
+        sqlx::Error::Database(e) if e.is_unique_violation() => {
+            LedgerError::Conflict(e.message().to_string())
+        }
+        sqlx::Error::RowNotFound => LedgerError::Storage("expected row not found".to_string()),
+        _ => LedgerError::Storage(error.to_string()),
+    }
+}
+
+/// Column `i` of a row.
+pub(crate) fn col<'r, T>(row: &'r SqliteRow, i: usize) -> Result<T>
+where
+    T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite>,
+{
+    row.try_get(i).map_err(db)
+}
+
+/// `?, ?, ?` with `n` placeholders.
+pub(crate) fn placeholders(n: usize) -> String {
+    let mut s = String::with_capacity(n * 3);
+    for i in 0..n {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push('?');
+    }
+    s
+}
+
+/// A JSON array of strings, for `in (select value from json_each(?))`: one bound parameter
+/// instead of one per value.
+pub(crate) fn json_strings<'s>(values: impl IntoIterator<Item = &'s str>) -> String {
+    let mut out = String::from("[");
+    for (i, v) in values.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for ch in v.chars() {
+            match ch {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out.push(']');
+    out
+}
+
+/// A JSON array of integers.
+pub(crate) fn json_ints(values: impl IntoIterator<Item = i64>) -> String {
+    let mut out = String::from("[");
+    for (i, v) in values.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&v.to_string());
+    }
+    out.push(']');
+    out
+}
+
+/// `(?, ?), (?, ?)` for `rows` rows of `arity` columns.
+pub(crate) fn value_rows(rows: usize, arity: usize) -> String {
+    let one = format!("({})", placeholders(arity));
+    let mut s = String::with_capacity(rows * (one.len() + 2));
+    for i in 0..rows {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(&one);
+    }
+    s
+}
+
+/// Row counts of the hot multi-row statements. Splitting a batch into these sizes (largest
+/// first) keeps the set of statement texts small: each is formatted once per process and
+/// prepared once per connection, instead of a fresh (and slow to parse) text for every
+/// batch's remainder.
+const CHUNK_SIZES: [usize; 6] = [1024, 256, 64, 16, 4, 1];
+
+/// Splits `n` rows into chunks of [`CHUNK_SIZES`].
+pub(crate) fn chunk_plan(n: usize) -> Vec<usize> {
+    let mut plan = Vec::new();
+    let mut left = n;
+    for size in CHUNK_SIZES {
+        while left >= size {
+            plan.push(size);
+            left -= size;
+        }
+    }
+    plan
+}
+
+/// The text of a multi-row statement: `head` + `rows` tuples of `arity` plain `?` parameters
+/// + `tail`, built once per process for each (statement, rows).
+///
+/// (Numbered `?NNN` parameters, which would let a batch-wide value be bound once, are not
+/// used: sqlx looks up every parameter's name, and SQLite finds a numbered name by a linear
+/// scan, which makes a statement with thousands of them quadratic.)
+pub(crate) fn multi_row_sql(
+    name: &'static str,
+    head: &str,
+    rows: usize,
+    arity: usize,
+    tail: &str,
+) -> Arc<str> {
+    type Texts = FxHashMap<(&'static str, usize), Arc<str>>;
+    static CACHE: OnceLock<Mutex<Texts>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    cache
+        .entry((name, rows))
+        .or_insert_with(|| Arc::from(format!("{head} values {} {tail}", value_rows(rows, arity))))
+        .clone()
+}
+
+#[async_trait]
+impl Storage for SqliteStorage {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn ensure_account(&self, name: &str, parent: &str, now: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let created = tree::ensure_account(&mut tx, name, parent, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(created)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn set_parent(&self, name: &str, parent: &str) -> Result<()> {
+        let mut tx = self.begin().await?;
+        tree::set_parent(&mut tx, name, parent).await?;
+        tx.commit().await.map_err(db)
+    }
+
+    async fn accounts(&self) -> Result<Vec<AccountRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        tree::accounts(&mut conn).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn upsert_user(&self, name: &str, default_account: &str, now: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let created = tree::upsert_user(&mut tx, name, default_account, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(created)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn associate(&self, user: &str, account: &str, now: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let created = tree::associate(&mut tx, user, account, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(created)
+    }
+
+    async fn users(&self) -> Result<Vec<UserRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        tree::users(&mut conn).await
+    }
+
+    async fn associations(&self) -> Result<Vec<AssociationRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        tree::associations(&mut conn).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn set_allocation(
+        &self,
+        account: &str,
+        currency: &Currency,
+        amount: i64,
+        start: i64,
+        end: i64,
+        now: i64,
+    ) -> Result<AllocationRow> {
+        let mut tx = self.begin().await?;
+        let row = tree::set_allocation(&mut tx, account, currency, amount, start, end, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(row)
+    }
+
+    async fn allocations(&self) -> Result<Vec<AllocationRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        tree::allocations(&mut conn).await
+    }
+
+    #[tracing::instrument(skip_all, fields(records = batch.len()))]
+    async fn post_usage(&self, batch: &[UsageCharge], posted_at: i64) -> Result<PostOutcome> {
+        let mut tx = self.begin().await?;
+        let outcome = journal::post_usage(&mut tx, batch, posted_at).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(outcome)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn post_entry(&self, entry: &NewEntry, posted_at: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let posted = journal::post_entry(&mut tx, entry, posted_at).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(posted)
+    }
+
+    async fn journal(&self, query: &JournalQuery) -> Result<Vec<JournalEntry>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        journal::list(&mut conn, query).await
+    }
+
+    async fn job(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<JobRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        journal::job(&mut conn, cluster, job_id, submit).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn place_hold(&self, hold: &NewHold, check: bool) -> Result<HoldRow> {
+        let mut tx = self.begin().await?;
+        let row = holds::place(&mut tx, hold, check).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(row)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn link_hold(&self, id: i64, job_ref: &str) -> Result<()> {
+        let mut tx = self.begin().await?;
+        holds::link(&mut tx, id, job_ref).await?;
+        tx.commit().await.map_err(db)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn release_hold(&self, id: i64, reason: &str, at: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let released = holds::release(&mut tx, id, reason, at).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(released)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn expire_holds(&self, now: i64) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let expired = holds::expire(&mut tx, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(expired)
+    }
+
+    async fn holds(&self, active_only: bool) -> Result<Vec<HoldRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        holds::list(&mut conn, active_only).await
+    }
+
+    async fn balance_snapshot(&self) -> Result<BalanceSnapshot> {
+        let mut tx = self.begin_read().await?;
+        let snapshot = read::balance_snapshot(&mut tx).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(snapshot)
+    }
+
+    async fn usage_lines(
+        &self,
+        source: UsageSource,
+        from: i64,
+        to: i64,
+        grouping: UsageGrouping,
+    ) -> Result<Vec<UsageLine>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        read::usage_lines(&mut conn, source, from, to, grouping).await
+    }
+
+    async fn quarantine_add(&self, items: &[QuarantineItem], now: i64) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let added = read::quarantine_add(&mut tx, items, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(added)
+    }
+
+    async fn quarantine_list(&self) -> Result<Vec<QuarantineRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        read::quarantine_list(&mut conn).await
+    }
+
+    async fn get_cursor(&self, cluster: &str) -> Result<Option<String>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        read::get_cursor(&mut conn, cluster).await
+    }
+
+    async fn set_cursor(&self, cluster: &str, value: &str, now: i64) -> Result<()> {
+        let mut tx = self.begin().await?;
+        read::set_cursor(&mut tx, cluster, value, now).await?;
+        tx.commit().await.map_err(db)
+    }
+
+    async fn verify(&self) -> Result<Vec<String>> {
+        let mut tx = self.begin_read().await?;
+        let problems = read::verify(&mut tx).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sqlite_targets() {
+        assert_eq!(
+            SqliteTarget::parse("sqlite::memory:"),
+            Ok(SqliteTarget::Memory)
+        );
+        assert_eq!(
+            SqliteTarget::parse("sqlite:///var/lib/bursar/ledger.db"),
+            Ok(SqliteTarget::File("/var/lib/bursar/ledger.db".into()))
+        );
+        assert_eq!(
+            SqliteTarget::parse("sqlite://ledger.db?mode=rwc"),
+            Ok(SqliteTarget::File("ledger.db".into()))
+        );
+        assert_eq!(
+            SqliteTarget::parse("ledger.db"),
+            Ok(SqliteTarget::File("ledger.db".into()))
+        );
+        assert!(SqliteTarget::parse("sqlite://").is_err());
+        assert_eq!(placeholders(3), "?, ?, ?");
+        assert_eq!(value_rows(2, 2), "(?, ?), (?, ?)");
+        assert_eq!(chunk_plan(10_000).iter().sum::<usize>(), 10_000);
+        assert_eq!(chunk_plan(1_300), [1024, 256, 16, 4]);
+        assert_eq!(
+            &*multi_row_sql("test", "insert into t (a, b)", 2, 2, ""),
+            "insert into t (a, b) values (?, ?), (?, ?) "
+        );
+        assert_eq!(json_strings(["a\"b", "c\\d\n"]), r#"["a\"b","c\\d\u000a"]"#);
+        assert_eq!(json_ints([1, -2]), "[1,-2]");
+    }
+}

@@ -1,0 +1,86 @@
+//! The [`Storage`] trait: one implementation per database, chosen by [`crate::Ledger::open`].
+//!
+//! Every method is one transaction. Inputs arrive validated by [`crate::Ledger`] (names,
+//! signs, periods); a backend checks what needs the database (existence, overlaps, idempotency
+//! keys) and applies the domain rules of [`crate::posting`], [`crate::materialize`],
+//! [`crate::balances`] and [`crate::report`], which know no SQL.
+
+use async_trait::async_trait;
+use bursar_pricing::Currency;
+
+use crate::balances::BalanceSnapshot;
+use crate::error::Result;
+use crate::model::{
+    AccountRow, AllocationRow, AssociationRow, HoldRow, JobRow, JournalEntry, JournalQuery,
+    NewEntry, NewHold, PostOutcome, QuarantineItem, QuarantineRow, UsageCharge, UserRow,
+};
+use crate::report::{UsageGrouping, UsageLine};
+
+/// Where a backend reads usage lines from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageSource {
+    /// The daily rollup; `from` and `to` are on UTC day boundaries.
+    Rollup,
+    /// The journal, entry by entry.
+    Journal,
+}
+
+/// A ledger database. See the methods of [`crate::Ledger`] for the semantics; `now` arguments
+/// are the caller's clock, in epoch seconds.
+#[async_trait]
+pub trait Storage: Send + Sync + std::fmt::Debug {
+    /// A short name for logs: `"sqlite"`, `"postgres"`.
+    fn backend(&self) -> &'static str;
+
+    async fn ensure_account(&self, name: &str, parent: &str, now: i64) -> Result<bool>;
+    async fn set_parent(&self, name: &str, parent: &str) -> Result<()>;
+    async fn accounts(&self) -> Result<Vec<AccountRow>>;
+
+    async fn upsert_user(&self, name: &str, default_account: &str, now: i64) -> Result<bool>;
+    async fn associate(&self, user: &str, account: &str, now: i64) -> Result<bool>;
+    async fn users(&self) -> Result<Vec<UserRow>>;
+    async fn associations(&self) -> Result<Vec<AssociationRow>>;
+
+    async fn set_allocation(
+        &self,
+        account: &str,
+        currency: &Currency,
+        amount: i64,
+        start: i64,
+        end: i64,
+        now: i64,
+    ) -> Result<AllocationRow>;
+    async fn allocations(&self) -> Result<Vec<AllocationRow>>;
+
+    async fn post_usage(&self, batch: &[UsageCharge], posted_at: i64) -> Result<PostOutcome>;
+    async fn post_entry(&self, entry: &NewEntry, posted_at: i64) -> Result<bool>;
+    async fn journal(&self, query: &JournalQuery) -> Result<Vec<JournalEntry>>;
+    async fn job(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<JobRow>>;
+
+    /// Places a hold; with `check`, refuses it unless every allocation on the chain covering
+    /// `placed_at` has `remaining ≥ amount` (and at least one exists).
+    async fn place_hold(&self, hold: &NewHold, check: bool) -> Result<HoldRow>;
+    async fn link_hold(&self, id: i64, job_ref: &str) -> Result<()>;
+    async fn release_hold(&self, id: i64, reason: &str, at: i64) -> Result<bool>;
+    async fn expire_holds(&self, now: i64) -> Result<u64>;
+    async fn holds(&self, active_only: bool) -> Result<Vec<HoldRow>>;
+
+    async fn balance_snapshot(&self) -> Result<BalanceSnapshot>;
+    async fn usage_lines(
+        &self,
+        source: UsageSource,
+        from: i64,
+        to: i64,
+        grouping: UsageGrouping,
+    ) -> Result<Vec<UsageLine>>;
+
+    async fn quarantine_add(&self, items: &[QuarantineItem], now: i64) -> Result<u64>;
+    async fn quarantine_list(&self) -> Result<Vec<QuarantineRow>>;
+
+    async fn get_cursor(&self, cluster: &str) -> Result<Option<String>>;
+    async fn set_cursor(&self, cluster: &str, value: &str, now: i64) -> Result<()>;
+
+    /// Recomputes every materialized number from the journal and lists the differences
+    /// (empty when the ledger is consistent).
+    async fn verify(&self) -> Result<Vec<String>>;
+}

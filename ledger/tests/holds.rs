@@ -1,0 +1,181 @@
+//! Holds: counted like charges, settled by final usage, released, expired, and checked.
+
+mod common;
+
+use bursar_ledger::{HoldState, Ledger, LedgerError, NewHold};
+use common::{record, running, su, temp_ledger, DAY, HOUR, T0, UNIT};
+
+fn hold(key: &str, account: &str, units: i64, job: Option<&str>) -> NewHold {
+    NewHold {
+        account: account.to_string(),
+        currency: su(),
+        amount: units * UNIT,
+        cluster: "alpha".to_string(),
+        job_ref: job.map(str::to_string),
+        placed_at: T0 + HOUR,
+        expires_at: T0 + DAY,
+        idempotency_key: key.to_string(),
+        note: None,
+    }
+}
+
+async fn setup() -> (tempfile::TempDir, Ledger) {
+    let (dir, ledger) = temp_ledger().await;
+    ledger.ensure_account("org", None).await.unwrap();
+    ledger.ensure_account("physics", Some("org")).await.unwrap();
+    ledger
+        .set_allocation("org", &su(), 100 * UNIT, T0, T0 + 30 * DAY)
+        .await
+        .unwrap();
+    ledger
+        .set_allocation("physics", &su(), 80 * UNIT, T0, T0 + 30 * DAY)
+        .await
+        .unwrap();
+    (dir, ledger)
+}
+
+#[tokio::test]
+async fn a_hold_counts_like_a_charge_and_final_usage_settles_it() {
+    let (_dir, ledger) = setup().await;
+    let h = ledger
+        .try_place_hold(&hold("h1", "physics", 30, Some("5")))
+        .await
+        .unwrap();
+    let b = &ledger.balance("org", T0 + HOUR).await.unwrap()[0];
+    assert_eq!((b.held, b.remaining), (30 * UNIT, Some(70 * UNIT)));
+    // A running record does not settle.
+    let out = ledger
+        .post_usage(
+            &[running("5", "r1", "physics", 10, T0 + 2 * HOUR)],
+            T0 + 2 * HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.settled_holds, 0);
+    let out = ledger
+        .post_usage(
+            &[record("5", "r2", "physics", 25, T0 + 3 * HOUR)],
+            T0 + 3 * HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.settled_holds, 1);
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(
+        (b.charged, b.held, b.remaining),
+        (25 * UNIT, 0, Some(55 * UNIT))
+    );
+    let settled = &ledger.holds(false).await.unwrap()[0];
+    assert_eq!((settled.id, settled.state), (h.id, HoldState::Settled));
+    assert!(ledger.verify().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn try_place_hold_refuses_with_the_numbers_of_the_link_that_cannot_cover() {
+    let (_dir, ledger) = setup().await;
+    ledger
+        .post_usage(&[record("1", "r", "org", 60, T0 + HOUR)], T0 + HOUR)
+        .await
+        .unwrap();
+    // physics has 80 left, org only 40.
+    match ledger.try_place_hold(&hold("h", "physics", 50, None)).await {
+        Err(LedgerError::InsufficientAllocation {
+            account,
+            currency,
+            estimate,
+            remaining,
+        }) => {
+            assert_eq!(account, "org");
+            assert_eq!(currency, su());
+            assert_eq!((estimate, remaining), (50 * UNIT, 40 * UNIT));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(ledger.holds(false).await.unwrap().is_empty());
+    ledger
+        .try_place_hold(&hold("h", "physics", 40, None))
+        .await
+        .unwrap();
+    // Nothing left at org now, even for a unit.
+    assert!(matches!(
+        ledger.try_place_hold(&hold("h2", "physics", 1, None)).await,
+        Err(LedgerError::InsufficientAllocation { .. })
+    ));
+    // place_hold is the unchecked override.
+    ledger
+        .place_hold(&hold("h3", "physics", 1, None))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn release_and_expiry_give_the_amount_back() {
+    let (_dir, ledger) = setup().await;
+    let a = ledger
+        .place_hold(&hold("a", "physics", 10, None))
+        .await
+        .unwrap();
+    let b = ledger
+        .place_hold(&hold("b", "physics", 20, Some("9")))
+        .await
+        .unwrap();
+    assert!(ledger
+        .release_hold(a.id, "cancelled", T0 + 2 * HOUR)
+        .await
+        .unwrap());
+    assert!(!ledger
+        .release_hold(a.id, "cancelled", T0 + 2 * HOUR)
+        .await
+        .unwrap());
+    assert!(matches!(
+        ledger.release_hold(999, "x", T0).await,
+        Err(LedgerError::NotFound { what: "hold", .. })
+    ));
+    assert_eq!(ledger.expire_holds(T0 + DAY - 1).await.unwrap(), 0);
+    assert_eq!(ledger.expire_holds(T0 + DAY).await.unwrap(), 1);
+    let holds = ledger.holds(false).await.unwrap();
+    assert_eq!(holds[0].state, HoldState::Released);
+    assert_eq!(holds[0].reason.as_deref(), Some("cancelled"));
+    assert_eq!(holds[1].state, HoldState::Expired);
+    assert_eq!(holds[1].id, b.id);
+    let physics = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(physics.held, 0);
+    // An expired hold is not settled again by its job's usage.
+    let out = ledger
+        .post_usage(
+            &[record("9", "r", "physics", 1, T0 + 2 * DAY)],
+            T0 + 2 * DAY,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.settled_holds, 0);
+    assert!(ledger.verify().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn holds_are_idempotent_by_key_and_validated() {
+    let (_dir, ledger) = setup().await;
+    let first = ledger
+        .place_hold(&hold("k", "physics", 10, None))
+        .await
+        .unwrap();
+    let again = ledger
+        .place_hold(&hold("k", "physics", 10, None))
+        .await
+        .unwrap();
+    assert_eq!(first, again);
+    assert!(matches!(
+        ledger.place_hold(&hold("k", "physics", 11, None)).await,
+        Err(LedgerError::Conflict(_))
+    ));
+    assert!(matches!(
+        ledger.place_hold(&hold("z", "physics", 0, None)).await,
+        Err(LedgerError::Invalid(_))
+    ));
+    assert!(matches!(
+        ledger.place_hold(&hold("z", "nobody", 1, None)).await,
+        Err(LedgerError::NotFound { .. })
+    ));
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(b.held, 10 * UNIT);
+}
