@@ -16,3 +16,11 @@ pub mod dstack;
 pub mod sacct;
 pub mod slurmrestd;
 pub mod synth;
+
+/// Something a cluster sent that could not be turned into a record, kept whole for a person:
+/// the reason in words (naming the job and what is wrong) and the payload exactly as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawQuarantine {
+    pub reason: String,
+    pub raw: String,
+}

@@ -55,14 +55,7 @@ pub struct MapContext<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// Something dstack sent that could not be turned into records, kept whole for a person.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawQuarantine {
-    /// In words: which run/submission, and what is wrong with it.
-    pub reason: String,
-    /// The JSON (a run, a submission) or the error body exactly as received.
-    pub raw: String,
-}
+pub use crate::RawQuarantine;
 
 /// A run as bursar sees it, for the caller's bookkeeping (settling holds by run id, the set of
 /// runs to poll again, reconciling with dstack's own `cost`).

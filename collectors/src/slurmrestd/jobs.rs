@@ -13,13 +13,7 @@ use serde_json::Value;
 
 use super::error::{api_error_list, check_ok_errors, excerpt, RestError};
 
-/// A job the client could not turn into a record, with the job's JSON as slurmrestd sent it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawQuarantine {
-    /// What is wrong, naming the job and the JSON path: `job 7: time.submission is missing`.
-    pub reason: String,
-    pub raw: String,
-}
+pub use crate::RawQuarantine;
 
 /// One page of jobs, split into records and quarantined jobs.
 #[derive(Debug, Default)]

@@ -1,0 +1,594 @@
+//! `bursar collect`: live, incremental, exactly-once collection from every configured cluster.
+//!
+//! Each cluster has a durable cursor in the ledger. A Slurm pass (slurmrestd or sacct) reads
+//! from `cursor − overlap` to now in slices of at most `slice`; each slice is priced and posted
+//! in one ledger transaction and only then does the cursor move to the slice's end, so a crash
+//! at any point re-reads at most one slice, and re-reading posts nothing (the ledger's
+//! idempotency keys). A dstack pass follows the runs list by its keyset cursor and re-polls the
+//! runs it knows are unfinished until they finish.
+//!
+//! Failures stay inside their cluster: every call has a timeout, is retried with exponential
+//! backoff and jitter, and a pass that still fails records the error in the cluster's status
+//! (`bursar collect status`) without moving its cursor past unprocessed data.
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use bursar_collectors::dstack::{DstackClient, DstackConfig, RunCursor};
+use bursar_collectors::sacct::runner::SacctCommand;
+use bursar_collectors::slurmrestd::{
+    ApiSelection, LegacyTimes, SlurmAuth, SlurmRestClient, SlurmRestConfig, Window,
+};
+use bursar_collectors::RawQuarantine;
+use bursar_ledger::QuarantineItem;
+use bursar_pricing::UsageRecord;
+use serde::{Deserialize, Serialize};
+
+use crate::app::App;
+use crate::config::{ClusterConfig, CollectConfig};
+use crate::import::{describe, Pricer};
+use crate::timefmt::{format_instant, now, parse_instant};
+
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+const DEFAULT_OVERLAP: Duration = Duration::from_secs(3600);
+const DEFAULT_SLICE: Duration = Duration::from_secs(86_400);
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+const DEFAULT_BACKFILL: i64 = 7 * 86_400;
+
+/// One configured source, ready to call.
+pub enum Source {
+    Slurmrestd(SlurmRestClient),
+    Sacct(SacctCommand),
+    Dstack {
+        client: DstackClient,
+        account: String,
+        user_accounts: HashMap<String, String>,
+    },
+}
+
+impl Source {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Source::Slurmrestd(_) => "slurmrestd",
+            Source::Sacct(_) => "sacct",
+            Source::Dstack { .. } => "dstack",
+        }
+    }
+}
+
+/// What one cluster's collection needs: its source and schedule.
+pub struct Collector {
+    pub cluster: String,
+    pub source: Source,
+    pub interval: Duration,
+    pub overlap: Duration,
+    pub slice: Duration,
+    pub attempts: u32,
+    pub start: Option<i64>,
+}
+
+impl Collector {
+    /// Builds the collector for a configured cluster (`None` when it has no `collect`).
+    pub fn from_config(name: &str, cluster: &ClusterConfig) -> anyhow::Result<Option<Collector>> {
+        let Some(collect) = &cluster.collect else {
+            return Ok(None);
+        };
+        let timeout = collect.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let slice = collect.slice.unwrap_or(DEFAULT_SLICE);
+        let source = build_source(name, collect, timeout, slice)?;
+        Ok(Some(Collector {
+            cluster: name.to_string(),
+            source,
+            interval: collect.interval.unwrap_or(DEFAULT_INTERVAL),
+            overlap: collect.overlap.unwrap_or(DEFAULT_OVERLAP),
+            slice,
+            attempts: collect.attempts.unwrap_or(3).max(1),
+            start: collect.start.as_deref().map(parse_instant).transpose()?,
+        }))
+    }
+}
+
+fn build_source(
+    name: &str,
+    collect: &CollectConfig,
+    timeout: Duration,
+    slice: Duration,
+) -> anyhow::Result<Source> {
+    if let Some(rest) = &collect.slurmrestd {
+        let auth = SlurmAuth::JwtKey {
+            key_file: rest.jwt_key_file.clone(),
+            user: rest.user.clone().unwrap_or_else(|| "slurm".to_string()),
+            lifetime: Duration::from_secs(300),
+        };
+        let mut config = SlurmRestConfig::new(rest.url.clone(), name.to_string(), auth);
+        config.timeout = timeout;
+        config.max_window = slice;
+        config.api = match rest.api_version.as_deref() {
+            None | Some("auto") => ApiSelection::Auto,
+            Some(v) => ApiSelection::Fixed(
+                v.parse()
+                    .map_err(|e| anyhow!("cluster {name}: api_version: {e}"))?,
+            ),
+        };
+        if let Some(zone) = &rest.server_timezone {
+            config.legacy_times = LegacyTimes::Local(
+                zone.parse()
+                    .map_err(|e| anyhow!("cluster {name}: server_timezone: {e}"))?,
+            );
+        }
+        return Ok(Source::Slurmrestd(
+            SlurmRestClient::new(config).with_context(|| format!("cluster {name}"))?,
+        ));
+    }
+    if let Some(sacct) = &collect.sacct {
+        let mut command = SacctCommand::new(
+            sacct
+                .slurm_cluster
+                .clone()
+                .unwrap_or_else(|| name.to_string()),
+        );
+        if let Some(program) = &sacct.program {
+            command.program = program.clone();
+        }
+        if let Some(conf) = &sacct.slurm_conf {
+            command
+                .env
+                .push(("SLURM_CONF".into(), conf.display().to_string()));
+        }
+        command.timeout = timeout;
+        return Ok(Source::Sacct(command));
+    }
+    if let Some(d) = &collect.dstack {
+        let token = std::fs::read_to_string(&d.token_file).with_context(|| {
+            format!(
+                "cluster {name}: cannot read the dstack token file {}",
+                d.token_file.display()
+            )
+        })?;
+        let config = DstackConfig {
+            base_url: d.url.clone(),
+            token: token.trim().to_string().into(),
+            project: d.project.clone(),
+            cluster: name.to_string(),
+            timeout,
+            page_size: 100,
+        };
+        let client = DstackClient::new(config).with_context(|| format!("cluster {name}"))?;
+        return Ok(Source::Dstack {
+            client,
+            account: d.account.clone().unwrap_or_else(|| d.project.clone()),
+            user_accounts: d.user_accounts.clone().into_iter().collect(),
+        });
+    }
+    Err(anyhow!("cluster {name}: collect needs a source"))
+}
+
+/// A Slurm cluster's cursor: every record that ended before `until − overlap` is posted.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SlurmCursor {
+    until: i64,
+}
+
+/// A dstack cluster's cursor: the runs list position and the runs still to re-poll.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct DstackCursor {
+    runs: Option<RunCursor>,
+    unfinished: BTreeSet<String>,
+}
+
+/// The last pass of one cluster, kept in the ledger for `bursar collect status` and `/metrics`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CollectStatus {
+    pub source: String,
+    pub last_attempt: Option<i64>,
+    pub last_success: Option<i64>,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<i64>,
+    /// Everything before this moment has been collected (Slurm sources).
+    pub collected_until: Option<i64>,
+    pub consecutive_failures: u32,
+    pub records_last_pass: u64,
+}
+
+fn cursor_key(cluster: &str) -> String {
+    cluster.to_string()
+}
+
+fn status_key(cluster: &str) -> String {
+    format!("status/{cluster}")
+}
+
+pub async fn load_status(app: &App, cluster: &str) -> anyhow::Result<CollectStatus> {
+    Ok(match app.ledger.get_cursor(&status_key(cluster)).await? {
+        Some(text) => serde_json::from_str(&text).unwrap_or_default(),
+        None => CollectStatus::default(),
+    })
+}
+
+async fn save_status(app: &App, cluster: &str, status: &CollectStatus) -> anyhow::Result<()> {
+    app.ledger
+        .set_cursor(&status_key(cluster), &serde_json::to_string(status)?)
+        .await?;
+    Ok(())
+}
+
+/// What one pass did.
+#[derive(Debug, Default, Clone)]
+pub struct PassSummary {
+    pub cluster: String,
+    pub records: u64,
+    pub charged: u64,
+    pub adjusted: u64,
+    pub unchanged: u64,
+    pub quarantined: u64,
+    pub settled_holds: u64,
+    pub created_accounts: BTreeSet<String>,
+    pub windows: u64,
+}
+
+/// An explicit window for a Slurm pass (`--since`/`--until`); `None` parts come from the cursor
+/// and the clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PassWindow {
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+}
+
+/// Called after each slice with (slices done, slices in all, the slice's end).
+pub type Progress<'a> = &'a (dyn Fn(u64, u64, i64) + Sync);
+
+/// Runs one pass for one cluster and records its outcome in the cluster's status.
+pub async fn run_pass(
+    app: &App,
+    collector: &Collector,
+    window: PassWindow,
+    progress: Progress<'_>,
+) -> anyhow::Result<PassSummary> {
+    let mut status = load_status(app, &collector.cluster).await?;
+    status.source = collector.source.kind().to_string();
+    status.last_attempt = Some(now());
+    let result = match &collector.source {
+        Source::Dstack {
+            client,
+            account,
+            user_accounts,
+        } => dstack_pass(app, collector, client, account, user_accounts).await,
+        _ => slurm_pass(app, collector, window, progress, &mut status).await,
+    };
+    match &result {
+        Ok(summary) => {
+            status.last_success = Some(now());
+            status.consecutive_failures = 0;
+            status.records_last_pass = summary.records;
+        }
+        Err(e) => {
+            status.last_error = Some(format!("{e:#}"));
+            status.last_error_at = Some(now());
+            status.consecutive_failures += 1;
+        }
+    }
+    save_status(app, &collector.cluster, &status).await?;
+    result
+}
+
+async fn slurm_pass(
+    app: &App,
+    collector: &Collector,
+    window: PassWindow,
+    progress: Progress<'_>,
+    status: &mut CollectStatus,
+) -> anyhow::Result<PassSummary> {
+    let key = cursor_key(&collector.cluster);
+    let cursor: Option<SlurmCursor> = match app.ledger.get_cursor(&key).await? {
+        Some(text) => Some(
+            serde_json::from_str(&text)
+                .with_context(|| format!("cursor of {}", collector.cluster))?,
+        ),
+        None => None,
+    };
+    let overlap = i64::try_from(collector.overlap.as_secs()).unwrap_or(i64::MAX);
+    let end = window.until.unwrap_or_else(now);
+    let start = window.since.unwrap_or_else(|| match &cursor {
+        Some(c) => c.until.saturating_sub(overlap),
+        None => collector.start.unwrap_or_else(|| end - DEFAULT_BACKFILL),
+    });
+    status.collected_until = cursor.as_ref().map(|c| c.until);
+    let mut summary = PassSummary {
+        cluster: collector.cluster.clone(),
+        ..PassSummary::default()
+    };
+    if end <= start {
+        return Ok(summary);
+    }
+    let slices = Window::new(start, end).slices(collector.slice);
+    let total = slices.len() as u64;
+    let mut until = cursor.as_ref().map(|c| c.until);
+    for (i, slice) in slices.into_iter().enumerate() {
+        let (records, quarantined) = match &collector.source {
+            Source::Slurmrestd(client) => {
+                let fetched = with_retries(
+                    collector,
+                    "slurmrestd",
+                    || client.fetch_jobs(slice),
+                    |e| e.is_retryable(),
+                )
+                .await?;
+                (fetched.records, fetched.quarantined)
+            }
+            Source::Sacct(command) => {
+                let fetched = with_retries(
+                    collector,
+                    "sacct",
+                    || command.fetch(slice.start, slice.end),
+                    |e| e.is_retryable(),
+                )
+                .await?;
+                let quarantined = fetched
+                    .quarantined
+                    .into_iter()
+                    .map(|q| RawQuarantine {
+                        reason: format!("line {}: {}", q.line, q.reason),
+                        raw: q.raw,
+                    })
+                    .collect();
+                (fetched.records, quarantined)
+            }
+            Source::Dstack { .. } => unreachable!("dstack passes are not windowed"),
+        };
+        let source = format!("{}:{}", collector.source.kind(), collector.cluster);
+        post(
+            app,
+            &collector.cluster,
+            &source,
+            records,
+            quarantined,
+            &mut summary,
+        )
+        .await?;
+        // Only a window that joins the collected range extends it; an explicit backfill of an
+        // older range never moves the cursor back, and a gap never moves it forward.
+        if until.is_none_or(|u| slice.start <= u) {
+            let next = until.map_or(slice.end, |u| u.max(slice.end));
+            app.ledger
+                .set_cursor(&key, &serde_json::to_string(&SlurmCursor { until: next })?)
+                .await?;
+            until = Some(next);
+            status.collected_until = until;
+        }
+        summary.windows += 1;
+        progress(i as u64 + 1, total, slice.end);
+    }
+    Ok(summary)
+}
+
+async fn dstack_pass(
+    app: &App,
+    collector: &Collector,
+    client: &DstackClient,
+    account: &str,
+    user_accounts: &HashMap<String, String>,
+) -> anyhow::Result<PassSummary> {
+    let key = cursor_key(&collector.cluster);
+    let mut cursor: DstackCursor = match app.ledger.get_cursor(&key).await? {
+        Some(text) => serde_json::from_str(&text)
+            .with_context(|| format!("cursor of {}", collector.cluster))?,
+        None => DstackCursor::default(),
+    };
+    let mut summary = PassSummary {
+        cluster: collector.cluster.clone(),
+        ..PassSummary::default()
+    };
+    let source = format!("dstack:{}", collector.cluster);
+    let map = |mut records: Vec<UsageRecord>| -> Vec<UsageRecord> {
+        for r in &mut records {
+            r.account = user_accounts
+                .get(&r.user)
+                .cloned()
+                .unwrap_or_else(|| account.to_string());
+        }
+        records
+    };
+    // New runs, page by page; the cursor moves after each page is posted.
+    loop {
+        let runs = cursor.runs.clone();
+        let page = with_retries(
+            collector,
+            "dstack",
+            || client.fetch_since(runs.clone(), 1),
+            |e| e.is_retryable(),
+        )
+        .await?;
+        post(
+            app,
+            &collector.cluster,
+            &source,
+            map(page.records),
+            page.quarantined,
+            &mut summary,
+        )
+        .await?;
+        cursor.unfinished.extend(page.unfinished_run_ids);
+        cursor.runs = page.next_cursor;
+        app.ledger
+            .set_cursor(&key, &serde_json::to_string(&cursor)?)
+            .await?;
+        summary.windows += 1;
+        if !page.more {
+            break;
+        }
+    }
+    // Runs known to be unfinished: re-read until they finish, however long ago they started.
+    if !cursor.unfinished.is_empty() {
+        let ids: Vec<String> = cursor.unfinished.iter().cloned().collect();
+        let refreshed = with_retries(
+            collector,
+            "dstack",
+            || client.refresh_runs(&ids),
+            |e| e.is_retryable(),
+        )
+        .await?;
+        post(
+            app,
+            &collector.cluster,
+            &source,
+            map(refreshed.records),
+            refreshed.quarantined,
+            &mut summary,
+        )
+        .await?;
+        cursor.unfinished = refreshed.still_unfinished.into_iter().collect();
+        app.ledger
+            .set_cursor(&key, &serde_json::to_string(&cursor)?)
+            .await?;
+    }
+    Ok(summary)
+}
+
+/// Prices and posts one fetched batch; what can't be priced joins the quarantine.
+async fn post(
+    app: &App,
+    cluster: &str,
+    source: &str,
+    records: Vec<UsageRecord>,
+    quarantined: Vec<RawQuarantine>,
+    summary: &mut PassSummary,
+) -> anyhow::Result<()> {
+    let mut pricer = Pricer {
+        pricing: &app.pricing,
+        prices: &app.prices,
+        amounts: HashMap::new(),
+    };
+    let mut items: Vec<QuarantineItem> = quarantined
+        .into_iter()
+        .map(|q| QuarantineItem {
+            source: source.to_string(),
+            line: None,
+            reason: q.reason,
+            raw: q.raw,
+        })
+        .collect();
+    let mut charges = Vec::with_capacity(records.len());
+    for mut record in records {
+        // The cluster is bursar's name for it, whatever the source printed.
+        record.cluster = cluster.to_string();
+        match pricer.price(&record) {
+            Ok(charge) => charges.push(charge),
+            Err(reason) => items.push(QuarantineItem {
+                source: source.to_string(),
+                line: None,
+                reason,
+                raw: describe(&record),
+            }),
+        }
+    }
+    summary.records += charges.len() as u64;
+    summary.quarantined += items.len() as u64;
+    if !items.is_empty() {
+        app.ledger
+            .quarantine_add(&items)
+            .await
+            .context("recording quarantined records")?;
+    }
+    for chunk in charges.chunks(crate::import::BATCH) {
+        let outcome = app
+            .ledger
+            .post_usage(chunk, now())
+            .await
+            .context("posting charges")?;
+        summary.charged += outcome.charged;
+        summary.adjusted += outcome.adjusted;
+        summary.unchanged += outcome.unchanged;
+        summary.settled_holds += outcome.settled_holds;
+        summary.created_accounts.extend(outcome.created_accounts);
+    }
+    Ok(())
+}
+
+/// Calls `call` up to `collector.attempts` times, waiting 1 s, 2 s, 4 s… (±50 % jitter)
+/// between retryable failures.
+async fn with_retries<T, E, F, Fut>(
+    collector: &Collector,
+    what: &str,
+    mut call: F,
+    retryable: impl Fn(&E) -> bool,
+) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(value) => return Ok(value),
+            Err(e) if attempt < collector.attempts && retryable(&e) => {
+                let delay = backoff(attempt);
+                tracing::warn!(cluster = %collector.cluster, "{what} failed (attempt {attempt}): {e}; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("{what} for cluster {}", collector.cluster)));
+            }
+        }
+    }
+}
+
+/// Exponential backoff with ±50 % jitter, capped at a minute.
+pub fn backoff(attempt: u32) -> Duration {
+    let base_ms = 1000u64
+        .saturating_mul(1 << attempt.saturating_sub(1).min(6))
+        .min(60_000);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let jitter = u64::from(nanos) % base_ms; // 0..base
+    Duration::from_millis(base_ms / 2 + jitter)
+}
+
+/// Runs the collection loop for every collecting cluster until `shutdown` resolves: each cluster
+/// on its own task and schedule, so one failing or slow cluster never stalls the others.
+pub async fn collect_loop(
+    app: Arc<App>,
+    collectors: Vec<Collector>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for collector in collectors {
+        let app = app.clone();
+        tasks.spawn(async move {
+            loop {
+                let started = std::time::Instant::now();
+                match run_pass(&app, &collector, PassWindow::default(), &|_, _, _| {}).await {
+                    Ok(s) => tracing::info!(
+                        cluster = %s.cluster,
+                        records = s.records,
+                        charged = s.charged,
+                        adjusted = s.adjusted,
+                        quarantined = s.quarantined,
+                        "collection pass done in {:?}",
+                        started.elapsed()
+                    ),
+                    Err(e) => tracing::error!(cluster = %collector.cluster, "collection pass failed: {e:#}"),
+                }
+                let jitter = backoff(1).as_millis() as u64 % 5_000;
+                tokio::time::sleep(collector.interval + Duration::from_millis(jitter)).await;
+            }
+        });
+    }
+    shutdown.await;
+    tasks.abort_all();
+    Ok(())
+}
+
+/// `collected until` as a person reads it, and the lag behind now.
+pub fn describe_lag(until: Option<i64>) -> (String, String) {
+    match until {
+        Some(u) => (format_instant(u), crate::timefmt::format_age(now() - u)),
+        None => ("-".into(), "-".into()),
+    }
+}

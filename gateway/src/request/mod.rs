@@ -1,0 +1,671 @@
+//! Job requests: the one vocabulary behind `bursar submit` (sbatch options and `#SBATCH`
+//! lines), dstack task files, `POST /v1/quotes` and `POST /v1/jobs`. Pure: no I/O beyond the
+//! text the caller hands in.
+//!
+//! - [`JobRequest`]: what a user asks for; JSON in the API. [`JobRequest::alloc`] turns it into
+//!   the [`Tres`] vector that `ClusterPricing::estimate` prices, so a hold is computed by the
+//!   same code as the charge that settles it.
+//! - [`parse_sbatch`] / [`parse_sbatch_command`]: sbatch-compatible options plus the script's
+//!   `#SBATCH` lines ([`sbatch`] documents every option and rule); [`split_sbatch_args`] finds
+//!   the script path in a command line.
+//! - [`parse_dstack_task`] / [`DstackTask`]: a dstack `type: task` file ([`dstack`]).
+//! - [`TimeLimit`] (Slurm's `--time` formats), [`GpuSpec`] (dstack's `A100:80GB:2`): parsed once
+//!   at the edge and carried validated.
+//! - [`RequestError`]: what is wrong, naming the option or field.
+//!
+//! ## From a request to a resource vector ([`JobRequest::alloc`])
+//!
+//! | TRES | rule |
+//! |---|---|
+//! | `node` | `nodes` (a `-N 2-4` range was narrowed to its minimum when parsed) |
+//! | `cpu` | `ntasks × cpus_per_task`, and never fewer than `nodes` (Slurm gives every node at least one CPU) |
+//! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; neither: 0, or the partition's `DefMemPerCPU` × `cpu` through [`JobRequest::alloc_with_default_mem`] |
+//! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), or the per-job count (`--gpus`) |
+//! | `gres/gpu:<type>` | the same total again when a type was given, lower-cased as Slurm's TRES names are: a breakdown of `gres/gpu`, never extra GPUs (see DESIGN "Pricing semantics") |
+//!
+//! Zero counts are left out, as Slurm leaves them out of TRES strings. `--mem=0` (Slurm: all
+//! of each node's memory) prices as 0 MB here because the node size is not known to the
+//! request; [`MemoryRequest::is_whole_node`] lets the quote step substitute the partition's
+//! node memory. Likewise `--exclusive` is charged by Slurm for whole nodes; the estimate covers
+//! what was requested. Other GRES (`shard`, `nvme`, …) are kept in `other_gres` and forwarded,
+//! not priced. No floating point anywhere: counts multiply in `u64`, saturating (and
+//! [`JobRequest::validate`] refuses requests whose vector would overflow).
+#![deny(clippy::float_arithmetic)]
+
+pub mod dstack;
+mod error;
+mod gpu;
+pub mod sbatch;
+mod time;
+mod units;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use bursar_pricing::Tres;
+use serde::{Deserialize, Serialize};
+
+pub use dstack::{parse_dstack_task, DstackResources, DstackTask, MaxDuration, SpotPolicy};
+pub use error::RequestError;
+pub use gpu::{is_gres_type_name, normalize_model, GpuSpec, GpuVendor};
+pub use sbatch::{
+    parse_sbatch, parse_sbatch_command, split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
+};
+pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
+pub use units::{
+    format_slurm_megabytes, parse_dstack_megabytes, parse_slurm_megabytes, CountRange, SizeRange,
+};
+
+/// Memory asked for, in megabytes (MiB).
+///
+/// JSON: `{"per_node_mb": 4096}` or `{"per_cpu_mb": 2048}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MemoryRequest {
+    /// `--mem`: on each node. 0 means all of each node's memory, as in Slurm.
+    #[serde(rename = "per_node_mb")]
+    PerNode(u64),
+    /// `--mem-per-cpu`: for each allocated CPU.
+    #[serde(rename = "per_cpu_mb")]
+    PerCpu(u64),
+}
+
+impl MemoryRequest {
+    /// `--mem=0`: Slurm gives the job all the memory of each node.
+    pub fn is_whole_node(&self) -> bool {
+        matches!(self, MemoryRequest::PerNode(0))
+    }
+}
+
+/// What a GPU count is counted over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum GpuPer {
+    /// `--gres=gpu:N`, `--gpus-per-node=N`, a dstack task's `gpu` (per node).
+    #[default]
+    #[serde(rename = "node")]
+    PerNode,
+    /// `--gpus=N`: for the whole job.
+    #[serde(rename = "job")]
+    PerJob,
+}
+
+/// GPUs asked for: a count, what it is counted over, and optionally one type.
+///
+/// JSON: `{"count": 2, "per": "node", "kind": "a100"}` (`per` defaults to `node`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuRequest {
+    pub count: u32,
+    #[serde(default)]
+    pub per: GpuPer,
+    /// A Slurm GRES type (`a100`, `h100`), as the user wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// A job as a user asks for it, before any cluster is chosen.
+///
+/// Built by [`parse_sbatch`], [`parse_dstack_task`] or from JSON. In JSON every field is
+/// optional: `nodes` and `cpus_per_task` default to 1 and `ntasks` to one task per node
+/// (`nodes × ntasks_per_node` when that is given), exactly as sbatch defaults them; a request
+/// with `dstack` takes its resources, name and time limit from the task unless they are given
+/// (and [`validate`](JobRequest::validate) refuses them if they disagree). Unknown fields are
+/// refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "JobRequestWire")]
+pub struct JobRequest {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
+    /// `-M/--clusters`: the clusters the user allows, in their order; empty = any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<String>,
+    pub nodes: u32,
+    pub ntasks: u32,
+    /// Recorded for forwarding; when `--ntasks` is absent it already set `ntasks`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ntasks_per_node: Option<u32>,
+    pub cpus_per_task: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryRequest>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<GpuRequest>,
+    /// Non-GPU `--gres` entries (`shard:1`), forwarded as given and not priced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_gres: Vec<String>,
+    /// Whole minutes; `None` = no limit given (or `UNLIMITED`): the partition's applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit_min: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The batch script, `#!` line first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// `--wrap`: a command to run under `/bin/sh` instead of a script.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrap: Option<String>,
+    /// `-D/--chdir`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+    /// Variables to set in the job (the CLI fills them from the user's environment).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
+    /// `--export` as given (`ALL`, `NONE`, `ALL,VAR=value`, …), for the forwarder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mail_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mail_user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// `-C/--constraint` node features, as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    /// `--exclusive`: whole nodes (Slurm charges them whole; see the module docs).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
+    /// A dstack task; serialized as the task file's own content (JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dstack: Option<DstackTask>,
+}
+
+impl Default for JobRequest {
+    /// One node, one task, one CPU; nothing else.
+    fn default() -> JobRequest {
+        JobRequest {
+            account: None,
+            partition: None,
+            qos: None,
+            clusters: Vec::new(),
+            nodes: 1,
+            ntasks: 1,
+            ntasks_per_node: None,
+            cpus_per_task: 1,
+            memory: None,
+            gpus: None,
+            other_gres: Vec::new(),
+            time_limit_min: None,
+            job_name: None,
+            output: None,
+            error: None,
+            script: None,
+            wrap: None,
+            working_dir: None,
+            environment: BTreeMap::new(),
+            export: None,
+            mail_type: None,
+            mail_user: None,
+            comment: None,
+            constraint: None,
+            exclusive: false,
+            dstack: None,
+        }
+    }
+}
+
+/// The JSON body as received: everything optional, defaults applied in `From`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobRequestWire {
+    #[serde(default)]
+    account: Option<String>,
+    #[serde(default)]
+    partition: Option<String>,
+    #[serde(default)]
+    qos: Option<String>,
+    #[serde(default)]
+    clusters: Vec<String>,
+    #[serde(default)]
+    nodes: Option<u32>,
+    #[serde(default)]
+    ntasks: Option<u32>,
+    #[serde(default)]
+    ntasks_per_node: Option<u32>,
+    #[serde(default)]
+    cpus_per_task: Option<u32>,
+    #[serde(default)]
+    memory: Option<MemoryRequest>,
+    #[serde(default)]
+    gpus: Option<GpuRequest>,
+    #[serde(default)]
+    other_gres: Vec<String>,
+    #[serde(default)]
+    time_limit_min: Option<u64>,
+    #[serde(default)]
+    job_name: Option<String>,
+    #[serde(default)]
+    output: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    script: Option<String>,
+    #[serde(default)]
+    wrap: Option<String>,
+    #[serde(default)]
+    working_dir: Option<String>,
+    #[serde(default)]
+    environment: BTreeMap<String, String>,
+    #[serde(default)]
+    export: Option<String>,
+    #[serde(default)]
+    mail_type: Option<String>,
+    #[serde(default)]
+    mail_user: Option<String>,
+    #[serde(default)]
+    comment: Option<String>,
+    #[serde(default)]
+    constraint: Option<String>,
+    #[serde(default)]
+    exclusive: bool,
+    #[serde(default)]
+    dstack: Option<DstackTask>,
+}
+
+impl From<JobRequestWire> for JobRequest {
+    fn from(w: JobRequestWire) -> JobRequest {
+        let base = match &w.dstack {
+            Some(task) => JobRequest::from_dstack(task.clone()),
+            None => JobRequest::default(),
+        };
+        let nodes = w.nodes.unwrap_or(base.nodes);
+        // sbatch: without -n, one task per node (or --ntasks-per-node per node).
+        let ntasks = w
+            .ntasks
+            .unwrap_or_else(|| nodes.saturating_mul(w.ntasks_per_node.unwrap_or(1)));
+        JobRequest {
+            account: w.account,
+            partition: w.partition,
+            qos: w.qos,
+            clusters: w.clusters,
+            nodes,
+            ntasks,
+            ntasks_per_node: w.ntasks_per_node,
+            cpus_per_task: w.cpus_per_task.unwrap_or(base.cpus_per_task),
+            memory: w.memory.or(base.memory),
+            gpus: w.gpus.or(base.gpus),
+            other_gres: w.other_gres,
+            time_limit_min: w.time_limit_min.or(base.time_limit_min),
+            job_name: w.job_name.or(base.job_name),
+            output: w.output,
+            error: w.error,
+            script: w.script,
+            wrap: w.wrap,
+            working_dir: w.working_dir,
+            environment: w.environment,
+            export: w.export,
+            mail_type: w.mail_type,
+            mail_user: w.mail_user,
+            comment: w.comment,
+            constraint: w.constraint,
+            exclusive: w.exclusive,
+            dstack: w.dstack,
+        }
+    }
+}
+
+impl JobRequest {
+    /// CPUs the job is allocated: `ntasks × cpus_per_task`, at least one per node.
+    pub fn cpus(&self) -> u64 {
+        (u64::from(self.ntasks) * u64::from(self.cpus_per_task)).max(u64::from(self.nodes))
+    }
+
+    /// GPUs over the whole job: per-node counts × `nodes`, per-job counts as given.
+    pub fn total_gpus(&self) -> u64 {
+        match &self.gpus {
+            None => 0,
+            Some(g) => match g.per {
+                GpuPer::PerNode => u64::from(g.count) * u64::from(self.nodes),
+                GpuPer::PerJob => u64::from(g.count),
+            },
+        }
+    }
+
+    /// Memory over the whole job in MB; `None` when it would overflow.
+    fn checked_memory_mb(&self, def_mem_per_cpu_mb: Option<u64>) -> Option<u64> {
+        match self.memory {
+            Some(MemoryRequest::PerNode(mb)) => mb.checked_mul(u64::from(self.nodes)),
+            Some(MemoryRequest::PerCpu(mb)) => mb.checked_mul(self.cpus()),
+            None => def_mem_per_cpu_mb.map_or(Some(0), |mb| mb.checked_mul(self.cpus())),
+        }
+    }
+
+    /// The resource vector to price, as Slurm would allocate it (rules in the module docs).
+    /// Memory is 0 when none was asked for; see [`alloc_with_default_mem`](Self::alloc_with_default_mem).
+    pub fn alloc(&self) -> Tres {
+        self.alloc_with_default_mem(None)
+    }
+
+    /// [`alloc`](Self::alloc), with a request that names no memory given the partition's
+    /// `DefMemPerCPU` (MB per CPU), as slurmctld would. A request that names memory ignores it.
+    pub fn alloc_with_default_mem(&self, def_mem_per_cpu_mb: Option<u64>) -> Tres {
+        let mut tres = Tres::new();
+        let mut put = |name: &str, count: u64| {
+            if count > 0 {
+                tres.set(name, count);
+            }
+        };
+        put("node", u64::from(self.nodes));
+        put("cpu", self.cpus());
+        put(
+            "mem",
+            self.checked_memory_mb(def_mem_per_cpu_mb)
+                .unwrap_or(u64::MAX),
+        );
+        let gpus = self.total_gpus();
+        put("gres/gpu", gpus);
+        if let Some(kind) = self.gpus.as_ref().and_then(|g| g.kind.as_deref()) {
+            put(&format!("gres/gpu:{}", kind.to_ascii_lowercase()), gpus);
+        }
+        tres
+    }
+
+    /// The time limit as a [`TimeLimit`] (`None` minutes → unlimited/partition default).
+    pub fn time_limit(&self) -> TimeLimit {
+        TimeLimit::from_minutes(self.time_limit_min)
+    }
+
+    /// The script to submit: the given one, or sbatch's `--wrap` script around the command.
+    pub fn batch_script(&self) -> Option<Cow<'_, str>> {
+        match (&self.script, &self.wrap) {
+            (Some(script), _) => Some(Cow::Borrowed(script)),
+            (None, Some(command)) => Some(Cow::Owned(format!(
+                "#!/bin/sh\n# This script was created by bursar submit --wrap.\n\n{command}\n"
+            ))),
+            (None, None) => None,
+        }
+    }
+
+    /// Builds the request a dstack task asks for. Ranges are priced at their minimum:
+    /// `nodes` from `nodes`, one task per node with `cpu`'s minimum CPUs (at least 1),
+    /// `memory`'s minimum per node, `gpu`'s minimum count per node (typed when the spec names
+    /// exactly one model), `max_duration` rounded up to whole minutes, `name` as the job name.
+    pub fn from_dstack(task: DstackTask) -> JobRequest {
+        let r = &task.resources;
+        let gpus = r.gpu.as_ref().and_then(|spec| {
+            let count = spec.count.min_or_zero();
+            (count > 0).then(|| GpuRequest {
+                count,
+                per: GpuPer::PerNode,
+                kind: spec.single_kind(),
+            })
+        });
+        JobRequest {
+            nodes: task.nodes,
+            ntasks: task.nodes,
+            cpus_per_task: r.cpu.min_or_zero().max(1),
+            memory: r
+                .memory
+                .min_mb
+                .filter(|mb| *mb > 0)
+                .map(MemoryRequest::PerNode),
+            gpus,
+            time_limit_min: task.time_limit_min(),
+            job_name: task.name.clone(),
+            dstack: Some(task),
+            ..JobRequest::default()
+        }
+    }
+
+    /// Checks what parsing cannot: counts of at least 1, no more tasks than nodes can take,
+    /// GPU types and GRES names Slurm accepts, names without spaces or control characters,
+    /// one of script/`--wrap`/dstack at most, a script that sbatch would accept, a dstack
+    /// request whose resources match its task, and a resource vector that fits in 64 bits.
+    pub fn validate(&self) -> Result<(), RequestError> {
+        let invalid = |message: String| Err(RequestError::Invalid(message));
+        if self.nodes == 0 {
+            return invalid("--nodes must be at least 1".into());
+        }
+        if self.ntasks == 0 {
+            return invalid("--ntasks must be at least 1".into());
+        }
+        if self.cpus_per_task == 0 {
+            return invalid("--cpus-per-task must be at least 1".into());
+        }
+        if self.ntasks_per_node == Some(0) {
+            return invalid("--ntasks-per-node must be at least 1".into());
+        }
+        if self.ntasks < self.nodes {
+            return invalid(format!(
+                "--ntasks ({}) is less than --nodes ({}): every node runs at least one task",
+                self.ntasks, self.nodes
+            ));
+        }
+        if self.memory == Some(MemoryRequest::PerCpu(0)) {
+            return invalid("--mem-per-cpu must be at least 1 MB".into());
+        }
+        if let Some(gpus) = &self.gpus {
+            if gpus.count == 0 {
+                return invalid("a GPU request of 0 GPUs: leave the GPUs out instead".into());
+            }
+            if let Some(kind) = &gpus.kind {
+                if !is_gres_type_name(kind) {
+                    return invalid(format!(
+                        "unknown GPU spec: {kind:?} is not a GPU type name (letters, digits, - _ .)"
+                    ));
+                }
+            }
+        }
+        for entry in &self.other_gres {
+            let list = gpu::parse_gres_list("other_gres", entry)?;
+            if list.gpu.is_some() || list.other.len() != 1 {
+                return invalid(format!(
+                    "other_gres entry {entry:?} must be one non-GPU GRES such as shard:1"
+                ));
+            }
+        }
+        match self.time_limit_min {
+            Some(0) => {
+                return invalid(
+                    "the time limit must be at least 1 minute (leave it out for the partition's)"
+                        .into(),
+                )
+            }
+            Some(m) if m > MAX_TIME_LIMIT_MIN => {
+                return invalid(format!("the time limit of {m} minutes is too large"))
+            }
+            _ => {}
+        }
+        for (field, value) in [
+            ("account", &self.account),
+            ("partition", &self.partition),
+            ("qos", &self.qos),
+        ] {
+            if let Some(v) = value {
+                check_name(field, v)?;
+            }
+        }
+        for (i, cluster) in self.clusters.iter().enumerate() {
+            check_name("cluster", cluster)?;
+            if self.clusters[..i].contains(cluster) {
+                return invalid(format!("cluster {cluster} is listed twice"));
+            }
+        }
+        for (field, value) in [
+            ("job name", &self.job_name),
+            ("output", &self.output),
+            ("error", &self.error),
+            ("working directory", &self.working_dir),
+            ("export", &self.export),
+            ("mail type", &self.mail_type),
+            ("mail user", &self.mail_user),
+            ("comment", &self.comment),
+            ("constraint", &self.constraint),
+        ] {
+            if let Some(v) = value {
+                check_text(field, v)?;
+            }
+        }
+        for (key, value) in &self.environment {
+            if key.is_empty() || key.contains('=') || key.contains('\0') || value.contains('\0') {
+                return invalid(format!(
+                    "environment variable {key:?} has an invalid name or value"
+                ));
+            }
+        }
+        let bodies = [
+            self.script.is_some(),
+            self.wrap.is_some(),
+            self.dstack.is_some(),
+        ];
+        if bodies.iter().filter(|b| **b).count() > 1 {
+            return invalid("give at most one of a script, --wrap and a dstack task".into());
+        }
+        if let Some(script) = &self.script {
+            sbatch::check_script(script)?;
+        }
+        if let Some(command) = &self.wrap {
+            if command.trim().is_empty() || command.contains('\0') {
+                return invalid("--wrap needs a command".into());
+            }
+        }
+        if let Some(task) = &self.dstack {
+            let derived = JobRequest::from_dstack(task.clone());
+            let shape = |r: &JobRequest| {
+                (
+                    r.nodes,
+                    r.ntasks,
+                    r.cpus_per_task,
+                    r.memory,
+                    r.gpus.clone(),
+                    r.time_limit_min,
+                )
+            };
+            if shape(self) != shape(&derived)
+                || self.ntasks_per_node.is_some()
+                || !self.other_gres.is_empty()
+            {
+                return invalid(
+                    "a dstack request takes its nodes, CPUs, memory, GPUs and time limit from the \
+                     task: leave them out of the request or make them match"
+                        .into(),
+                );
+            }
+        }
+        if self.checked_memory_mb(None).is_none()
+            || u64::from(self.nodes)
+                .checked_mul(u64::from(self.gpus.as_ref().map_or(0, |g| g.count)))
+                .is_none()
+        {
+            return invalid("the request is too large to price".into());
+        }
+        Ok(())
+    }
+
+    /// The request as `#SBATCH` lines that [`parse_sbatch`] reads back into the same request
+    /// (everything but the script, `--wrap`, the environment and a dstack task, which are not
+    /// sbatch options). Values that need it are double-quoted with `\` escapes, as sbatch's
+    /// `#SBATCH` tokenizer expects.
+    pub fn to_sbatch_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let mut put = |option: &str, value: Option<String>| {
+            if let Some(value) = value {
+                lines.push(format!("#SBATCH --{option}={}", quote_directive(&value)));
+            }
+        };
+        put("account", self.account.clone());
+        put("partition", self.partition.clone());
+        put("qos", self.qos.clone());
+        put(
+            "clusters",
+            (!self.clusters.is_empty()).then(|| self.clusters.join(",")),
+        );
+        put("nodes", Some(self.nodes.to_string()));
+        put("ntasks", Some(self.ntasks.to_string()));
+        put(
+            "ntasks-per-node",
+            self.ntasks_per_node.map(|n| n.to_string()),
+        );
+        put("cpus-per-task", Some(self.cpus_per_task.to_string()));
+        match self.memory {
+            Some(MemoryRequest::PerNode(mb)) => put("mem", Some(format_slurm_megabytes(mb))),
+            Some(MemoryRequest::PerCpu(mb)) => put("mem-per-cpu", Some(format_slurm_megabytes(mb))),
+            None => {}
+        }
+        if let Some(g) = &self.gpus {
+            let value = match &g.kind {
+                Some(kind) => format!("{kind}:{}", g.count),
+                None => g.count.to_string(),
+            };
+            let option = match g.per {
+                GpuPer::PerNode => "gpus-per-node",
+                GpuPer::PerJob => "gpus",
+            };
+            put(option, Some(value));
+        }
+        put(
+            "gres",
+            (!self.other_gres.is_empty()).then(|| self.other_gres.join(",")),
+        );
+        put(
+            "time",
+            self.time_limit_min
+                .map(|m| TimeLimit::Minutes(m).to_string()),
+        );
+        put("job-name", self.job_name.clone());
+        put("output", self.output.clone());
+        put("error", self.error.clone());
+        put("chdir", self.working_dir.clone());
+        put("export", self.export.clone());
+        put("mail-type", self.mail_type.clone());
+        put("mail-user", self.mail_user.clone());
+        put("comment", self.comment.clone());
+        put("constraint", self.constraint.clone());
+        if self.exclusive {
+            lines.push("#SBATCH --exclusive".to_string());
+        }
+        lines
+    }
+}
+
+/// Account, partition, QOS and cluster names: Slurm names, no spaces, commas or controls.
+fn check_name(field: &str, value: &str) -> Result<(), RequestError> {
+    if value.is_empty()
+        || value
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == ',')
+    {
+        return Err(RequestError::Invalid(format!(
+            "{field} {value:?} is not a valid name (no spaces, commas or control characters)"
+        )));
+    }
+    Ok(())
+}
+
+/// Free text (names, paths, addresses): not empty, one line.
+fn check_text(field: &str, value: &str) -> Result<(), RequestError> {
+    if value.is_empty() || value.chars().any(char::is_control) {
+        return Err(RequestError::Invalid(format!(
+            "{field} {value:?} must be one line of text"
+        )));
+    }
+    Ok(())
+}
+
+/// Quotes a `#SBATCH` value for sbatch's tokenizer (`get_argument`): as is when it has no
+/// blank, quote, backslash or `#`; else in double quotes with `"` and `\` escaped.
+fn quote_directive(value: &str) -> Cow<'_, str> {
+    let plain = !value.is_empty()
+        && !value
+            .chars()
+            .any(|c| c.is_ascii_whitespace() || "\"'\\#".contains(c));
+    if plain {
+        return Cow::Borrowed(value);
+    }
+    let mut quoted = String::with_capacity(value.len() + 2);
+    quoted.push('"');
+    for c in value.chars() {
+        if c == '"' || c == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    Cow::Owned(quoted)
+}

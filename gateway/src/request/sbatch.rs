@@ -1,0 +1,1006 @@
+//! sbatch-compatible options and `#SBATCH` lines → [`JobRequest`].
+//!
+//! ## Syntax (as sbatch's `getopt_long`)
+//! `--opt=value`, `--opt value`, `-Xvalue`, `-X value`; flags group (`-Qv`). A value that
+//! starts with `-` is still a value when the option needs one (`-J -x` names the job `-x`).
+//! Long options must be spelled in full: sbatch accepts unambiguous abbreviations, but bursar
+//! knows only part of sbatch's option table and could resolve an abbreviation sbatch finds
+//! ambiguous, so `--acc` is refused with a "did you mean --account" hint.
+//!
+//! ## Options
+//!
+//! | option | becomes |
+//! |---|---|
+//! | `-A/--account`, `-p/--partition`, `-q/--qos` | the names |
+//! | `-M/--clusters`, `--cluster` | allowed clusters, comma-separated; `all` = any cluster |
+//! | `-N/--nodes=N` or `N-M` | nodes; a range is narrowed to its minimum (priced and forwarded as the minimum, with a note) |
+//! | `-n/--ntasks` | tasks; without it, one task per node (or `--ntasks-per-node` per node), as sbatch; fewer tasks than nodes shrinks the nodes to the tasks, as sbatch does (with a note) |
+//! | `--ntasks-per-node` | recorded; sets the tasks when `-n` is absent |
+//! | `-c/--cpus-per-task` | CPUs per task |
+//! | `--mem=SIZE` / `--mem-per-cpu=SIZE` | memory per node / per CPU; SIZE is `4000`, `4000M`, `4G`, `1T`, `512K` (default MB; `4GB` accepted as sbatch does); mutually exclusive |
+//! | `--gres=LIST` | `gpu`, `gpu:N`, `gpu:TYPE`, `gpu:TYPE:N` entries → GPUs per node; other GRES (`shard:1`) are kept in `other_gres`, forwarded and not priced (with a note); `none` clears |
+//! | `-G/--gpus=[TYPE:]N` | GPUs for the whole job |
+//! | `--gpus-per-node=[TYPE:]N` | GPUs per node |
+//! | `-t/--time` | [`TimeLimit`] (all Slurm formats) |
+//! | `-J/--job-name`, `-o/--output`, `-e/--error`, `-D/--chdir` | as given |
+//! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
+//! | `--export`, `--mail-type`, `--mail-user`, `--comment`, `-C/--constraint` | recorded as given and forwarded; not priced |
+//! | `--exclusive` | recorded and forwarded; a note says Slurm charges whole nodes (`--exclusive=MODE` is refused) |
+//! | `--parsable`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
+//! | `-v/--verbose` | accepted and ignored: it only changes sbatch's own chatter |
+//! | `-h/--help`, `--usage` | [`RequestError::HelpRequested`]; print [`SBATCH_USAGE`] |
+//!
+//! Only one GPU source per place: `--gres=gpu…`, `--gpus` and `--gpus-per-node` together are
+//! refused (bursar keeps one GPU count and type per job), and so is a second GPU type.
+//!
+//! **Everything else is refused with an error naming the option**, never dropped: slurmrestd
+//! does not read `#SBATCH` lines, so an option bursar does not carry would be silently lost
+//! between the quote and the cluster. Refusals with their own explanation: `--array` (job
+//! arrays: each task is its own job to hold and settle, not designed yet — submit the tasks
+//! separately), `--dependency` (job ids belong to one cluster while bursar may route
+//! elsewhere), heterogeneous jobs (`hetjob` lines), and the GPU-relative shapes
+//! (`--gpus-per-task`, `--cpus-per-gpu`, `--mem-per-gpu`, `--ntasks-per-gpu`,
+//! `--gpus-per-socket`) that bursar cannot price yet.
+//!
+//! ## The job script (as sbatch's `_opt_batch_script` and `_get_script_buffer`)
+//! - Refused when empty, only whitespace, not starting with `#!` (sbatch's own message), with
+//!   a NUL byte, or with DOS line breaks — unless `--wrap` is used, and a script together
+//!   with `--wrap` is refused.
+//! - `#SBATCH` at the very start of a line is a directive (`#SLURM` too, with a note); every
+//!   other line that is blank or starts with `#` after blanks is skipped; the first other line
+//!   ends the directives. A directive line is split like a shell line: blanks separate, `'…'`
+//!   and `"…"` group, `\` escapes the next character, an unquoted `#` starts a comment, an
+//!   empty word ends the line (all as sbatch's `get_argument`). An unmatched quote or a line
+//!   starting with `:` is an error.
+//! - Each `#SBATCH` line is parsed on its own, so an option's value must be on its line.
+//! - **Command-line options win over `#SBATCH` ones**, option by option, and within one place
+//!   the last occurrence wins. As in sbatch, giving `--mem` or `--mem-per-cpu` on the command
+//!   line replaces both from the script; bursar treats GPUs the same way (a GPU option on the
+//!   command line replaces the script's GPU options), and a command-line `--gres` replaces the
+//!   script's `--gres` entirely.
+
+use super::error::RequestError;
+use super::gpu::{parse_gres_list, parse_typed_count, GresList};
+use super::units::parse_slurm_megabytes;
+use super::{GpuPer, GpuRequest, JobRequest, MemoryRequest, TimeLimit};
+
+/// The options `bursar submit` understands, for `--help`.
+pub const SBATCH_USAGE: &str = "\
+Usage: bursar submit [OPTIONS] SCRIPT [ARGS...]
+       bursar submit [OPTIONS] --wrap=COMMAND
+
+Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins):
+  -A, --account=NAME            account to charge
+  -p, --partition=NAME          partition
+  -q, --qos=NAME                quality of service
+  -M, --clusters=A,B            clusters to consider (default: any)
+  -N, --nodes=N[-M]             nodes (a range is priced and run at its minimum)
+  -n, --ntasks=N                tasks (default: one per node)
+      --ntasks-per-node=N       tasks per node
+  -c, --cpus-per-task=N         CPUs per task
+      --mem=SIZE                memory per node (4000, 4000M, 4G, 1T)
+      --mem-per-cpu=SIZE        memory per CPU
+      --gres=gpu[:TYPE][:N],... generic resources (GPUs per node)
+  -G, --gpus=[TYPE:]N           GPUs for the whole job
+      --gpus-per-node=[TYPE:]N  GPUs per node
+  -t, --time=TIME               time limit: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED
+  -J, --job-name=NAME           job name
+  -o, --output=FILE             standard output file
+  -e, --error=FILE              standard error file
+  -D, --chdir=DIR               working directory
+      --wrap=COMMAND            run COMMAND under /bin/sh instead of a script
+      --export=VARS             environment to export (ALL, NONE, VAR=value,...)
+      --mail-type=TYPES         mail events
+      --mail-user=ADDRESS       mail recipient
+      --comment=TEXT            job comment
+  -C, --constraint=FEATURES     node features
+      --exclusive               whole nodes (charged whole by Slurm)
+      --parsable                print only the job id
+  -Q, --quiet                   print nothing but errors
+      --test-only               quote the job, do not submit it
+  -v, --verbose                 accepted and ignored
+  -h, --help, --usage           this help
+
+Other sbatch options are refused rather than dropped: bursar would not be able to
+forward them, and the job would not run as quoted.
+";
+
+/// Everything a `bursar submit` command line says: the job, and how the client behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SbatchCommand {
+    pub request: JobRequest,
+    /// `--parsable`: print `jobid[;cluster]` only.
+    pub parsable: bool,
+    /// `-Q/--quiet`.
+    pub quiet: bool,
+    /// `--test-only`: quote, do not submit.
+    pub test_only: bool,
+    /// What the user should know about how the request was read (ranges narrowed, GRES not
+    /// priced, deprecated `#SLURM` lines, …); print them before the quote.
+    pub notes: Vec<String>,
+}
+
+/// A `bursar submit` argument vector split as sbatch splits it: options up to the first word
+/// that is not an option (or `--`), then the script path and the script's own arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SbatchArgs {
+    pub options: Vec<String>,
+    /// `None` with `--wrap` (or when reading the script from standard input).
+    pub script: Option<String>,
+    pub script_args: Vec<String>,
+}
+
+/// Splits `argv` (without the program name) into options, script path and script arguments.
+/// Needs the option table to know which options take the next word as their value
+/// (`-A physics job.sh`). Unknown options are refused here already, with the same errors as
+/// [`parse_sbatch`].
+pub fn split_sbatch_args(argv: &[String]) -> Result<SbatchArgs, RequestError> {
+    let mut i = 0;
+    while i < argv.len() {
+        let word = argv[i].as_str();
+        if word == "--" {
+            let rest = &argv[i + 1..];
+            return Ok(SbatchArgs {
+                options: argv[..i].to_vec(),
+                script: rest.first().cloned(),
+                script_args: rest.iter().skip(1).cloned().collect(),
+            });
+        }
+        let Some(consumed) = option_words(argv, i)? else {
+            return Ok(SbatchArgs {
+                options: argv[..i].to_vec(),
+                script: Some(word.to_string()),
+                script_args: argv[i + 1..].to_vec(),
+            });
+        };
+        i += consumed;
+    }
+    Ok(SbatchArgs {
+        options: argv.to_vec(),
+        script: None,
+        script_args: Vec::new(),
+    })
+}
+
+/// How many words the option at `argv[i]` takes (1 or 2), or `None` when `argv[i]` is not an
+/// option.
+fn option_words(argv: &[String], i: usize) -> Result<Option<usize>, RequestError> {
+    let word = argv[i].as_str();
+    if let Some(long) = word.strip_prefix("--") {
+        let (name, inline) = match long.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (long, None),
+        };
+        let spec = lookup_long(name)?;
+        let takes_next = matches!(spec.arg, Arg::Required) && inline.is_none();
+        return Ok(Some(if takes_next { 2 } else { 1 }));
+    }
+    let Some(shorts) = word.strip_prefix('-').filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    for (at, c) in shorts.char_indices() {
+        let spec = lookup_short(c)?;
+        if matches!(spec.arg, Arg::Required) {
+            let attached = at + c.len_utf8() < shorts.len();
+            return Ok(Some(if attached { 1 } else { 2 }));
+        }
+    }
+    Ok(Some(1))
+}
+
+/// Parses sbatch options (`args`: the words before the script path) and the job script's
+/// `#SBATCH` lines into a validated [`JobRequest`]. `script` is the file's text (the caller
+/// reads it); `None` requires `--wrap`. See the module documentation for every rule.
+pub fn parse_sbatch(args: &[String], script: Option<&str>) -> Result<JobRequest, RequestError> {
+    parse_sbatch_command(args, script).map(|command| command.request)
+}
+
+/// [`parse_sbatch`], keeping the client flags (`--parsable`, `--quiet`, `--test-only`) and the
+/// notes to show the user.
+pub fn parse_sbatch_command(
+    args: &[String],
+    script: Option<&str>,
+) -> Result<SbatchCommand, RequestError> {
+    let mut cli = Directives::default();
+    parse_words(
+        args.iter().map(String::as_str),
+        &mut cli,
+        Place::CommandLine,
+    )?;
+    if cli.help {
+        return Err(RequestError::HelpRequested);
+    }
+    cli.check_exclusive()?;
+    let mut from_script = Directives::default();
+    match (script, &cli.wrap) {
+        (Some(_), Some(_)) => {
+            return Err(RequestError::Invalid(
+                "--wrap cannot be used together with a job script".into(),
+            ))
+        }
+        (None, None) => {
+            return Err(RequestError::Script(
+                "no job script: give the path of a batch script, or --wrap=COMMAND".into(),
+            ))
+        }
+        (Some(text), None) => {
+            check_script(text)?;
+            read_directives(text, &mut from_script)?;
+            if from_script.help {
+                return Err(RequestError::HelpRequested);
+            }
+            from_script.check_exclusive()?;
+        }
+        (None, Some(_)) => {}
+    }
+    let merged = Directives::merge(cli, from_script);
+    let mut command = merged.resolve()?;
+    command.request.script = script.map(str::to_string);
+    command.request.validate()?;
+    Ok(command)
+}
+
+/// sbatch's checks on a batch script (`_get_script_buffer`), same order.
+pub(crate) fn check_script(text: &str) -> Result<(), RequestError> {
+    let refuse = |message: &str| Err(RequestError::Script(message.to_string()));
+    if text.is_empty() {
+        return refuse("the batch script is empty");
+    }
+    if text.chars().all(is_c_space) {
+        return refuse("the batch script contains only whitespace");
+    }
+    if !text.starts_with("#!") {
+        // sbatch's exact words, which users search for (hence not our usual lower-case style).
+        return refuse(
+            "This does not look like a batch script.  The first line must start with #! \
+             followed by the path to an interpreter.  For instance: #!/bin/sh",
+        );
+    }
+    if text.contains('\0') {
+        return refuse("the batch script contains a NUL character, which Slurm does not allow");
+    }
+    if text.contains("\r\n") {
+        return refuse(
+            "the batch script contains DOS line breaks (\\r\\n) instead of UNIX line breaks \
+             (\\n); convert it with dos2unix",
+        );
+    }
+    Ok(())
+}
+
+/// C's `isspace`, which sbatch uses: space, `\t`, `\n`, `\v`, `\f`, `\r`.
+fn is_c_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+}
+
+/// Reads the `#SBATCH` (and `#SLURM`) lines at the top of a script into `into`.
+fn read_directives(text: &str, into: &mut Directives) -> Result<(), RequestError> {
+    let mut warned_slurm = false;
+    for (index, line) in text.split('\n').enumerate() {
+        let number = index + 1;
+        let rest = if let Some(rest) = line.strip_prefix("#SBATCH") {
+            rest
+        } else if let Some(rest) = line.strip_prefix("#SLURM") {
+            if !std::mem::replace(&mut warned_slurm, true) {
+                into.notes.push(format!(
+                    "job script line {number}: #SLURM lines are deprecated, use #SBATCH"
+                ));
+            }
+            rest
+        } else {
+            match line.chars().find(|c| !is_c_space(*c)) {
+                None | Some('#') => continue,
+                Some(_) => break,
+            }
+        };
+        let words = split_directive(rest).map_err(|e| e.at_line(number))?;
+        if let Some(word) = words
+            .iter()
+            .find(|w| w.eq_ignore_ascii_case("hetjob") || w.eq_ignore_ascii_case("packjob"))
+        {
+            return Err(RequestError::UnsupportedOption {
+                option: word.clone(),
+                reason: "heterogeneous jobs are not supported by bursar; submit the components \
+                         as separate jobs"
+                    .into(),
+            }
+            .at_line(number));
+        }
+        parse_words(words.iter().map(String::as_str), into, Place::Script)
+            .map_err(|e| e.at_line(number))?;
+    }
+    Ok(())
+}
+
+/// Splits the rest of a `#SBATCH` line into words, as sbatch's `get_argument` does.
+fn split_directive(line: &str) -> Result<Vec<String>, RequestError> {
+    let mut words = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| is_c_space(*c)) {
+            chars.next();
+        }
+        match chars.peek() {
+            None => break,
+            Some(':') => {
+                return Err(RequestError::Script(
+                    "unexpected `:` (heterogeneous job components are not supported)".into(),
+                ))
+            }
+            Some(_) => {}
+        }
+        let mut word = String::new();
+        let mut any = false;
+        let mut quote: Option<char> = None;
+        let mut escaped = false;
+        let mut comment = false;
+        while let Some(&c) = chars.peek() {
+            // As in sbatch, a backslash does not protect a blank: only quotes do.
+            if quote.is_none() && is_c_space(c) {
+                break;
+            }
+            chars.next();
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+                continue;
+            } else if let Some(q) = quote {
+                if c == q {
+                    quote = None;
+                    continue;
+                }
+            } else if c == '"' || c == '\'' {
+                quote = Some(c);
+                continue;
+            } else if c == '#' {
+                comment = true;
+                break;
+            }
+            word.push(c);
+            any = true;
+        }
+        if let Some(q) = quote {
+            return Err(RequestError::Script(format!("unmatched `{q}`")));
+        }
+        // sbatch stops at a word with no characters (`""`, or a comment).
+        if !any {
+            break;
+        }
+        words.push(word);
+        if comment {
+            break;
+        }
+    }
+    Ok(words)
+}
+
+/// Where words come from: some options are only allowed on the command line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    CommandLine,
+    Script,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Opt {
+    Account,
+    Partition,
+    Qos,
+    Clusters,
+    Nodes,
+    Ntasks,
+    NtasksPerNode,
+    CpusPerTask,
+    Mem,
+    MemPerCpu,
+    Gres,
+    Gpus,
+    GpusPerNode,
+    Time,
+    JobName,
+    Output,
+    Error,
+    Wrap,
+    Chdir,
+    Export,
+    MailType,
+    MailUser,
+    Comment,
+    Constraint,
+    Exclusive,
+    Parsable,
+    Quiet,
+    TestOnly,
+    Verbose,
+    Help,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Arg {
+    Required,
+    Flag,
+    /// Only as `--opt=value`.
+    Optional,
+}
+
+struct Spec {
+    long: &'static str,
+    short: Option<char>,
+    opt: Opt,
+    arg: Arg,
+}
+
+const fn spec(long: &'static str, short: Option<char>, opt: Opt, arg: Arg) -> Spec {
+    Spec {
+        long,
+        short,
+        opt,
+        arg,
+    }
+}
+
+const OPTIONS: &[Spec] = &[
+    spec("account", Some('A'), Opt::Account, Arg::Required),
+    spec("partition", Some('p'), Opt::Partition, Arg::Required),
+    spec("qos", Some('q'), Opt::Qos, Arg::Required),
+    spec("clusters", Some('M'), Opt::Clusters, Arg::Required),
+    spec("cluster", None, Opt::Clusters, Arg::Required),
+    spec("nodes", Some('N'), Opt::Nodes, Arg::Required),
+    spec("ntasks", Some('n'), Opt::Ntasks, Arg::Required),
+    spec("ntasks-per-node", None, Opt::NtasksPerNode, Arg::Required),
+    spec("cpus-per-task", Some('c'), Opt::CpusPerTask, Arg::Required),
+    spec("mem", None, Opt::Mem, Arg::Required),
+    spec("mem-per-cpu", None, Opt::MemPerCpu, Arg::Required),
+    spec("gres", None, Opt::Gres, Arg::Required),
+    spec("gpus", Some('G'), Opt::Gpus, Arg::Required),
+    spec("gpus-per-node", None, Opt::GpusPerNode, Arg::Required),
+    spec("time", Some('t'), Opt::Time, Arg::Required),
+    spec("job-name", Some('J'), Opt::JobName, Arg::Required),
+    spec("output", Some('o'), Opt::Output, Arg::Required),
+    spec("error", Some('e'), Opt::Error, Arg::Required),
+    spec("wrap", None, Opt::Wrap, Arg::Required),
+    spec("chdir", Some('D'), Opt::Chdir, Arg::Required),
+    spec("export", None, Opt::Export, Arg::Required),
+    spec("mail-type", None, Opt::MailType, Arg::Required),
+    spec("mail-user", None, Opt::MailUser, Arg::Required),
+    spec("comment", None, Opt::Comment, Arg::Required),
+    spec("constraint", Some('C'), Opt::Constraint, Arg::Required),
+    spec("exclusive", None, Opt::Exclusive, Arg::Optional),
+    spec("parsable", None, Opt::Parsable, Arg::Flag),
+    spec("quiet", Some('Q'), Opt::Quiet, Arg::Flag),
+    spec("test-only", None, Opt::TestOnly, Arg::Flag),
+    spec("verbose", Some('v'), Opt::Verbose, Arg::Flag),
+    spec("help", Some('h'), Opt::Help, Arg::Flag),
+    spec("usage", None, Opt::Help, Arg::Flag),
+];
+
+/// sbatch options bursar knows and refuses, with the reason it gives.
+fn refusal(long: &str) -> Option<&'static str> {
+    Some(match long {
+        "array" => {
+            "job arrays are not supported by bursar yet (each array task is its own job to \
+             hold and settle); submit the tasks as separate jobs"
+        }
+        "dependency" => {
+            "job dependencies are not supported by bursar: job ids belong to one cluster and \
+             bursar may route the job to another"
+        }
+        "het-group" | "hetjob" | "packjob" => {
+            "heterogeneous jobs are not supported by bursar; submit the components as separate \
+             jobs"
+        }
+        "gpus-per-task" | "cpus-per-gpu" | "mem-per-gpu" | "ntasks-per-gpu" | "gpus-per-socket" => {
+            "bursar cannot price GPU-relative requests yet; use --gpus-per-node (or --gpus), \
+             --cpus-per-task and --mem"
+        }
+        _ => return None,
+    })
+}
+
+const NOT_SUPPORTED: &str = "not supported by bursar, which refuses options it cannot price \
+                             and forward rather than drop them; remove it (see bursar submit \
+                             --help)";
+
+fn lookup_long(name: &str) -> Result<&'static Spec, RequestError> {
+    if let Some(spec) = OPTIONS.iter().find(|s| s.long == name) {
+        return Ok(spec);
+    }
+    let option = format!("--{name}");
+    if let Some(reason) = refusal(name) {
+        return Err(RequestError::UnsupportedOption {
+            option,
+            reason: reason.into(),
+        });
+    }
+    let candidates: Vec<&Spec> = if name.is_empty() {
+        Vec::new()
+    } else {
+        OPTIONS
+            .iter()
+            .filter(|s| s.long.starts_with(name))
+            .collect()
+    };
+    let reason = match candidates.as_slice() {
+        [one] => format!(
+            "bursar needs long options spelled out in full: did you mean --{}?",
+            one.long
+        ),
+        _ => NOT_SUPPORTED.to_string(),
+    };
+    Err(RequestError::UnsupportedOption { option, reason })
+}
+
+fn lookup_short(c: char) -> Result<&'static Spec, RequestError> {
+    if let Some(spec) = OPTIONS.iter().find(|s| s.short == Some(c)) {
+        return Ok(spec);
+    }
+    let reason = match c {
+        'a' => refusal("array"),
+        'd' => refusal("dependency"),
+        _ => None,
+    };
+    Err(RequestError::UnsupportedOption {
+        option: format!("-{c}"),
+        reason: reason.unwrap_or(NOT_SUPPORTED).to_string(),
+    })
+}
+
+/// One place's options (the command line, or the script's `#SBATCH` lines).
+#[derive(Debug, Default)]
+struct Directives {
+    account: Option<String>,
+    partition: Option<String>,
+    qos: Option<String>,
+    clusters: Option<Vec<String>>,
+    /// (min, max); equal when not a range.
+    nodes: Option<(u32, u32)>,
+    ntasks: Option<u32>,
+    ntasks_per_node: Option<u32>,
+    cpus_per_task: Option<u32>,
+    mem: Option<u64>,
+    mem_per_cpu: Option<u64>,
+    gres: Option<GresList>,
+    gpus: Option<(Option<String>, u32)>,
+    gpus_per_node: Option<(Option<String>, u32)>,
+    time: Option<TimeLimit>,
+    job_name: Option<String>,
+    output: Option<String>,
+    error: Option<String>,
+    wrap: Option<String>,
+    chdir: Option<String>,
+    export: Option<String>,
+    mail_type: Option<String>,
+    mail_user: Option<String>,
+    comment: Option<String>,
+    constraint: Option<String>,
+    exclusive: bool,
+    parsable: bool,
+    quiet: bool,
+    test_only: bool,
+    help: bool,
+    notes: Vec<String>,
+}
+
+/// getopt over `words`: options only; the first non-option word is an error here (the
+/// caller split the script path off already, and sbatch refuses stray words in `#SBATCH`).
+fn parse_words<'a>(
+    words: impl IntoIterator<Item = &'a str>,
+    into: &mut Directives,
+    place: Place,
+) -> Result<(), RequestError> {
+    let mut words = words.into_iter();
+    while let Some(word) = words.next() {
+        if let Some(long) = word.strip_prefix("--") {
+            if long.is_empty() {
+                return Err(RequestError::UnexpectedArgument(word.to_string()));
+            }
+            let (name, inline) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (long, None),
+            };
+            let spec = lookup_long(name)?;
+            let typed = format!("--{name}");
+            let value = match (spec.arg, inline) {
+                (Arg::Required, Some(v)) => Some(v),
+                (Arg::Required, None) => {
+                    Some(words.next().ok_or_else(|| RequestError::MissingValue {
+                        option: typed.clone(),
+                    })?)
+                }
+                (Arg::Flag, Some(v)) => {
+                    return Err(RequestError::UnexpectedValue {
+                        option: typed,
+                        value: v.to_string(),
+                    })
+                }
+                (Arg::Flag, None) => None,
+                (Arg::Optional, v) => v,
+            };
+            into.apply(spec.opt, &typed, value, place)?;
+        } else if let Some(shorts) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            for (at, c) in shorts.char_indices() {
+                let spec = lookup_short(c)?;
+                let typed = format!("-{c}");
+                if spec.arg == Arg::Required {
+                    let attached = &shorts[at + c.len_utf8()..];
+                    let value = if attached.is_empty() {
+                        words.next().ok_or_else(|| RequestError::MissingValue {
+                            option: typed.clone(),
+                        })?
+                    } else {
+                        attached
+                    };
+                    into.apply(spec.opt, &typed, Some(value), place)?;
+                    break;
+                }
+                into.apply(spec.opt, &typed, None, place)?;
+            }
+        } else {
+            return Err(match place {
+                Place::CommandLine => RequestError::UnexpectedArgument(word.to_string()),
+                Place::Script => RequestError::UnsupportedOption {
+                    option: word.to_string(),
+                    reason: "not an option: #SBATCH lines may only hold sbatch options".into(),
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A non-empty value.
+fn text(option: &str, value: &str) -> Result<String, RequestError> {
+    if value.is_empty() {
+        return Err(RequestError::invalid_value(
+            option,
+            value,
+            "must not be empty",
+        ));
+    }
+    Ok(value.to_string())
+}
+
+/// A whole number (0 is let through so [`JobRequest::validate`] can say "at least 1").
+fn count(option: &str, value: &str) -> Result<u32, RequestError> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(RequestError::invalid_value(
+            option,
+            value,
+            "not a whole number",
+        ));
+    }
+    value
+        .parse()
+        .map_err(|_| RequestError::invalid_value(option, value, "the number is too large"))
+}
+
+/// `N` or `MIN-MAX`.
+fn node_range(option: &str, value: &str) -> Result<(u32, u32), RequestError> {
+    let (min, max) = match value.split_once('-') {
+        Some((min, max)) => (count(option, min)?, count(option, max)?),
+        None => {
+            let n = count(option, value)?;
+            (n, n)
+        }
+    };
+    if max < min {
+        return Err(RequestError::invalid_value(
+            option,
+            value,
+            "the minimum is above the maximum",
+        ));
+    }
+    Ok((min, max))
+}
+
+impl Directives {
+    fn apply(
+        &mut self,
+        opt: Opt,
+        typed: &str,
+        value: Option<&str>,
+        place: Place,
+    ) -> Result<(), RequestError> {
+        let v = value.unwrap_or("");
+        match opt {
+            Opt::Account => self.account = Some(text(typed, v)?),
+            Opt::Partition => self.partition = Some(text(typed, v)?),
+            Opt::Qos => self.qos = Some(text(typed, v)?),
+            Opt::Clusters => {
+                let mut names: Vec<String> = Vec::new();
+                for name in v.split(',') {
+                    let name = text(typed, name).map_err(|_| {
+                        RequestError::invalid_value(typed, v, "a cluster name is empty")
+                    })?;
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+                if names.iter().any(|n| n.eq_ignore_ascii_case("all")) {
+                    if names.len() > 1 {
+                        return Err(RequestError::invalid_value(
+                            typed,
+                            v,
+                            "`all` cannot be combined with cluster names",
+                        ));
+                    }
+                    self.notes.push(format!(
+                        "{typed}=all: any cluster bursar manages may run the job"
+                    ));
+                    names.clear();
+                }
+                self.clusters = Some(names);
+            }
+            Opt::Nodes => self.nodes = Some(node_range(typed, v)?),
+            Opt::Ntasks => self.ntasks = Some(count(typed, v)?),
+            Opt::NtasksPerNode => self.ntasks_per_node = Some(count(typed, v)?),
+            Opt::CpusPerTask => self.cpus_per_task = Some(count(typed, v)?),
+            Opt::Mem => {
+                self.mem = Some(
+                    parse_slurm_megabytes(v)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
+            Opt::MemPerCpu => {
+                self.mem_per_cpu = Some(
+                    parse_slurm_megabytes(v)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
+            Opt::Gres => self.gres = Some(parse_gres_list(typed, v)?),
+            Opt::Gpus => self.gpus = Some(parse_typed_count(typed, v)?),
+            Opt::GpusPerNode => self.gpus_per_node = Some(parse_typed_count(typed, v)?),
+            Opt::Time => {
+                self.time = Some(TimeLimit::parse(v).map_err(|e| match e {
+                    RequestError::InvalidValue { value, reason, .. } => {
+                        RequestError::InvalidValue {
+                            option: typed.to_string(),
+                            value,
+                            reason,
+                        }
+                    }
+                    other => other,
+                })?)
+            }
+            Opt::JobName => self.job_name = Some(text(typed, v)?),
+            Opt::Output => self.output = Some(text(typed, v)?),
+            Opt::Error => self.error = Some(text(typed, v)?),
+            Opt::Wrap => {
+                if place == Place::Script {
+                    return Err(RequestError::UnsupportedOption {
+                        option: typed.to_string(),
+                        reason: "--wrap belongs on the command line, not in a job script".into(),
+                    });
+                }
+                self.wrap = Some(text(typed, v)?)
+            }
+            Opt::Chdir => self.chdir = Some(text(typed, v)?),
+            Opt::Export => self.export = Some(text(typed, v)?),
+            Opt::MailType => self.mail_type = Some(text(typed, v)?),
+            Opt::MailUser => self.mail_user = Some(text(typed, v)?),
+            Opt::Comment => self.comment = Some(text(typed, v)?),
+            Opt::Constraint => self.constraint = Some(text(typed, v)?),
+            Opt::Exclusive => {
+                if let Some(mode) = value {
+                    return Err(RequestError::UnsupportedOption {
+                        option: format!("{typed}={mode}"),
+                        reason: "only a plain --exclusive (whole nodes) is supported by bursar"
+                            .into(),
+                    });
+                }
+                self.exclusive = true;
+            }
+            Opt::Parsable => self.parsable = true,
+            Opt::Quiet => self.quiet = true,
+            Opt::TestOnly => self.test_only = true,
+            Opt::Verbose => {}
+            Opt::Help => self.help = true,
+        }
+        Ok(())
+    }
+
+    /// The GPU options given in this place, by name.
+    fn gpu_sources(&self) -> Vec<&'static str> {
+        let mut sources = Vec::new();
+        if self.gres.as_ref().is_some_and(|g| g.gpu.is_some()) {
+            sources.push("--gres=gpu");
+        }
+        if self.gpus.is_some() {
+            sources.push("--gpus");
+        }
+        if self.gpus_per_node.is_some() {
+            sources.push("--gpus-per-node");
+        }
+        sources
+    }
+
+    /// Options that exclude each other within one place.
+    fn check_exclusive(&self) -> Result<(), RequestError> {
+        if self.mem.is_some() && self.mem_per_cpu.is_some() {
+            return Err(RequestError::Conflict {
+                first: "--mem".into(),
+                second: "--mem-per-cpu".into(),
+            });
+        }
+        if let [first, second, ..] = self.gpu_sources().as_slice() {
+            return Err(RequestError::Conflict {
+                first: (*first).into(),
+                second: (*second).into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The command line over the script, option by option (see the module docs for the
+    /// memory and GPU groups).
+    fn merge(cli: Directives, mut script: Directives) -> Directives {
+        if cli.mem.is_some() || cli.mem_per_cpu.is_some() {
+            script.mem = None;
+            script.mem_per_cpu = None;
+        }
+        if cli.gres.is_some() {
+            script.gres = None;
+        }
+        if !cli.gpu_sources().is_empty() {
+            script.gpus = None;
+            script.gpus_per_node = None;
+            if let Some(gres) = &mut script.gres {
+                gres.gpu = None;
+            }
+        }
+        let mut notes = script.notes;
+        notes.extend(cli.notes);
+        Directives {
+            account: cli.account.or(script.account),
+            partition: cli.partition.or(script.partition),
+            qos: cli.qos.or(script.qos),
+            clusters: cli.clusters.or(script.clusters),
+            nodes: cli.nodes.or(script.nodes),
+            ntasks: cli.ntasks.or(script.ntasks),
+            ntasks_per_node: cli.ntasks_per_node.or(script.ntasks_per_node),
+            cpus_per_task: cli.cpus_per_task.or(script.cpus_per_task),
+            mem: cli.mem.or(script.mem),
+            mem_per_cpu: cli.mem_per_cpu.or(script.mem_per_cpu),
+            gres: cli.gres.or(script.gres),
+            gpus: cli.gpus.or(script.gpus),
+            gpus_per_node: cli.gpus_per_node.or(script.gpus_per_node),
+            time: cli.time.or(script.time),
+            job_name: cli.job_name.or(script.job_name),
+            output: cli.output.or(script.output),
+            error: cli.error.or(script.error),
+            wrap: cli.wrap.or(script.wrap),
+            chdir: cli.chdir.or(script.chdir),
+            export: cli.export.or(script.export),
+            mail_type: cli.mail_type.or(script.mail_type),
+            mail_user: cli.mail_user.or(script.mail_user),
+            comment: cli.comment.or(script.comment),
+            constraint: cli.constraint.or(script.constraint),
+            exclusive: cli.exclusive || script.exclusive,
+            parsable: cli.parsable || script.parsable,
+            quiet: cli.quiet || script.quiet,
+            test_only: cli.test_only || script.test_only,
+            help: cli.help || script.help,
+            notes,
+        }
+    }
+
+    /// sbatch's defaults and adjustments (`_opt_verify`), then the request.
+    fn resolve(self) -> Result<SbatchCommand, RequestError> {
+        let mut notes = self.notes;
+        let (mut nodes, max_nodes) = self.nodes.unwrap_or((1, 1));
+        if max_nodes > nodes {
+            notes.push(format!(
+                "--nodes={nodes}-{max_nodes}: bursar prices and runs the job on the minimum, \
+                 {nodes} node(s)"
+            ));
+        }
+        let ntasks = match (self.ntasks, self.ntasks_per_node) {
+            (Some(n), _) => {
+                if self.nodes.is_some() && n >= 1 && n < nodes {
+                    notes.push(format!(
+                        "can't run {n} task(s) on {nodes} nodes: the job gets {n} node(s), as \
+                         sbatch does"
+                    ));
+                    nodes = n;
+                }
+                n
+            }
+            (None, Some(per_node)) => nodes.checked_mul(per_node).ok_or_else(|| {
+                RequestError::Invalid("--nodes × --ntasks-per-node is too large".into())
+            })?,
+            (None, None) => nodes,
+        };
+        let memory = match (self.mem, self.mem_per_cpu) {
+            (Some(mb), _) => Some(MemoryRequest::PerNode(mb)),
+            (None, Some(mb)) => Some(MemoryRequest::PerCpu(mb)),
+            (None, None) => None,
+        };
+        let (gres_gpu, other_gres) = match self.gres {
+            Some(list) => (list.gpu, list.other),
+            None => (None, Vec::new()),
+        };
+        for entry in &other_gres {
+            notes.push(format!(
+                "--gres {entry}: forwarded as given, not priced (bursar prices GPUs only)"
+            ));
+        }
+        let gpu = gres_gpu
+            .map(|g| (g, GpuPer::PerNode))
+            .or(self.gpus.map(|g| (g, GpuPer::PerJob)))
+            .or(self.gpus_per_node.map(|g| (g, GpuPer::PerNode)));
+        let gpus = gpu
+            .filter(|((_, count), _)| *count > 0)
+            .map(|((kind, count), per)| GpuRequest { count, per, kind });
+        if self.exclusive {
+            notes.push(
+                "--exclusive: Slurm charges whole nodes; the estimate covers only the resources \
+                 requested"
+                    .into(),
+            );
+        }
+        if memory.is_some_and(|m| m.is_whole_node()) {
+            notes.push(
+                "--mem=0 asks for all the memory of each node; the estimate cannot include it"
+                    .into(),
+            );
+        }
+        let request = JobRequest {
+            account: self.account,
+            partition: self.partition,
+            qos: self.qos,
+            clusters: self.clusters.unwrap_or_default(),
+            nodes,
+            ntasks,
+            ntasks_per_node: self.ntasks_per_node,
+            cpus_per_task: self.cpus_per_task.unwrap_or(1),
+            memory,
+            gpus,
+            other_gres,
+            time_limit_min: self.time.and_then(TimeLimit::minutes),
+            job_name: self.job_name,
+            output: self.output,
+            error: self.error,
+            script: None,
+            wrap: self.wrap,
+            working_dir: self.chdir,
+            export: self.export,
+            mail_type: self.mail_type,
+            mail_user: self.mail_user,
+            comment: self.comment,
+            constraint: self.constraint,
+            exclusive: self.exclusive,
+            ..JobRequest::default()
+        };
+        Ok(SbatchCommand {
+            request,
+            parsable: self.parsable,
+            quiet: self.quiet,
+            test_only: self.test_only,
+            notes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directive_words_follow_get_argument() {
+        let w = |line: &str| split_directive(line).unwrap();
+        assert_eq!(w(" --time=5 -J x"), vec!["--time=5", "-J", "x"]);
+        assert_eq!(w(" --job-name=\"a b\""), vec!["--job-name=a b"]);
+        assert_eq!(w(" --job-name='a \"b'"), vec!["--job-name=a \"b"]);
+        assert_eq!(w(" --job-name=a\\ b"), vec!["--job-name=a", "b"]);
+        assert_eq!(w(" -J x # a comment -p y"), vec!["-J", "x"]);
+        assert_eq!(w(" -J x#y -p z"), vec!["-J", "x"]);
+        assert_eq!(w(" -J \"x#y\""), vec!["-J", "x#y"]);
+        assert_eq!(w(" -J \\#x"), vec!["-J", "#x"]);
+        assert_eq!(w(" -J \"\" -p z"), vec!["-J"]);
+        assert_eq!(w("--time=5"), vec!["--time=5"]);
+        assert!(w("").is_empty());
+        assert!(split_directive(" -J \"x").is_err());
+        assert!(split_directive(" : -N 2").is_err());
+    }
+}

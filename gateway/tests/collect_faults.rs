@@ -1,0 +1,306 @@
+//! Collection faults, injected with a mock slurmrestd: every failure ends with a clear status
+//! and a cursor that never moved past data that was not posted.
+//!
+//! The mock answers with a real Slurm 22.05 `/slurmdb/v0.0.38/jobs` response (the two-cluster
+//! job mix) or with the fault under test.
+
+use std::time::Duration;
+
+use bursar_gateway::app::App;
+use bursar_gateway::collect::{load_status, run_pass, Collector, PassWindow};
+use bursar_gateway::config::Config;
+use wiremock::matchers::{method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const JOBS: &str = include_str!("fixtures/slurmrestd-22.05-jobs.json");
+const DAY1: i64 = 1_795_305_600; // 2026-11-22T00:00:00Z, the day the jobs ran
+const DAY: i64 = 86_400;
+const JOBS_PATH: &str = "/slurmdb/v0.0.38/jobs";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    app: App,
+    collector: Collector,
+}
+
+async fn fixture(url: &str) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("jwt.key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    let yaml = format!(
+        "database: sqlite://{db}\n\
+         accounts:\n  org: {{}}\n  physics: {{parent: org}}\n  chemistry: {{parent: org}}\n\
+         clusters:\n  onprem:\n    kind: slurm\n    currency: su\n    partitions:\n      batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
+         \x20   collect:\n      slurmrestd: {{url: \"{url}\", jwt_key_file: \"{key}\", api_version: v0.0.38}}\n\
+         \x20     slice: 1d\n      timeout: 2s\n      attempts: 2\n",
+        db = dir.path().join("ledger.db").display(),
+        key = key.display(),
+    );
+    let config = Config::parse(&yaml).unwrap();
+    let collector = Collector::from_config("onprem", &config.clusters["onprem"])
+        .unwrap()
+        .unwrap();
+    let app = App::open(config).await.unwrap();
+    Fixture {
+        _dir: dir,
+        app,
+        collector,
+    }
+}
+
+/// Onprem jobs of the real capture (the response holds both clusters; the collector keeps
+/// the cluster it asked for by naming it).
+fn day1_jobs() -> String {
+    let mut value: serde_json::Value = serde_json::from_str(JOBS).unwrap();
+    value["jobs"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|j| j["cluster"] == "onprem");
+    value.to_string()
+}
+
+/// The `start_time` bursar sends for the slice starting `n` days after DAY1.
+fn day(n: i64) -> String {
+    format!("2026-11-{:02}T00:00:00", 22 + n)
+}
+
+async fn pass(f: &Fixture, days: i64) -> anyhow::Result<bursar_gateway::collect::PassSummary> {
+    let window = PassWindow {
+        since: Some(DAY1),
+        until: Some(DAY1 + days * DAY),
+    };
+    run_pass(&f.app, &f.collector, window, &|_, _, _| {}).await
+}
+
+async fn cursor(f: &Fixture) -> Option<i64> {
+    let text = f.app.ledger.get_cursor("onprem").await.unwrap()?;
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["until"].as_i64()
+}
+
+async fn charged_jobs(f: &Fixture) -> usize {
+    f.app
+        .ledger
+        .journal(&Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind.as_str() == "charge")
+        .count()
+}
+
+fn day_query(n: i64) -> wiremock::matchers::QueryParamExactMatcher {
+    query_param("start_time", day(n))
+}
+
+#[tokio::test]
+async fn a_failing_second_slice_keeps_the_first_and_stops_the_cursor_there() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .and(day_query(0))
+        .respond_with(ResponseTemplate::new(200).set_body_string(day1_jobs()))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .and(day_query(1))
+        .respond_with(ResponseTemplate::new(500).set_body_string(
+            r#"{"errors":[{"error":"Unable to query database","error_number":7000}]}"#,
+        ))
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+
+    let err = pass(&f, 2).await.unwrap_err();
+    assert!(
+        format!("{err:#}").contains("500")
+            || format!("{err:#}").to_lowercase().contains("database"),
+        "{err:#}"
+    );
+    assert_eq!(
+        cursor(&f).await,
+        Some(DAY1 + DAY),
+        "the cursor stops after the posted slice"
+    );
+    assert!(
+        charged_jobs(&f).await >= 16,
+        "the first day's jobs are charged"
+    );
+    let status = load_status(&f.app, "onprem").await.unwrap();
+    assert_eq!(status.consecutive_failures, 1);
+    assert!(status.last_error.is_some() && status.last_success.is_none());
+
+    // The cluster recovers: the next pass finishes the window and posts nothing twice.
+    server.reset().await;
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_string(r#"{"meta":{},"errors":[],"jobs":[]}"#),
+        )
+        .mount(&server)
+        .await;
+    let before = charged_jobs(&f).await;
+    pass(&f, 2).await.unwrap();
+    assert_eq!(cursor(&f).await, Some(DAY1 + 2 * DAY));
+    assert_eq!(charged_jobs(&f).await, before);
+    let status = load_status(&f.app, "onprem").await.unwrap();
+    assert_eq!(status.consecutive_failures, 0);
+    assert!(status.last_success.is_some());
+}
+
+/// Each fault ends the pass with an error naming it, and leaves no cursor.
+async fn assert_fault(f: &Fixture, needle: &str) {
+    let err = format!("{:#}", pass(f, 1).await.unwrap_err()).to_lowercase();
+    assert!(
+        err.contains(needle),
+        "error should mention {needle:?}: {err}"
+    );
+    assert_eq!(
+        cursor(f).await,
+        None,
+        "no cursor after a failed first slice"
+    );
+    assert_eq!(charged_jobs(f).await, 0);
+    let status = load_status(&f.app, "onprem").await.unwrap();
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .to_lowercase()
+            .contains(needle),
+        "{status:?}"
+    );
+}
+
+#[tokio::test]
+async fn connection_refused() {
+    // A port nothing listens on: bind, note the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let f = fixture(&format!("http://127.0.0.1:{port}")).await;
+    assert_fault(&f, "127.0.0.1").await;
+}
+
+#[tokio::test]
+async fn a_timeout() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_string(day1_jobs())
+                .set_delay(Duration::from_secs(5)),
+        )
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    assert_fault(&f, "time").await;
+}
+
+#[tokio::test]
+async fn the_22_05_bad_token_answer_is_reported_as_authentication() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET")).and(path(JOBS_PATH))
+        .respond_with(ResponseTemplate::new(500).set_body_string(
+            r#"{"errors":[{"description":"slurmctld config is unable to load","error_number":-1,"error":"Unspecified error","source":"slurm_load_ctl_conf"}]}"#,
+        ))
+        .mount(&server).await;
+    let f = fixture(&server.uri()).await;
+    assert_fault(&f, "credentials").await;
+}
+
+#[tokio::test]
+async fn a_401() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(ResponseTemplate::new(401).set_body_string("Authentication failure"))
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    assert_fault(&f, "credentials").await;
+}
+
+#[tokio::test]
+async fn truncated_json() {
+    let server = MockServer::start().await;
+    let body = day1_jobs();
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_string(body[..body.len() / 2].to_string()),
+        )
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    assert_fault(&f, "json").await;
+}
+
+#[tokio::test]
+async fn a_job_with_a_missing_field_is_quarantined_and_the_rest_charged() {
+    let server = MockServer::start().await;
+    let mut value: serde_json::Value = serde_json::from_str(&day1_jobs()).unwrap();
+    let jobs = value["jobs"].as_array_mut().unwrap();
+    let total = jobs.len();
+    jobs[0].as_object_mut().unwrap().remove("time");
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(ResponseTemplate::new(200).set_body_string(value.to_string()))
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let summary = pass(&f, 1).await.unwrap();
+    assert_eq!(summary.quarantined, 1);
+    assert_eq!(summary.records as usize, total - 1);
+    let quarantine = f.app.ledger.quarantine_list().await.unwrap();
+    assert_eq!(quarantine.len(), 1);
+    assert_eq!(quarantine[0].source, "slurmrestd:onprem");
+    assert!(
+        quarantine[0].reason.contains("time"),
+        "{}",
+        quarantine[0].reason
+    );
+    assert!(
+        quarantine[0].raw.contains("job_id"),
+        "the job's JSON is kept"
+    );
+    assert_eq!(cursor(&f).await, Some(DAY1 + DAY));
+}
+
+#[tokio::test]
+async fn an_empty_page_is_a_success_that_moves_the_cursor() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_string(r#"{"meta":{},"errors":[],"jobs":[]}"#),
+        )
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let summary = pass(&f, 1).await.unwrap();
+    assert_eq!(summary.records, 0);
+    assert_eq!(cursor(&f).await, Some(DAY1 + DAY));
+}
+
+#[tokio::test]
+async fn a_slow_body_within_the_timeout_is_read_whole() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_string(day1_jobs())
+                .set_delay(Duration::from_millis(800)),
+        )
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let summary = pass(&f, 1).await.unwrap();
+    assert!(summary.records >= 16);
+}

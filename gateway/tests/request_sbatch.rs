@@ -1,0 +1,879 @@
+//! The sbatch-compatible parser: every option form, every time format, `#SBATCH` precedence,
+//! the shebang rule, `alloc()`, and rendering back to `#SBATCH` lines.
+
+use bursar_gateway::request::{
+    parse_sbatch, parse_sbatch_command, split_sbatch_args, GpuPer, GpuRequest, JobRequest,
+    MemoryRequest, RequestError, TimeLimit,
+};
+use bursar_pricing::{ClusterPricing, PriceBook, Tres};
+use proptest::prelude::*;
+
+const SCRIPT: &str = "#!/bin/bash\nsrun hostname\n";
+
+fn args(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+fn parse(words: &[&str]) -> Result<JobRequest, RequestError> {
+    parse_sbatch(&args(words), Some(SCRIPT))
+}
+
+fn parse_ok(words: &[&str]) -> JobRequest {
+    parse(words).unwrap_or_else(|e| panic!("{words:?}: {e}"))
+}
+
+/// What parsing `SCRIPT` with no options gives, changed by `f`.
+fn expect(f: fn(&mut JobRequest)) -> JobRequest {
+    let mut r = JobRequest {
+        script: Some(SCRIPT.to_string()),
+        ..JobRequest::default()
+    };
+    f(&mut r);
+    r
+}
+
+fn gpus(count: u32, per: GpuPer, kind: Option<&str>) -> Option<GpuRequest> {
+    Some(GpuRequest {
+        count,
+        per,
+        kind: kind.map(str::to_string),
+    })
+}
+
+#[test]
+fn every_option_in_every_form() {
+    type Case = (&'static [&'static str], fn(&mut JobRequest));
+    let cases: &[Case] = &[
+        (&[], |_| {}),
+        // account / partition / qos, long=, long space, short attached, short space
+        (&["--account=physics"], |r| {
+            r.account = Some("physics".into())
+        }),
+        (&["--account", "physics"], |r| {
+            r.account = Some("physics".into())
+        }),
+        (&["-Aphysics"], |r| r.account = Some("physics".into())),
+        (&["-A", "physics"], |r| r.account = Some("physics".into())),
+        (&["--partition=gpu"], |r| r.partition = Some("gpu".into())),
+        (&["-p", "gpu"], |r| r.partition = Some("gpu".into())),
+        (&["-pgpu"], |r| r.partition = Some("gpu".into())),
+        (&["--qos=high"], |r| r.qos = Some("high".into())),
+        (&["-q", "high"], |r| r.qos = Some("high".into())),
+        // clusters
+        (&["-M", "a,b"], |r| {
+            r.clusters = vec!["a".into(), "b".into()]
+        }),
+        (&["--clusters=a,b,a"], |r| {
+            r.clusters = vec!["a".into(), "b".into()]
+        }),
+        (&["--cluster", "a"], |r| r.clusters = vec!["a".into()]),
+        (&["-M", "all"], |_| {}),
+        // nodes, tasks, cpus
+        (&["-N", "2"], |r| (r.nodes, r.ntasks) = (2, 2)),
+        (&["--nodes=2"], |r| (r.nodes, r.ntasks) = (2, 2)),
+        (&["-N2-4"], |r| (r.nodes, r.ntasks) = (2, 2)),
+        (&["--nodes", "3-3"], |r| (r.nodes, r.ntasks) = (3, 3)),
+        (&["-n", "8"], |r| r.ntasks = 8),
+        (&["--ntasks=8"], |r| r.ntasks = 8),
+        (&["-n8"], |r| r.ntasks = 8),
+        (&["-N", "4", "-n", "2"], |r| (r.nodes, r.ntasks) = (2, 2)),
+        (&["-N", "2", "--ntasks-per-node=4"], |r| {
+            (r.nodes, r.ntasks, r.ntasks_per_node) = (2, 8, Some(4))
+        }),
+        (&["-n", "3", "--ntasks-per-node", "4"], |r| {
+            (r.ntasks, r.ntasks_per_node) = (3, Some(4))
+        }),
+        (&["-c", "4"], |r| r.cpus_per_task = 4),
+        (&["-c4"], |r| r.cpus_per_task = 4),
+        (&["--cpus-per-task=4"], |r| r.cpus_per_task = 4),
+        (&["--cpus-per-task", "4"], |r| r.cpus_per_task = 4),
+        // memory
+        (&["--mem=4G"], |r| {
+            r.memory = Some(MemoryRequest::PerNode(4096))
+        }),
+        (&["--mem", "4000"], |r| {
+            r.memory = Some(MemoryRequest::PerNode(4000))
+        }),
+        (&["--mem=4000M"], |r| {
+            r.memory = Some(MemoryRequest::PerNode(4000))
+        }),
+        (&["--mem=1T"], |r| {
+            r.memory = Some(MemoryRequest::PerNode(1_048_576))
+        }),
+        (&["--mem=4GB"], |r| {
+            r.memory = Some(MemoryRequest::PerNode(4096))
+        }),
+        (&["--mem=512k"], |r| {
+            r.memory = Some(MemoryRequest::PerNode(1))
+        }),
+        (&["--mem=0"], |r| r.memory = Some(MemoryRequest::PerNode(0))),
+        (&["--mem-per-cpu=2G"], |r| {
+            r.memory = Some(MemoryRequest::PerCpu(2048))
+        }),
+        (&["--mem-per-cpu", "1500"], |r| {
+            r.memory = Some(MemoryRequest::PerCpu(1500))
+        }),
+        // GPUs
+        (&["--gres=gpu:a100:2"], |r| {
+            r.gpus = gpus(2, GpuPer::PerNode, Some("a100"))
+        }),
+        (&["--gres", "gpu:2"], |r| {
+            r.gpus = gpus(2, GpuPer::PerNode, None)
+        }),
+        (&["--gres=gpu"], |r| r.gpus = gpus(1, GpuPer::PerNode, None)),
+        (&["--gres=gpu:h100"], |r| {
+            r.gpus = gpus(1, GpuPer::PerNode, Some("h100"))
+        }),
+        (&["--gres=gpu:0"], |_| {}),
+        (&["--gres=gpu:a100:2,shard:1"], |r| {
+            r.gpus = gpus(2, GpuPer::PerNode, Some("a100"));
+            r.other_gres = vec!["shard:1".into()];
+        }),
+        (&["--gres=shard:2"], |r| {
+            r.other_gres = vec!["shard:2".into()]
+        }),
+        (&["--gpus=4"], |r| r.gpus = gpus(4, GpuPer::PerJob, None)),
+        (&["-G", "a100:4"], |r| {
+            r.gpus = gpus(4, GpuPer::PerJob, Some("a100"))
+        }),
+        (&["-G4"], |r| r.gpus = gpus(4, GpuPer::PerJob, None)),
+        (&["--gpus-per-node=h100:8"], |r| {
+            r.gpus = gpus(8, GpuPer::PerNode, Some("h100"))
+        }),
+        (&["--gpus-per-node", "2"], |r| {
+            r.gpus = gpus(2, GpuPer::PerNode, None)
+        }),
+        // time
+        (&["-t", "10"], |r| r.time_limit_min = Some(10)),
+        (&["-t10"], |r| r.time_limit_min = Some(10)),
+        (&["--time=1-02:30"], |r| r.time_limit_min = Some(1590)),
+        (&["--time", "UNLIMITED"], |_| {}),
+        // names, files, directory
+        (&["-J", "my job"], |r| r.job_name = Some("my job".into())),
+        (&["--job-name=x"], |r| r.job_name = Some("x".into())),
+        (&["-J", "-x"], |r| r.job_name = Some("-x".into())),
+        (&["-o", "out-%j.txt"], |r| {
+            r.output = Some("out-%j.txt".into())
+        }),
+        (&["--output=o.txt"], |r| r.output = Some("o.txt".into())),
+        (&["-e", "err.txt"], |r| r.error = Some("err.txt".into())),
+        (&["--error=err.txt"], |r| r.error = Some("err.txt".into())),
+        (&["-D", "/scratch/x"], |r| {
+            r.working_dir = Some("/scratch/x".into())
+        }),
+        (&["--chdir=/scratch/x"], |r| {
+            r.working_dir = Some("/scratch/x".into())
+        }),
+        // recorded and forwarded
+        (&["--export=ALL,FOO=bar"], |r| {
+            r.export = Some("ALL,FOO=bar".into())
+        }),
+        (&["--export", "NONE"], |r| r.export = Some("NONE".into())),
+        (&["--mail-type=END,FAIL"], |r| {
+            r.mail_type = Some("END,FAIL".into())
+        }),
+        (&["--mail-user", "a@b.c"], |r| {
+            r.mail_user = Some("a@b.c".into())
+        }),
+        (&["--comment=hello world"], |r| {
+            r.comment = Some("hello world".into())
+        }),
+        (&["-C", "skylake"], |r| {
+            r.constraint = Some("skylake".into())
+        }),
+        (&["--constraint=a&b"], |r| r.constraint = Some("a&b".into())),
+        (&["--exclusive"], |r| r.exclusive = true),
+        // client flags and ignored chatter leave the job alone
+        (
+            &["--parsable", "-Q", "--test-only", "-v", "--verbose", "-Qv"],
+            |_| {},
+        ),
+        // last occurrence wins, as getopt
+        (&["-A", "a", "--account=b"], |r| {
+            r.account = Some("b".into())
+        }),
+        (&["--mem=1G", "--mem=2G"], |r| {
+            r.memory = Some(MemoryRequest::PerNode(2048))
+        }),
+    ];
+    for (words, change) in cases {
+        assert_eq!(parse_ok(words), expect(*change), "{words:?}");
+    }
+}
+
+#[test]
+fn client_flags_and_notes() {
+    let command =
+        parse_sbatch_command(&args(&["--parsable", "-Qv", "--test-only"]), Some(SCRIPT)).unwrap();
+    assert!(command.parsable && command.quiet && command.test_only);
+    assert!(command.notes.is_empty());
+
+    let command = parse_sbatch_command(&args(&["-N", "2-4"]), Some(SCRIPT)).unwrap();
+    assert!(command.notes[0].contains("minimum"), "{:?}", command.notes);
+    let command = parse_sbatch_command(
+        &args(&["--gres=gpu:1,shard:1", "--exclusive"]),
+        Some(SCRIPT),
+    )
+    .unwrap();
+    assert_eq!(command.notes.len(), 2, "{:?}", command.notes);
+    assert!(command.notes[0].contains("shard:1") && command.notes[0].contains("not priced"));
+    assert!(command.notes[1].contains("whole nodes"));
+
+    for help in [&["-h"][..], &["--help"], &["-A", "x", "--usage"]] {
+        assert_eq!(parse(help), Err(RequestError::HelpRequested));
+    }
+    // help needs no script, as in sbatch
+    assert_eq!(
+        parse_sbatch(&args(&["--help"]), None),
+        Err(RequestError::HelpRequested)
+    );
+}
+
+#[test]
+fn time_formats() {
+    let minutes: &[(&str, Option<u64>)] = &[
+        ("10", Some(10)),
+        ("90", Some(90)),
+        ("10:00", Some(10)),
+        ("10:30", Some(11)),
+        ("0:30", Some(1)),
+        ("0:01", Some(1)),
+        ("1:00:00", Some(60)),
+        ("1:00:01", Some(61)),
+        ("01:30:00", Some(90)),
+        ("1:75:00", Some(135)),
+        ("2-0", Some(2880)),
+        ("2-12", Some(3600)),
+        ("1-2:30", Some(1590)),
+        ("1-2:30:15", Some(1591)),
+        ("1-00:00:00", Some(1440)),
+        ("0-0:0:1", Some(1)),
+        ("UNLIMITED", None),
+        ("unlimited", None),
+        ("INFINITE", None),
+        ("Infinite", None),
+        ("-1", None),
+        ("0", None),
+        ("00:00:00", None),
+        ("0-0", None),
+    ];
+    for (text, expected) in minutes {
+        assert_eq!(
+            TimeLimit::parse(text).map(TimeLimit::minutes),
+            Ok(*expected),
+            "{text}"
+        );
+        assert_eq!(
+            parse_ok(&["--time", text]).time_limit_min,
+            *expected,
+            "--time {text}"
+        );
+    }
+    for bad in [
+        "",
+        "1-",
+        "-5",
+        "1:2:3:4",
+        "1-2-3",
+        "1-2:3:4:5",
+        "a",
+        "1h",
+        " 10",
+        "10 ",
+        "1::2",
+        "5:",
+        ":5",
+        "1.5",
+        "+5",
+        "99999999999999999999",
+        "9999999999",
+        "1-:30",
+    ] {
+        let error = TimeLimit::parse(bad).unwrap_err();
+        assert!(
+            matches!(&error, RequestError::InvalidValue { option, .. } if option == "--time"),
+            "{bad:?}: {error}"
+        );
+        let error = parse(&["-t", bad]).unwrap_err();
+        assert!(
+            error.to_string().contains("invalid -t value"),
+            "{bad:?}: {error}"
+        );
+    }
+    assert_eq!(TimeLimit::Minutes(1591).to_string(), "1-02:31:00");
+    assert_eq!(TimeLimit::Unlimited.to_string(), "UNLIMITED");
+    assert_eq!(TimeLimit::parse("1:00:01").unwrap().seconds(), Some(3660));
+}
+
+#[test]
+fn refuses_what_it_cannot_carry() {
+    let unsupported = |words: &[&str], option: &str, reason_has: &str| match parse(words) {
+        Err(RequestError::UnsupportedOption { option: o, reason }) => {
+            assert_eq!(o, option, "{words:?}");
+            assert!(reason.contains(reason_has), "{words:?}: {reason}");
+        }
+        other => panic!("{words:?}: {other:?}"),
+    };
+    unsupported(&["--nodelist=n1"], "--nodelist", "not supported");
+    unsupported(&["-w", "n1"], "-w", "not supported");
+    unsupported(&["--bogus"], "--bogus", "not supported");
+    unsupported(&["--acc=physics"], "--acc", "did you mean --account");
+    unsupported(&["--array=1-10"], "--array", "job arrays");
+    unsupported(&["-a", "1-3"], "-a", "job arrays");
+    unsupported(&["--dependency=afterok:1"], "--dependency", "dependencies");
+    unsupported(&["--gpus-per-task=1"], "--gpus-per-task", "GPU-relative");
+    unsupported(&["--mem-per-gpu=4G"], "--mem-per-gpu", "GPU-relative");
+    unsupported(
+        &["--exclusive=user"],
+        "--exclusive=user",
+        "plain --exclusive",
+    );
+    unsupported(&["-Qx"], "-x", "not supported");
+
+    assert_eq!(
+        parse(&["--parsable=yes"]),
+        Err(RequestError::UnexpectedValue {
+            option: "--parsable".into(),
+            value: "yes".into()
+        })
+    );
+    assert_eq!(
+        parse(&["-A"]),
+        Err(RequestError::MissingValue {
+            option: "-A".into()
+        })
+    );
+    assert_eq!(
+        parse(&["--time"]),
+        Err(RequestError::MissingValue {
+            option: "--time".into()
+        })
+    );
+    assert_eq!(
+        parse(&["-A", "x", "job.sh"]),
+        Err(RequestError::UnexpectedArgument("job.sh".into()))
+    );
+    assert!(matches!(
+        parse(&["--"]),
+        Err(RequestError::UnexpectedArgument(_))
+    ));
+
+    let invalid = |words: &[&str], has: &str| {
+        let error = parse(words).unwrap_err();
+        assert!(error.to_string().contains(has), "{words:?}: {error}");
+    };
+    invalid(&["--mem=1.5G"], "invalid --mem value \"1.5G\"");
+    invalid(&["--mem=4X"], "invalid --mem value");
+    invalid(&["--mem="], "invalid --mem value");
+    invalid(&["-N", "4-2"], "minimum is above the maximum");
+    invalid(&["-N", "2k"], "not a whole number");
+    invalid(&["-N", "0"], "--nodes must be at least 1");
+    invalid(&["-n", "0"], "--ntasks must be at least 1");
+    invalid(&["-c", "0"], "--cpus-per-task must be at least 1");
+    invalid(
+        &["--cpus-per-task=x"],
+        "invalid --cpus-per-task value \"x\"",
+    );
+    invalid(&["--gres=gpu:a100:x"], "invalid --gres value");
+    invalid(&["--gres=gpu:a100:1,gpu:v100:1"], "one GPU type per job");
+    invalid(&["--gpus=a100:1,v100:1"], "one GPU type per job");
+    invalid(&["--gpus=a100"], "not a whole number");
+    invalid(&["--gpus-per-node=a/b:1"], "unknown GPU type");
+    invalid(&["-A", ""], "must not be empty");
+    invalid(&["-A", "two words"], "not a valid name");
+    invalid(&["-M", "a,,b"], "cluster name is empty");
+    invalid(&["-M", "all,a"], "`all` cannot be combined");
+
+    assert_eq!(
+        parse(&["--mem=1G", "--mem-per-cpu=1G"]),
+        Err(RequestError::Conflict {
+            first: "--mem".into(),
+            second: "--mem-per-cpu".into()
+        })
+    );
+    assert_eq!(
+        parse(&["--gres=gpu:2", "--gpus=2"]),
+        Err(RequestError::Conflict {
+            first: "--gres=gpu".into(),
+            second: "--gpus".into()
+        })
+    );
+}
+
+#[test]
+fn script_directives_and_precedence() {
+    let script = "#!/bin/bash
+# a comment
+
+#SBATCH -A chem
+#SBATCH --time=10 --job-name=\"from script\"   # trailing comment
+   # an indented comment
+#SBATCH --mem-per-cpu=1G
+#SBATCH --gres=gpu:v100:1,shard:1
+#SBATCH -p batch
+#SBATCH -p debug
+##SBATCH --qos=ignored
+  #SBATCH --qos=ignored-too
+srun hostname
+#SBATCH --comment=after-the-first-command
+";
+    let from_script = parse_sbatch(&[], Some(script)).unwrap();
+    assert_eq!(from_script.account.as_deref(), Some("chem"));
+    assert_eq!(from_script.time_limit_min, Some(10));
+    assert_eq!(from_script.job_name.as_deref(), Some("from script"));
+    assert_eq!(from_script.memory, Some(MemoryRequest::PerCpu(1024)));
+    assert_eq!(from_script.gpus, gpus(1, GpuPer::PerNode, Some("v100")));
+    assert_eq!(from_script.other_gres, vec!["shard:1".to_string()]);
+    assert_eq!(from_script.partition.as_deref(), Some("debug"));
+    assert_eq!(from_script.qos, None);
+    assert_eq!(from_script.comment, None);
+    assert_eq!(from_script.script.as_deref(), Some(script));
+
+    // the command line wins, option by option
+    let cli = args(&["-A", "physics", "--mem=8G", "-t", "1:00:00"]);
+    let merged = parse_sbatch(&cli, Some(script)).unwrap();
+    assert_eq!(merged.account.as_deref(), Some("physics"));
+    assert_eq!(merged.memory, Some(MemoryRequest::PerNode(8192)));
+    assert_eq!(merged.time_limit_min, Some(60));
+    assert_eq!(merged.job_name.as_deref(), Some("from script"));
+    assert_eq!(merged.gpus, gpus(1, GpuPer::PerNode, Some("v100")));
+
+    // a GPU option on the command line replaces the script's GPUs but keeps its other GRES
+    let merged = parse_sbatch(&args(&["--gpus=2"]), Some(script)).unwrap();
+    assert_eq!(merged.gpus, gpus(2, GpuPer::PerJob, None));
+    assert_eq!(merged.other_gres, vec!["shard:1".to_string()]);
+    // a command-line --gres replaces the script's --gres entirely, as in sbatch
+    let merged = parse_sbatch(&args(&["--gres=nvme:1"]), Some(script)).unwrap();
+    assert_eq!(merged.gpus, None);
+    assert_eq!(merged.other_gres, vec!["nvme:1".to_string()]);
+    // conflicting memory options in different places are no conflict: the command line wins
+    let merged = parse_sbatch(&args(&["--mem-per-cpu=3G"]), Some(script)).unwrap();
+    assert_eq!(merged.memory, Some(MemoryRequest::PerCpu(3072)));
+
+    // #SLURM lines are read too, with a note
+    let command = parse_sbatch_command(&[], Some("#!/bin/sh\n#SLURM -J old\necho\n")).unwrap();
+    assert_eq!(command.request.job_name.as_deref(), Some("old"));
+    assert!(command.notes[0].contains("#SLURM"));
+
+    // quoting and escapes, as sbatch's tokenizer
+    let r = parse_sbatch(
+        &[],
+        Some("#!/bin/sh\n#SBATCH --comment='a \"quoted\" #word' -J \\#x\n"),
+    )
+    .unwrap();
+    assert_eq!(r.comment.as_deref(), Some("a \"quoted\" #word"));
+    assert_eq!(r.job_name.as_deref(), Some("#x"));
+}
+
+#[test]
+fn script_errors_name_the_line() {
+    let error =
+        parse_sbatch(&[], Some("#!/bin/sh\n#SBATCH -J ok\n#SBATCH --bogus=1\n")).unwrap_err();
+    assert!(
+        matches!(error, RequestError::ScriptLine { line: 3, .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().starts_with("job script line 3: --bogus"),
+        "{error}"
+    );
+
+    let cases: &[(&str, &str)] = &[
+        ("#!/bin/sh\n#SBATCH -J \"open\n", "line 2: unmatched `\"`"),
+        ("#!/bin/sh\n#SBATCH : -N 2\n", "line 2: unexpected `:`"),
+        (
+            "#!/bin/sh\n#SBATCH hetjob\n",
+            "line 2: hetjob: heterogeneous",
+        ),
+        (
+            "#!/bin/sh\n#SBATCH --wrap=hostname\n",
+            "line 2: --wrap: --wrap belongs",
+        ),
+        ("#!/bin/sh\n#SBATCH stray\n", "line 2: stray: not an option"),
+        ("#!/bin/sh\n#SBATCHX\n", "line 2: X: not an option"),
+        ("#!/bin/sh\n#SBATCH -t\n", "line 2: -t needs a value"),
+        (
+            "#!/bin/sh\n#SBATCH --array=1-4\n",
+            "line 2: --array: job arrays",
+        ),
+        (
+            "#!/bin/sh\n#SBATCH --mem=1G\n#SBATCH --mem-per-cpu=1G\n",
+            "--mem and --mem-per-cpu are mutually exclusive",
+        ),
+    ];
+    for (script, has) in cases {
+        let error = parse_sbatch(&[], Some(script)).unwrap_err();
+        assert!(error.to_string().contains(has), "{script:?}: {error}");
+    }
+}
+
+#[test]
+fn shebang_rule() {
+    let shebang = "This does not look like a batch script.  The first line must start with #! \
+                   followed by the path to an interpreter.  For instance: #!/bin/sh";
+    assert_eq!(
+        parse_sbatch(&[], Some("echo hi\n")),
+        Err(RequestError::Script(shebang.into()))
+    );
+    assert_eq!(
+        parse_sbatch(&[], Some("\n#!/bin/sh\necho hi\n")),
+        Err(RequestError::Script(shebang.into()))
+    );
+    assert_eq!(
+        parse_sbatch(&[], Some(" #!/bin/sh\n")),
+        Err(RequestError::Script(shebang.into()))
+    );
+    for (script, has) in [
+        ("", "empty"),
+        ("  \n\t\n", "only whitespace"),
+        ("#!/bin/sh\r\necho\r\n", "DOS line breaks"),
+        ("#!/bin/sh\necho \0\n", "NUL"),
+    ] {
+        let error = parse_sbatch(&[], Some(script)).unwrap_err();
+        assert!(error.to_string().contains(has), "{script:?}: {error}");
+    }
+    // --wrap needs no script, and no shebang
+    let wrapped = parse_sbatch(&args(&["--wrap=hostname -f", "-A", "x"]), None).unwrap();
+    assert_eq!(wrapped.wrap.as_deref(), Some("hostname -f"));
+    assert_eq!(wrapped.script, None);
+    let script = wrapped.batch_script().unwrap();
+    assert!(script.starts_with("#!/bin/sh\n") && script.ends_with("\nhostname -f\n"));
+    assert!(parse_sbatch(&args(&["--wrap", "hostname"]), None).is_ok());
+    // but not both, and not neither
+    let error = parse_sbatch(&args(&["--wrap=hostname"]), Some(SCRIPT)).unwrap_err();
+    assert!(
+        error.to_string().contains("--wrap cannot be used together"),
+        "{error}"
+    );
+    let error = parse_sbatch(&[], None).unwrap_err();
+    assert!(error.to_string().contains("no job script"), "{error}");
+}
+
+#[test]
+fn alloc_prices_what_slurm_allocates() {
+    let r = parse_ok(&[
+        "-N",
+        "2",
+        "-n",
+        "8",
+        "-c",
+        "2",
+        "--mem-per-cpu=2G",
+        "--gres=gpu:a100:2",
+    ]);
+    assert_eq!(
+        r.alloc(),
+        Tres::parse("cpu=16,mem=32768M,node=2,gres/gpu=4,gres/gpu:a100=4").unwrap()
+    );
+
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "cpu=1,node=1"),
+        (&["-N", "2"], "cpu=2,node=2"),
+        (&["-N", "2", "-c", "4"], "cpu=8,node=2"),
+        (&["-n", "4", "-c", "2"], "cpu=8,node=1"),
+        (&["-N", "2", "--mem=4G"], "cpu=2,mem=8G,node=2"),
+        (&["-n", "3", "--mem-per-cpu=1000"], "cpu=3,mem=3000M,node=1"),
+        (&["-N", "2", "--gpus=3"], "cpu=2,node=2,gres/gpu=3"),
+        (
+            &["-N", "2", "--gpus-per-node=H100:4"],
+            "cpu=2,node=2,gres/gpu=8,gres/gpu:h100=8",
+        ),
+        (
+            &["-N", "3", "--gres=gpu:1,shard:2"],
+            "cpu=3,node=3,gres/gpu=3",
+        ),
+        (
+            &["-N", "2", "--ntasks-per-node=4", "-c", "2"],
+            "cpu=16,node=2",
+        ),
+        (&["--mem=0"], "cpu=1,node=1"),
+    ];
+    for (words, tres) in cases {
+        assert_eq!(
+            parse_ok(words).alloc(),
+            Tres::parse(tres).unwrap(),
+            "{words:?}"
+        );
+    }
+
+    // DefMemPerCPU applies only when no memory was asked for
+    let r = parse_ok(&["-n", "4"]);
+    assert_eq!(r.alloc_with_default_mem(Some(1000)).mem_mb(), 4000);
+    let r = parse_ok(&["-n", "4", "--mem=1G"]);
+    assert_eq!(r.alloc_with_default_mem(Some(1000)).mem_mb(), 1024);
+    assert!(r.memory.is_some_and(|m| !m.is_whole_node()));
+    assert!(parse_ok(&["--mem=0"]).memory.unwrap().is_whole_node());
+}
+
+#[test]
+fn alloc_feeds_the_same_estimate_as_charges() {
+    let pricing: ClusterPricing = serde_yaml::from_str(
+        "currency: su\npartitions:\n  gpu: { weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0,GRES/gpu:a100=6.0\" }\nqos_factors: { premium: \"2.0\" }\n",
+    )
+    .unwrap();
+    let r = parse_ok(&[
+        "-p",
+        "gpu",
+        "-q",
+        "premium",
+        "-N",
+        "2",
+        "-n",
+        "8",
+        "-c",
+        "2",
+        "--mem-per-cpu=2G",
+        "--gres=gpu:a100:2",
+        "-t",
+        "2:00:00",
+    ]);
+    // 16 CPU × 1 + 32 GiB × 0.25 + 4 a100 × 6 = 48/h; × 2 h × premium 2 = 192 su
+    let seconds = r.time_limit().seconds().unwrap();
+    let estimate = pricing
+        .estimate(
+            r.partition.as_deref(),
+            r.qos.as_deref(),
+            &r.alloc(),
+            seconds,
+            0,
+            &PriceBook::new(),
+        )
+        .unwrap();
+    assert_eq!(estimate.micros, 192_000_000);
+}
+
+#[test]
+fn splits_argv_like_sbatch() {
+    let split = split_sbatch_args(&args(&["-A", "physics", "job.sh", "--foo", "-N", "2"])).unwrap();
+    assert_eq!(split.options, args(&["-A", "physics"]));
+    assert_eq!(split.script.as_deref(), Some("job.sh"));
+    assert_eq!(split.script_args, args(&["--foo", "-N", "2"]));
+
+    let split = split_sbatch_args(&args(&[
+        "-Aphysics",
+        "--time",
+        "10",
+        "-Qv",
+        "--mem=1G",
+        "job.sh",
+    ]))
+    .unwrap();
+    assert_eq!(split.options.len(), 5);
+    assert_eq!(split.script.as_deref(), Some("job.sh"));
+
+    let split = split_sbatch_args(&args(&["--wrap", "hostname", "-N", "2"])).unwrap();
+    assert_eq!((split.options.len(), split.script), (4, None));
+
+    let split = split_sbatch_args(&args(&["-J", "x", "--", "-weird.sh", "a"])).unwrap();
+    assert_eq!(split.script.as_deref(), Some("-weird.sh"));
+    assert_eq!(split.script_args, args(&["a"]));
+
+    assert!(matches!(
+        split_sbatch_args(&args(&["--nodelist", "n1", "job.sh"])),
+        Err(RequestError::UnsupportedOption { .. })
+    ));
+    // the pieces feed parse_sbatch
+    let split = split_sbatch_args(&args(&["-A", "physics", "-t", "5", "job.sh"])).unwrap();
+    let r = parse_sbatch(&split.options, Some(SCRIPT)).unwrap();
+    assert_eq!(
+        (r.account.as_deref(), r.time_limit_min),
+        (Some("physics"), Some(5))
+    );
+}
+
+#[test]
+fn json_shape_and_defaults() {
+    let r: JobRequest = serde_json::from_str(r#"{"account": "physics", "nodes": 2}"#).unwrap();
+    assert_eq!((r.nodes, r.ntasks, r.cpus_per_task), (2, 2, 1));
+    r.validate().unwrap();
+    let r: JobRequest =
+        serde_json::from_str(r#"{"nodes": 2, "ntasks_per_node": 4, "cpus_per_task": 2}"#).unwrap();
+    assert_eq!(r.alloc(), Tres::parse("cpu=16,node=2").unwrap());
+    let r: JobRequest = serde_json::from_str(
+        r#"{"memory": {"per_cpu_mb": 2048}, "gpus": {"count": 2, "kind": "a100"}, "time_limit_min": 60}"#,
+    )
+    .unwrap();
+    assert_eq!(r.memory, Some(MemoryRequest::PerCpu(2048)));
+    assert_eq!(r.gpus, gpus(2, GpuPer::PerNode, Some("a100")));
+    let r: JobRequest = serde_json::from_str(r#"{}"#).unwrap();
+    assert_eq!(r, JobRequest::default());
+    assert_eq!(
+        serde_json::to_string(&r).unwrap(),
+        r#"{"nodes":1,"ntasks":1,"cpus_per_task":1}"#
+    );
+
+    let full = parse_ok(&["-A", "p", "-N", "2", "--gpus=a100:3", "--mem=4G", "-t", "5"]);
+    let json = serde_json::to_value(&full).unwrap();
+    assert_eq!(
+        json["gpus"],
+        serde_json::json!({"count": 3, "per": "job", "kind": "a100"})
+    );
+    assert_eq!(json["memory"], serde_json::json!({"per_node_mb": 4096}));
+    let back: JobRequest = serde_json::from_value(json).unwrap();
+    assert_eq!(back, full);
+
+    for bad in [
+        r#"{"nodez": 2}"#,
+        r#"{"memory": {"per_node": 1}}"#,
+        r#"{"gpus": {"count": 1, "per": "socket"}}"#,
+    ] {
+        assert!(serde_json::from_str::<JobRequest>(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn validate_explains() {
+    let check = |f: fn(&mut JobRequest), has: &str| {
+        let mut r = JobRequest::default();
+        f(&mut r);
+        let error = r.validate().unwrap_err();
+        assert!(error.to_string().contains(has), "{error}");
+    };
+    check(
+        |r| r.cpus_per_task = 0,
+        "--cpus-per-task must be at least 1",
+    );
+    check(|r| r.nodes = 0, "--nodes must be at least 1");
+    check(|r| r.ntasks = 0, "--ntasks must be at least 1");
+    check(
+        |r| (r.nodes, r.ntasks) = (4, 2),
+        "--ntasks (2) is less than --nodes (4)",
+    );
+    check(
+        |r| r.gpus = gpus(1, GpuPer::PerNode, Some("a 100")),
+        "unknown GPU spec",
+    );
+    check(|r| r.gpus = gpus(0, GpuPer::PerNode, None), "0 GPUs");
+    check(
+        |r| r.memory = Some(MemoryRequest::PerCpu(0)),
+        "--mem-per-cpu must be at least 1",
+    );
+    check(|r| r.time_limit_min = Some(0), "at least 1 minute");
+    check(|r| r.other_gres = vec!["gpu:2".into()], "non-GPU GRES");
+    check(
+        |r| r.clusters = vec!["a".into(), "a".into()],
+        "listed twice",
+    );
+    check(|r| r.job_name = Some("two\nlines".into()), "one line");
+    check(
+        |r| (r.script, r.wrap) = (Some(SCRIPT.into()), Some("x".into())),
+        "at most one",
+    );
+    check(
+        |r| r.script = Some("echo\n".into()),
+        "does not look like a batch script",
+    );
+    check(
+        |r| (r.nodes, r.ntasks, r.memory) = (2, 2, Some(MemoryRequest::PerNode(u64::MAX))),
+        "too large",
+    );
+    check(
+        |r| {
+            r.environment.insert("A=B".into(), "x".into());
+        },
+        "environment variable",
+    );
+}
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-z][a-z0-9_-]{0,8}"
+}
+
+/// Free text with the characters that need quoting in `#SBATCH` lines.
+fn text() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9 #'\"\\\\/%.,=&@:_-]{1,16}"
+}
+
+fn request() -> impl Strategy<Value = JobRequest> {
+    let shape = (
+        1u32..5,
+        0u32..20,
+        proptest::option::of(1u32..6),
+        1u32..9,
+        proptest::option::of(prop_oneof![
+            (0u64..100_000).prop_map(MemoryRequest::PerNode),
+            (1u64..100_000).prop_map(MemoryRequest::PerCpu),
+        ]),
+        proptest::option::of((
+            1u32..9,
+            prop_oneof![Just(GpuPer::PerNode), Just(GpuPer::PerJob)],
+            proptest::option::of("[a-z][a-z0-9_.]{0,6}"),
+        )),
+        proptest::collection::vec("(shard|nvme|mps)(:[0-9]{1,2})?", 0..3),
+        proptest::option::of(1u64..100_000),
+    );
+    let names = (
+        proptest::option::of(name()),
+        proptest::option::of(name()),
+        proptest::option::of(name()),
+        proptest::collection::btree_set(name().prop_filter("not all", |n| n != "all"), 0..3),
+    );
+    let texts = (
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        any::<bool>(),
+    );
+    (shape, names, texts).prop_map(
+        |(
+            (nodes, extra_tasks, per_node, cpus, memory, gpu, other_gres, time),
+            (account, partition, qos, clusters),
+            (job_name, output, error, dir, export, mail_type, mail_user, comment, constraint, excl),
+        )| JobRequest {
+            account,
+            partition,
+            qos,
+            clusters: clusters.into_iter().collect(),
+            nodes,
+            ntasks: nodes + extra_tasks,
+            ntasks_per_node: per_node,
+            cpus_per_task: cpus,
+            memory,
+            gpus: gpu.map(|(count, per, kind)| GpuRequest { count, per, kind }),
+            other_gres,
+            time_limit_min: time,
+            job_name,
+            output,
+            error,
+            working_dir: dir,
+            export,
+            mail_type,
+            mail_user,
+            comment,
+            constraint,
+            exclusive: excl,
+            ..JobRequest::default()
+        },
+    )
+}
+
+proptest! {
+    #[test]
+    fn sbatch_lines_parse_back_to_the_same_request(request in request()) {
+        request.validate().unwrap();
+        let script = format!("#!/bin/bash\n{}\nsrun ./app\n", request.to_sbatch_lines().join("\n"));
+        let parsed = parse_sbatch(&[], Some(&script))
+            .unwrap_or_else(|e| panic!("{e}\n{script}"));
+        let expected = JobRequest { script: Some(script.clone()), ..request };
+        prop_assert_eq!(parsed, expected, "{}", script);
+    }
+
+    #[test]
+    fn json_round_trips(request in request()) {
+        let json = serde_json::to_string(&request).unwrap();
+        let back: JobRequest = serde_json::from_str(&json).unwrap();
+        prop_assert_eq!(back, request);
+    }
+
+    #[test]
+    fn time_limits_display_and_parse_back(minutes in 1u64..=bursar_gateway::request::MAX_TIME_LIMIT_MIN) {
+        let limit = TimeLimit::Minutes(minutes);
+        prop_assert_eq!(TimeLimit::parse(&limit.to_string()).unwrap(), limit);
+    }
+}
