@@ -116,7 +116,7 @@ fn sacct_jobs(dev: &DevStack, cluster: &str, from: i64, to: i64) -> Vec<Job> {
             let f: Vec<&str> = line.split('|').collect();
             let submit = time(f[1]).expect("submit time");
             let (start, end) = (time(f[2]), time(f[3]));
-            let tres = f[8]
+            let tres: BTreeMap<String, u128> = f[8]
                 .split(',')
                 .filter(|s| !s.is_empty())
                 .map(|kv| {
@@ -128,7 +128,9 @@ fn sacct_jobs(dev: &DevStack, cluster: &str, from: i64, to: i64) -> Vec<Job> {
             Job {
                 id: f[0].to_string(),
                 submit,
-                started: start.is_some(),
+                // A job cancelled while pending gets Start = End and an empty AllocTRES: it
+                // never ran.
+                started: start.is_some() && !tres.is_empty(),
                 charged_at: end.or(start).unwrap_or(submit),
                 state: f[4].split_whitespace().next().unwrap().to_string(),
                 qos: f[5].to_string(),

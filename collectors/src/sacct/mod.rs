@@ -13,7 +13,7 @@
 //!
 //! Decisions a caller should know:
 //! - a job that never started (`Start=None`) allocated nothing, even though sacct prints its
-//!   requested CPUs under AllocCPUS; `AllocCPUS`/`NNodes` stand in for an empty or absent
+//!   requested CPUs under AllocCPUS; `AllocCPUS`/`NNodes` stand in for an absent
 //!   AllocTRES only for jobs that started;
 //! - without a `User` column the user is `""`; with one, an empty user is quarantined;
 //! - local times that occur twice (end of daylight-saving time) are read as the earlier
@@ -558,8 +558,10 @@ impl LineParser {
                 .map_err(|e| format!("bad {} {text:?}: {e}", c.names[c.alloc_tres.unwrap_or(0)]))?,
         };
         // Older or trimmed formats carry only AllocCPUS. A job that never started allocated
-        // nothing, whatever AllocCPUS says (sacct prints the request there).
-        if alloc.is_empty() && start.is_some() {
+        // nothing, whatever AllocCPUS says (sacct prints the request there); nor did one whose
+        // AllocTRES is printed empty (22.05 gives a job cancelled while pending a Start equal
+        // to its End, with the request under AllocCPUS).
+        if c.alloc_tres.is_none() && start.is_some() {
             if let Some(i) = c.alloc_cpus {
                 let cpus = values::count(&c.names[i], field(i))?;
                 if cpus > 0 {
@@ -777,20 +779,37 @@ mod tests {
     }
 
     #[test]
-    fn alloc_cpus_stands_in_for_an_empty_alloc_tres_once_started() {
+    fn an_empty_alloc_tres_means_nothing_was_allocated() {
+        // 22.05 prints a job cancelled while pending with Start = End and its request under
+        // AllocCPUS, but AllocTRES empty: it allocated nothing.
         let SacctLine::Record { record, .. } =
             one(&GOOD.replace("billing=1,cpu=1,mem=1000M,node=1", ""))
         else {
             panic!()
         };
-        assert_eq!(record.alloc, Tres::parse("cpu=1,node=1").unwrap());
-        let never = GOOD
-            .replace("billing=1,cpu=1,mem=1000M,node=1", "")
-            .replace("2026-11-22T00:13:12", "None");
-        let SacctLine::Record { record, .. } = one(&never) else {
-            panic!()
-        };
         assert!(record.alloc.is_empty());
+    }
+
+    #[test]
+    fn alloc_cpus_stands_in_when_there_is_no_alloc_tres_column() {
+        let format = "JobIDRaw,Account,User,State,Submit,Start,End,ElapsedRaw,AllocCPUS,NNodes";
+        let text = "7|physics|alice|COMPLETED|2026-11-22T00:13:11|2026-11-22T00:13:12|2026-11-22T00:13:14|2|4|1\n";
+        let options = SacctOptions::new()
+            .cluster("onprem")
+            .time_zone(SacctTimeZone::Utc)
+            .format(format);
+        let contents = read_all(text.as_bytes(), options).unwrap();
+        assert_eq!(
+            contents.records[0].alloc,
+            Tres::parse("cpu=4,node=1").unwrap()
+        );
+        let never = text.replace("2026-11-22T00:13:12", "None");
+        let options = SacctOptions::new()
+            .cluster("onprem")
+            .time_zone(SacctTimeZone::Utc)
+            .format(format);
+        let contents = read_all(never.as_bytes(), options).unwrap();
+        assert!(contents.records[0].alloc.is_empty());
     }
 
     #[test]
