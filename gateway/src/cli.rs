@@ -36,6 +36,13 @@ pub enum Command {
     #[command(subcommand)]
     Alloc(AllocCommand),
     /// Allocated, charged, held and remaining per account and currency.
+    ///
+    /// Admins on the bursar host read the local ledger (the configuration's database). Users
+    /// ask the bursar server instead (GET /v1/accounts and /v1/accounts/NAME/balance, with the
+    /// token from BURSAR_TOKEN or ~/.config/bursar/token): that happens with --remote, when
+    /// BURSAR_URL is set, or when there is no local configuration or database (no
+    /// --config/BURSAR_CONFIG, ./bursar.yaml, --database/BURSAR_DATABASE or ./bursar.db).
+    /// --local forces the local ledger.
     Balance(BalanceArgs),
     /// Usage reports.
     #[command(subcommand)]
@@ -51,6 +58,157 @@ pub enum Command {
     /// dstack's run costs) and explain every difference; exit 2 when jobs are missing, extra
     /// or stale.
     Reconcile(ReconcileArgs),
+    /// Submit a batch job through bursar, as with sbatch: `bursar submit -A physics job.sh`.
+    ///
+    /// Takes sbatch's options and the script's #SBATCH lines (the command line wins), `--wrap`,
+    /// or a dstack task file (`type: task`). bursar quotes every cluster, holds the estimate
+    /// and forwards the job. `bursar submit --help` lists the options. Installed or linked as
+    /// `sbatch`, the bursar binary behaves as `bursar submit`.
+    #[command(disable_help_flag = true)]
+    Submit(RawArgs),
+    /// What a job would cost on every cluster, and whether the account can pay.
+    ///
+    /// Nothing is held or submitted. Options as `bursar submit`, plus
+    /// `--format table|csv|json`; exit 1 when no cluster can take the job now.
+    #[command(disable_help_flag = true)]
+    Quote(RawArgs),
+    /// Jobs submitted through bursar: state, estimate, hold and charge (held ones unless --all).
+    Jobs(JobsArgs),
+    /// Cancel jobs submitted through bursar (by the id `bursar submit` and `bursar jobs` show);
+    /// their holds are released.
+    Cancel(CancelArgs),
+    /// Make bursar's token signing key and sign tokens (local admin commands, no server).
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Run the HTTP API (docs/api.md) with the collection and hold-expiry loops, until SIGINT
+    /// or SIGTERM. Needs an `auth:` section in the configuration.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on, overriding the config's `listen` (default 127.0.0.1:8640);
+    /// port 0 picks a free one (the address is printed).
+    #[arg(long, env = "BURSAR_LISTEN")]
+    pub listen: Option<String>,
+}
+
+/// Words passed on unparsed (`bursar submit` and `quote` read sbatch's options themselves).
+#[derive(Debug, Args)]
+pub struct RawArgs {
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "SBATCH ARGS"
+    )]
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Every job, whatever its state (default: the held ones, still running or waiting).
+    #[arg(long, short = 'a', conflicts_with = "state")]
+    pub all: bool,
+    /// Only jobs in this state: held, settled, cancelled, expired, failed.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only this user's jobs (finance and admin see everyone's).
+    #[arg(long, short = 'u')]
+    pub user: Option<String>,
+    /// Only jobs charged to this account.
+    #[arg(long, short = 'A')]
+    pub account: Option<String>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// bursar job ids (the number after "bursar job" when submitting).
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Write a new random HS256 signing key (mode 0600); never overwrites a file.
+    Keygen(TokenKeygenArgs),
+    /// Sign a token for a user and print it (alone, on standard output).
+    Issue(TokenIssueArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenKeygenArgs {
+    /// Where to write the key (default: auth.hs256_key_file from the configuration).
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenIssueArgs {
+    /// The user the token speaks for: the name the clusters know (the `sub` claim).
+    #[arg(long)]
+    pub user: String,
+    /// user (submit, quote, own accounts), finance (read everything) or admin.
+    #[arg(long, default_value = "user")]
+    pub role: crate::auth::Role,
+    /// Lifetime: 12h, 30d, 1w, … (at most 366 days; there is no revocation yet).
+    #[arg(long, default_value = "30d")]
+    pub ttl: String,
+    /// The HS256 key (default: auth.hs256_key_file from the configuration).
+    #[arg(long)]
+    pub key_file: Option<PathBuf>,
+}
+
+impl Cli {
+    /// Parses a whole argument vector, `argv[0]` included.
+    ///
+    /// - Invoked as `sbatch` (the file name of `argv[0]`), the binary is `bursar submit`.
+    /// - `submit` and `quote` take the rest of the line unparsed: sbatch's `-c` is
+    ///   `--cpus-per-task`, not bursar's `--config`, and `-h` prints sbatch's usage. Global
+    ///   options go before the subcommand (`bursar -c bursar.yaml quote job.sh`).
+    ///
+    /// Exits with clap's message on a usage error, as [`Parser::parse`] does.
+    pub fn from_args(args: Vec<std::ffi::OsString>) -> Cli {
+        let mut args = args;
+        let invoked_as_sbatch = args
+            .first()
+            .and_then(|a| std::path::Path::new(a).file_name())
+            .is_some_and(|name| name == "sbatch");
+        if invoked_as_sbatch {
+            args.splice(0..1, ["bursar".into(), "submit".into()]);
+        }
+        let mut i = 1;
+        while let Some(word) = args.get(i).and_then(|w| w.to_str()) {
+            match word {
+                "-c" | "--config" | "--database" => i += 2,
+                w if w.starts_with("--config=")
+                    || w.starts_with("--database=")
+                    || (w.starts_with("-c") && w.len() > 2) =>
+                {
+                    i += 1
+                }
+                _ => break,
+            }
+        }
+        let raw = matches!(
+            args.get(i).and_then(|w| w.to_str()),
+            Some("submit" | "quote")
+        );
+        if !raw {
+            return Cli::parse_from(args);
+        }
+        let rest: Vec<String> = args
+            .split_off(i + 1)
+            .into_iter()
+            .map(|w| w.to_string_lossy().into_owned())
+            .collect();
+        let mut cli = Cli::parse_from(args);
+        if let Command::Submit(raw) | Command::Quote(raw) = &mut cli.command {
+            raw.args = rest;
+        }
+        cli
+    }
 }
 
 #[derive(Debug, Args)]
@@ -156,11 +314,17 @@ pub struct AllocSetArgs {
 pub struct BalanceArgs {
     /// Only this account (and its row per currency).
     pub account: Option<String>,
-    /// The moment to evaluate (default: now).
+    /// The moment to evaluate (default: now; local ledger only).
     #[arg(long)]
     pub at: Option<String>,
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Ask the bursar server (BURSAR_URL, default http://127.0.0.1:8640), not the local ledger.
+    #[arg(long, conflicts_with = "local")]
+    pub remote: bool,
+    /// Read the local ledger even when BURSAR_URL is set.
+    #[arg(long)]
+    pub local: bool,
 }
 
 #[derive(Debug, Subcommand)]

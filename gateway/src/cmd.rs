@@ -7,19 +7,44 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use bursar_collectors::sacct::SacctTimeZone;
-use bursar_ledger::{BalanceRow, GroupKey, JournalQuery};
+use bursar_ledger::{
+    AccountRow, AllocationRow, AssociationRow, BalanceRow, GroupKey, JournalQuery, LedgerError,
+    UsageReport,
+};
 use bursar_pricing::money::{format_micros, parse_micros};
 use bursar_pricing::Currency;
 use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::cli::*;
+use crate::client;
 use crate::config::Config;
 use crate::import::{import_sacct, ImportSource};
 use crate::output::{write_json, Format, Table};
 use crate::timefmt::{format_bound, format_instant, now, parse_instant, OPEN_END, OPEN_START};
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    // The client commands talk to a bursar server: no local configuration is read, so a
+    // researcher's login node needs none (and a broken ./bursar.yaml cannot get in the way).
+    {
+        // Unlocked handles: a lock held across these awaits would block the runtime's other
+        // threads the moment one of them logs.
+        let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+        let code = match &cli.command {
+            Command::Submit(args) => Some(client::submit(&args.args, &mut out, &mut err).await),
+            Command::Quote(args) => Some(client::quote(&args.args, &mut out, &mut err).await),
+            Command::Jobs(args) => Some(client::jobs(args, &mut out, &mut err).await),
+            Command::Cancel(args) => Some(client::cancel(args, &mut out, &mut err).await),
+            Command::Balance(args) if client::balance_is_remote(args) => {
+                Some(client::balance(args, &mut out, &mut err).await)
+            }
+            _ => None,
+        };
+        if let Some(code) = code {
+            out.flush()?;
+            return code;
+        }
+    }
     let mut config = Config::load(cli.config.as_deref())?;
     if let Some(url) = cli.database {
         config.database = Some(url);
@@ -41,7 +66,24 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Alloc(AllocCommand::List(args)) => {
             alloc_list(&App::open(config).await?, args.format, &mut out).await?
         }
+        Command::Balance(args) if !args.local && !client::local_ledger_available(&config) => {
+            drop(out);
+            let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+            return client::balance(&args, &mut out, &mut err).await;
+        }
         Command::Balance(args) => balance(&App::open(config).await?, args, &mut out).await?,
+        Command::Token(TokenCommand::Keygen(args)) => {
+            client::token::keygen(&config.auth.clone().unwrap_or_default(), args, &mut out)?
+        }
+        Command::Token(TokenCommand::Issue(args)) => client::token::issue(
+            &config.auth.clone().unwrap_or_default(),
+            args,
+            &mut out,
+            &mut std::io::stderr().lock(),
+        )?,
+        Command::Submit(_) | Command::Quote(_) | Command::Jobs(_) | Command::Cancel(_) => {
+            unreachable!("client commands are dispatched before the configuration is read")
+        }
         Command::Report(ReportCommand::Usage(args)) => {
             report_usage(&App::open(config).await?, args, &mut out).await?
         }
@@ -52,6 +94,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Collect(args) => return collect(App::open(config).await?, args, &mut out).await,
         Command::Reconcile(args) => {
             return crate::reconcile::run(App::open(config).await?, args, &mut out).await
+        }
+        Command::Serve(args) => {
+            let listen = args.listen.unwrap_or_else(|| config.listen().to_string());
+            crate::server::serve(App::open(config).await?, &listen, &mut out).await?
         }
     }
     out.flush()?;
@@ -174,29 +220,18 @@ fn shared_zone(config: &Config) -> Option<String> {
 async fn accounts(app: &App, format: Format, out: &mut impl Write) -> anyhow::Result<()> {
     let accounts = app.ledger.accounts().await?;
     let associations = app.ledger.associations().await?;
-    let mut users: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for a in &associations {
-        users
-            .entry(a.account.as_str())
-            .or_default()
-            .push(a.user.as_str());
-    }
     match format {
         Format::Json => {
-            let rows: Vec<Value> = accounts
-                .iter()
-                .map(|a| {
-                    json!({
-                        "name": a.name,
-                        "parent": a.parent,
-                        "users": users.get(a.name.as_str()).cloned().unwrap_or_default(),
-                        "created_at": format_instant(a.created_at),
-                    })
-                })
-                .collect();
-            write_json(out, &json!({ "accounts": rows }))?;
+            write_json(out, &accounts_json(&accounts, &associations))?;
         }
         Format::Csv | Format::Table => {
+            let mut users: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for a in &associations {
+                users
+                    .entry(a.account.as_str())
+                    .or_default()
+                    .push(a.user.as_str());
+            }
             let mut children: BTreeMap<Option<&str>, Vec<&str>> = BTreeMap::new();
             for a in &accounts {
                 children
@@ -242,10 +277,40 @@ async fn accounts(app: &App, format: Format, out: &mut impl Write) -> anyhow::Re
     Ok(())
 }
 
+/// `{"accounts": [{name, parent, users, created_at}]}`: `bursar accounts --format json` and
+/// `GET /v1/accounts`.
+pub fn accounts_json(accounts: &[AccountRow], associations: &[AssociationRow]) -> Value {
+    let mut users: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for a in associations {
+        users
+            .entry(a.account.as_str())
+            .or_default()
+            .push(a.user.as_str());
+    }
+    let rows: Vec<Value> = accounts
+        .iter()
+        .map(|a| {
+            json!({
+                "name": a.name,
+                "parent": a.parent,
+                "users": users.get(a.name.as_str()).cloned().unwrap_or_default(),
+                "created_at": format_instant(a.created_at),
+            })
+        })
+        .collect();
+    json!({ "accounts": rows })
+}
+
+/// Whether `currency` is one bursar knows: used by a cluster, declared, `su` or `usd`.
+pub fn is_known_currency(app: &App, currency: &str) -> bool {
+    app.config.clusters.values().any(|c| c.currency == currency)
+        || app.config.currencies.contains_key(currency)
+        || currency == "su"
+        || currency == "usd"
+}
+
 fn known_currency(app: &App, currency: &str) -> anyhow::Result<()> {
-    let used = app.config.clusters.values().any(|c| c.currency == currency);
-    if used || app.config.currencies.contains_key(currency) || currency == "su" || currency == "usd"
-    {
+    if is_known_currency(app, currency) {
         Ok(())
     } else {
         bail!("currency {currency:?} is not used by any cluster nor declared under `currencies`")
@@ -297,22 +362,7 @@ async fn alloc_set(app: &App, args: AllocSetArgs, out: &mut impl Write) -> anyho
 async fn alloc_list(app: &App, format: Format, out: &mut impl Write) -> anyhow::Result<()> {
     let rows = app.ledger.allocations().await?;
     if format == Format::Json {
-        let rows: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "id": r.id,
-                    "account": r.account,
-                    "currency": r.currency,
-                    "amount": money(app, &r.currency, r.amount),
-                    "start": bound_json(r.start),
-                    "end": bound_json(r.end),
-                    "charged": money(app, &r.currency, r.charged),
-                    "held": money(app, &r.currency, r.held),
-                    "remaining": money(app, &r.currency, r.remaining),
-                })
-            })
-            .collect();
+        let rows: Vec<Value> = rows.iter().map(|r| allocation_json(app, r)).collect();
         return Ok(write_json(out, &json!({ "allocations": rows }))?);
     }
     let mut table = Table::new(
@@ -345,7 +395,24 @@ async fn alloc_list(app: &App, format: Format, out: &mut impl Write) -> anyhow::
     write_table(&table, format, out)
 }
 
-fn bound_json(epoch: i64) -> Value {
+/// One allocation as `bursar alloc list --format json` prints it (and `POST /v1/allocations`
+/// answers).
+pub fn allocation_json(app: &App, r: &AllocationRow) -> Value {
+    json!({
+        "id": r.id,
+        "account": r.account,
+        "currency": r.currency,
+        "amount": money(app, &r.currency, r.amount),
+        "start": bound_json(r.start),
+        "end": bound_json(r.end),
+        "charged": money(app, &r.currency, r.charged),
+        "held": money(app, &r.currency, r.held),
+        "remaining": money(app, &r.currency, r.remaining),
+    })
+}
+
+/// An allocation bound as JSON: RFC 3339, or `null` for an open end.
+pub fn bound_json(epoch: i64) -> Value {
     if epoch <= OPEN_START || epoch >= OPEN_END {
         Value::Null
     } else {
@@ -373,26 +440,7 @@ async fn balance(app: &App, args: BalanceArgs, out: &mut impl Write) -> anyhow::
         None => app.ledger.balances(at).await?,
     };
     if args.format == Format::Json {
-        let rows: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "account": r.account,
-                    "currency": r.currency,
-                    "allocated": opt_money(app, &r.currency, r.allocated),
-                    "charged": money(app, &r.currency, r.charged),
-                    "held": money(app, &r.currency, r.held),
-                    "remaining": opt_money(app, &r.currency, r.remaining),
-                    "available": opt_money(app, &r.currency, r.available),
-                    "period_start": r.period.map(|p| bound_json(p.0)),
-                    "period_end": r.period.map(|p| bound_json(p.1)),
-                })
-            })
-            .collect();
-        return Ok(write_json(
-            out,
-            &json!({ "at": format_instant(at), "balances": rows }),
-        )?);
+        return Ok(write_json(out, &balance_json(app, &rows, at))?);
     }
     let mut table = Table::new(
         &[
@@ -425,19 +473,87 @@ async fn balance(app: &App, args: BalanceArgs, out: &mut impl Write) -> anyhow::
     write_table(&table, args.format, out)
 }
 
+/// `{"at", "balances": [...]}`: `bursar balance --format json` and
+/// `GET /v1/accounts/{name}/balance`.
+pub fn balance_json(app: &App, rows: &[BalanceRow], at: i64) -> Value {
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "account": r.account,
+                "currency": r.currency,
+                "allocated": opt_money(app, &r.currency, r.allocated),
+                "charged": money(app, &r.currency, r.charged),
+                "held": money(app, &r.currency, r.held),
+                "remaining": opt_money(app, &r.currency, r.remaining),
+                "available": opt_money(app, &r.currency, r.available),
+                "period_start": r.period.map(|p| bound_json(p.0)),
+                "period_end": r.period.map(|p| bound_json(p.1)),
+            })
+        })
+        .collect();
+    json!({ "at": format_instant(at), "balances": rows })
+}
+
+/// The grouping of a usage report from `--by` / `?by=` values (each may hold several,
+/// comma-separated), without repeats, in the order given.
+pub fn parse_group_keys<S: AsRef<str>>(by: &[S]) -> Result<Vec<GroupKey>, LedgerError> {
+    let mut keys: Vec<GroupKey> = Vec::new();
+    for key in by.iter().flat_map(|b| b.as_ref().split(',')) {
+        let key: GroupKey = key.trim().parse()?;
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    Ok(keys)
+}
+
+/// `{"from", "to", "rows", "totals"}`: `bursar report usage --format json` and
+/// `GET /v1/reports/usage`. `keys` is the grouping the report was made with.
+pub fn usage_report_json(app: &App, report: &UsageReport, keys: &[GroupKey]) -> Value {
+    let extra: Vec<GroupKey> = keys
+        .iter()
+        .copied()
+        .filter(|k| *k != GroupKey::Account)
+        .collect();
+    let rows: Vec<Value> = report
+        .rows
+        .iter()
+        .map(|r| {
+            let mut row = serde_json::Map::new();
+            row.insert("account".into(), json!(r.account));
+            for key in &extra {
+                row.insert(
+                    key.as_str().into(),
+                    json!(r.keys.get(key).cloned().unwrap_or_default()),
+                );
+            }
+            row.insert("currency".into(), json!(r.currency));
+            row.insert("amount".into(), json!(money(app, &r.currency, r.amount)));
+            row.insert("jobs".into(), json!(r.jobs));
+            Value::Object(row)
+        })
+        .collect();
+    let totals: Vec<Value> = report
+        .totals
+        .iter()
+        .map(|(c, m)| json!({ "currency": c, "amount": money(app, c, *m) }))
+        .collect();
+    json!({
+        "from": format_instant(report.from),
+        "to": format_instant(report.to),
+        "rows": rows,
+        "totals": totals,
+    })
+}
+
 async fn report_usage(app: &App, args: UsageArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let from = parse_instant(&args.from).context("--from")?;
     let to = parse_instant(&args.to).context("--to")?;
     if to <= from {
         bail!("--to must be after --from");
     }
-    let mut keys: Vec<GroupKey> = Vec::new();
-    for key in &args.by {
-        let key: GroupKey = key.trim().parse()?;
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
+    let keys = parse_group_keys(&args.by)?;
     let report = app.ledger.usage_report(from, to, &keys).await?;
     let extra: Vec<GroupKey> = keys
         .iter()
@@ -445,33 +561,7 @@ async fn report_usage(app: &App, args: UsageArgs, out: &mut impl Write) -> anyho
         .filter(|k| *k != GroupKey::Account)
         .collect();
     if args.format == Format::Json {
-        let rows: Vec<Value> = report
-            .rows
-            .iter()
-            .map(|r| {
-                let mut row = serde_json::Map::new();
-                row.insert("account".into(), json!(r.account));
-                for key in &extra {
-                    row.insert(
-                        key.as_str().into(),
-                        json!(r.keys.get(key).cloned().unwrap_or_default()),
-                    );
-                }
-                row.insert("currency".into(), json!(r.currency));
-                row.insert("amount".into(), json!(money(app, &r.currency, r.amount)));
-                row.insert("jobs".into(), json!(r.jobs));
-                Value::Object(row)
-            })
-            .collect();
-        let totals: Vec<Value> = report
-            .totals
-            .iter()
-            .map(|(c, m)| json!({ "currency": c, "amount": money(app, c, *m) }))
-            .collect();
-        return Ok(write_json(
-            out,
-            &json!({ "from": format_instant(from), "to": format_instant(to), "rows": rows, "totals": totals }),
-        )?);
+        return Ok(write_json(out, &usage_report_json(app, &report, &keys))?);
     }
     let mut headers: Vec<&'static str> = vec!["account"];
     headers.extend(extra.iter().map(|k| k.as_str()));

@@ -32,9 +32,42 @@ pub struct Config {
     /// Extra price-table folders or files, on top of the tables bursar ships.
     #[serde(default)]
     pub price_tables: Vec<PathBuf>,
+    /// Where a job that does not pin a cluster (`-M`) goes: see [`RoutingConfig`].
+    #[serde(default)]
+    pub routing: RoutingConfig,
+    /// Address `bursar serve` listens on (`--listen` overrides). Default `127.0.0.1:8640`.
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// How API callers authenticate (`bursar serve` needs it); relative key paths are relative
+    /// to the config file's folder.
+    #[serde(default)]
+    pub auth: Option<crate::auth::AuthConfig>,
+    /// Holds placed at admission: `holds: {grace: 1h}`.
+    #[serde(default)]
+    pub holds: HoldsConfig,
     /// Where the file was read from (not a key).
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// The address `bursar serve` listens on when neither `listen` nor `--listen` says.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8640";
+
+/// How holds behave: `holds: {grace: 1h}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldsConfig {
+    /// A hold expires `time limit + grace` after it is placed when no final usage of its job
+    /// arrives (the job never started, or its record never reached bursar). Default 1h.
+    #[serde(default, deserialize_with = "crate::timefmt::de_duration")]
+    pub grace: Option<Duration>,
+}
+
+impl HoldsConfig {
+    /// [`HoldsConfig::grace`] or its default, one hour.
+    pub fn grace(&self) -> Duration {
+        self.grace.unwrap_or(Duration::from_secs(3600))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -97,6 +130,153 @@ pub struct ClusterConfig {
     /// Where and how often `bursar collect` reads this cluster's usage.
     #[serde(default)]
     pub collect: Option<CollectConfig>,
+    /// How jobs submitted through bursar reach this cluster, and what its partitions accept.
+    /// A cluster without it is quoted as not taking submissions.
+    #[serde(default)]
+    pub submit: Option<SubmitConfig>,
+}
+
+/// Routing policy: `routing: {prefer: [onprem, cloud], accounts: {physics: [cloud, onprem]}}`.
+///
+/// A job that pins clusters (`-M`) is tried on those, in its order. Otherwise the first list
+/// that applies gives the order: the account's own (or its nearest ancestor's) entry in
+/// `accounts`, else `prefer`, else every cluster by name. Clusters a list leaves out are tried
+/// after it, by name, so a list orders clusters and never hides one.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingConfig {
+    #[serde(default)]
+    pub prefer: Vec<String>,
+    #[serde(default)]
+    pub accounts: BTreeMap<String, Vec<String>>,
+}
+
+/// `clusters.<name>.submit`: where to forward jobs and what each partition accepts.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitConfig {
+    /// slurmrestd to submit through; fields left out are taken from `collect.slurmrestd`.
+    #[serde(default)]
+    pub slurmrestd: Option<SubmitSlurmrestd>,
+    /// dstack project to apply runs in; fields left out are taken from `collect.dstack`.
+    #[serde(default)]
+    pub dstack: Option<SubmitDstack>,
+    /// The partitions jobs may ask for, with their limits. Jobs naming another are refused.
+    #[serde(default)]
+    pub partitions: BTreeMap<String, SubmitPartition>,
+    /// The partition of jobs that name none.
+    #[serde(default)]
+    pub default_partition: Option<String>,
+    /// Working directory of jobs that give none; `{user}` is replaced (default `/home/{user}`).
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// Limit for one submit or cancel call to the cluster (default 30s).
+    #[serde(default, deserialize_with = "crate::timefmt::de_duration")]
+    pub timeout: Option<Duration>,
+}
+
+/// slurmrestd for submissions; every field defaults to `collect.slurmrestd`'s.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitSlurmrestd {
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The cluster's `jwt_key=` file: bursar mints a token per submitting user (claim `sun`).
+    #[serde(default)]
+    pub jwt_key_file: Option<PathBuf>,
+    /// `v0.0.38`, `v0.0.40`, `v0.0.41`, `v0.0.42`, or `auto`.
+    #[serde(default)]
+    pub api_version: Option<String>,
+}
+
+/// A dstack project for submissions; every field defaults to `collect.dstack`'s.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitDstack {
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+/// What one partition accepts: `{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000,
+/// gpu_types: [h100], max_nodes: 2}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitPartition {
+    /// Longest time limit (Slurm's `MaxTime`): `2d`, `36h`, `90m` or Slurm's `2-00:00:00`.
+    #[serde(default, deserialize_with = "de_minutes")]
+    pub max_time: Option<u64>,
+    /// Time limit of jobs that give none (Slurm's `DefaultTime`); else `max_time` applies.
+    #[serde(default, deserialize_with = "de_minutes")]
+    pub default_time: Option<u64>,
+    /// Memory per CPU of jobs that ask for none (Slurm's `DefMemPerCPU`), priced as Slurm
+    /// allocates it.
+    #[serde(default)]
+    pub def_mem_per_cpu_mb: Option<u64>,
+    /// GPU types the partition has. Absent: any (Slurm decides); `[]`: no GPUs at all.
+    #[serde(default)]
+    pub gpu_types: Option<Vec<String>>,
+    /// Most nodes one job may use (Slurm's `MaxNodes`).
+    #[serde(default)]
+    pub max_nodes: Option<u32>,
+}
+
+/// Reads a partition time limit into whole minutes (rounded up): `90m`, `2h`, `2d`, `1w`,
+/// `90s`, or Slurm's `MM:SS`, `HH:MM:SS`, `D-HH[:MM[:SS]]`. A bare number is refused, because
+/// Slurm reads it as minutes and bursar's other durations as seconds.
+fn de_minutes<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error;
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Number(u64),
+        Text(String),
+    }
+    let text = match Option::<Raw>::deserialize(de)? {
+        None => return Ok(None),
+        Some(Raw::Number(n)) => {
+            return Err(D::Error::custom(format!(
+                "time limit {n} has no unit: write {n}m for minutes (or 2h, 2d, 2-00:00:00)"
+            )))
+        }
+        Some(Raw::Text(t)) => t,
+    };
+    parse_partition_time(&text)
+        .map(Some)
+        .map_err(D::Error::custom)
+}
+
+/// See [`de_minutes`]; `Ok(minutes)`, at least 1.
+pub fn parse_partition_time(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let minutes = if t.contains(':') || t.contains('-') {
+        match crate::request::TimeLimit::parse(t) {
+            Ok(crate::request::TimeLimit::Minutes(m)) => m,
+            Ok(crate::request::TimeLimit::Unlimited) => {
+                return Err(format!(
+                    "time limit {text:?} means unlimited: leave the key out instead"
+                ))
+            }
+            Err(e) => return Err(format!("time limit {text:?}: {e}")),
+        }
+    } else if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "time limit {text:?} has no unit: write {t}m for minutes (or 2h, 2d, 2-00:00:00)"
+        ));
+    } else {
+        let d = crate::timefmt::parse_duration(t).map_err(|e| format!("time limit: {e}"))?;
+        d.as_secs().div_ceil(60)
+    };
+    if minutes == 0 {
+        return Err(format!("time limit {text:?} is zero"));
+    }
+    if minutes > crate::request::MAX_TIME_LIMIT_MIN {
+        return Err(format!("time limit {text:?} is too large for Slurm"));
+    }
+    Ok(minutes)
 }
 
 /// Live collection from one cluster: exactly one source, and the schedule.
@@ -199,6 +379,72 @@ impl ClusterConfig {
     }
 }
 
+impl ClusterConfig {
+    /// The slurmrestd jobs are submitted through: `submit.slurmrestd`, each field left out
+    /// taken from `collect.slurmrestd`. `Ok(None)` when neither names one.
+    pub fn submit_slurmrestd(&self) -> Result<Option<SlurmrestdSource>, String> {
+        let collect = self.collect.as_ref().and_then(|c| c.slurmrestd.as_ref());
+        let submit = self.submit.as_ref().and_then(|s| s.slurmrestd.as_ref());
+        match (submit, collect) {
+            (None, None) => Ok(None),
+            (None, Some(c)) => Ok(Some(c.clone())),
+            (Some(s), c) => {
+                let url = s.url.clone().or_else(|| c.map(|c| c.url.clone()));
+                let key = s
+                    .jwt_key_file
+                    .clone()
+                    .or_else(|| c.map(|c| c.jwt_key_file.clone()));
+                let (Some(url), Some(jwt_key_file)) = (url, key) else {
+                    return Err("submit.slurmrestd needs url and jwt_key_file \
+                                (or a collect.slurmrestd to take them from)"
+                        .to_string());
+                };
+                Ok(Some(SlurmrestdSource {
+                    url,
+                    jwt_key_file,
+                    user: c.and_then(|c| c.user.clone()),
+                    api_version: s
+                        .api_version
+                        .clone()
+                        .or_else(|| c.and_then(|c| c.api_version.clone())),
+                    server_timezone: c.and_then(|c| c.server_timezone.clone()),
+                }))
+            }
+        }
+    }
+
+    /// The dstack project runs are applied in: `submit.dstack`, each field left out taken from
+    /// `collect.dstack`. `Ok(None)` when neither names one.
+    pub fn submit_dstack(&self) -> Result<Option<DstackSource>, String> {
+        let collect = self.collect.as_ref().and_then(|c| c.dstack.as_ref());
+        let submit = self.submit.as_ref().and_then(|s| s.dstack.as_ref());
+        match (submit, collect) {
+            (None, None) => Ok(None),
+            (None, Some(c)) => Ok(Some(c.clone())),
+            (Some(s), c) => {
+                let url = s.url.clone().or_else(|| c.map(|c| c.url.clone()));
+                let token = s
+                    .token_file
+                    .clone()
+                    .or_else(|| c.map(|c| c.token_file.clone()));
+                let project = s.project.clone().or_else(|| c.map(|c| c.project.clone()));
+                let (Some(url), Some(token_file), Some(project)) = (url, token, project) else {
+                    return Err("submit.dstack needs url, token_file and project \
+                                (or a collect.dstack to take them from)"
+                        .to_string());
+                };
+                Ok(Some(DstackSource {
+                    url,
+                    token_file,
+                    project,
+                    account: c.and_then(|c| c.account.clone()),
+                    user_accounts: c.map(|c| c.user_accounts.clone()).unwrap_or_default(),
+                }))
+            }
+        }
+    }
+}
+
 impl Config {
     /// Reads the configuration: `explicit` (from `--config`/`BURSAR_CONFIG`), else `./bursar.yaml`
     /// when it exists, else the defaults.
@@ -214,6 +460,7 @@ impl Config {
                 let mut c = Config::parse(&text)
                     .with_context(|| format!("invalid config file {}", p.display()))?;
                 c.source = Some(p.clone());
+                c.resolve_paths();
                 c
             }
             None => Config::default(),
@@ -233,6 +480,34 @@ impl Config {
         }
         let config: Config = serde_yaml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
         Ok(config)
+    }
+
+    /// Makes the relative key paths of `auth` relative to the config file's folder.
+    fn resolve_paths(&mut self) {
+        let Some(dir) = self
+            .source
+            .as_ref()
+            .and_then(|s| s.parent())
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(Path::to_path_buf)
+        else {
+            return;
+        };
+        if let Some(auth) = &mut self.auth {
+            for path in [&mut auth.hs256_key_file, &mut auth.jwks_file]
+                .into_iter()
+                .flatten()
+            {
+                if path.is_relative() {
+                    *path = dir.join(&*path);
+                }
+            }
+        }
+    }
+
+    /// The address `bursar serve` listens on: `listen`, else [`DEFAULT_LISTEN`].
+    pub fn listen(&self) -> &str {
+        self.listen.as_deref().unwrap_or(DEFAULT_LISTEN)
     }
 
     /// The database URL, with a relative SQLite path resolved against the config file's folder.
@@ -329,6 +604,9 @@ impl Config {
                 crate::timefmt::parse_zone(tz)
                     .with_context(|| format!("cluster {name}: timezone"))?;
             }
+            if let Some(submit) = &cluster.submit {
+                validate_submit(name, cluster, submit)?;
+            }
             if cluster.currency != "su"
                 && cluster.default_partition.is_none()
                 && cluster.kind == ClusterKind::Slurm
@@ -340,8 +618,79 @@ impl Config {
                 ));
             }
         }
+        for (what, list) in std::iter::once(("routing.prefer".to_string(), &self.routing.prefer))
+            .chain(
+                self.routing
+                    .accounts
+                    .iter()
+                    .map(|(account, list)| (format!("routing.accounts.{account}"), list)),
+            )
+        {
+            for (i, cluster) in list.iter().enumerate() {
+                if !self.clusters.contains_key(cluster) {
+                    bail!("{what}: cluster {cluster:?} is not declared under clusters");
+                }
+                if list[..i].contains(cluster) {
+                    bail!("{what}: cluster {cluster} is listed twice");
+                }
+            }
+        }
+        for account in self.routing.accounts.keys() {
+            if !self.accounts.contains_key(account) {
+                warnings.push(format!(
+                    "routing.accounts.{account}: account {account} is not declared under accounts"
+                ));
+            }
+        }
         Ok(warnings)
     }
+}
+
+fn validate_submit(
+    name: &str,
+    cluster: &ClusterConfig,
+    submit: &SubmitConfig,
+) -> anyhow::Result<()> {
+    for (partition, p) in &submit.partitions {
+        check_name("partition", partition)?;
+        if let (Some(default), Some(max)) = (p.default_time, p.max_time) {
+            if default > max {
+                bail!("cluster {name}: submit.partitions.{partition}: default_time is longer than max_time");
+            }
+        }
+        if p.max_nodes == Some(0) {
+            bail!("cluster {name}: submit.partitions.{partition}: max_nodes must be at least 1");
+        }
+        for kind in p.gpu_types.iter().flatten() {
+            if !crate::request::is_gres_type_name(kind) {
+                bail!("cluster {name}: submit.partitions.{partition}: {kind:?} is not a GPU type name");
+            }
+        }
+    }
+    if let Some(default) = &submit.default_partition {
+        if !submit.partitions.contains_key(default) {
+            bail!("cluster {name}: submit.default_partition {default:?} is not listed under submit.partitions");
+        }
+    }
+    match cluster.kind {
+        ClusterKind::Slurm => {
+            if submit.dstack.is_some() {
+                bail!("cluster {name}: submit.dstack needs `kind: dstack`");
+            }
+            cluster
+                .submit_slurmrestd()
+                .map_err(|e| anyhow::anyhow!("cluster {name}: {e}"))?;
+        }
+        ClusterKind::Dstack => {
+            if submit.slurmrestd.is_some() {
+                bail!("cluster {name}: submit.slurmrestd needs `kind: slurm`");
+            }
+            cluster
+                .submit_dstack()
+                .map_err(|e| anyhow::anyhow!("cluster {name}: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 fn check_name(what: &str, name: &str) -> anyhow::Result<()> {

@@ -6,12 +6,18 @@
 //! - [`import`] is the sacct import pipeline (parse, price, post; quarantine on the side).
 //! - [`collect`] runs collection passes and the collection loop, with cursors and status.
 //! - [`auth`] issues and verifies JWTs and knows the roles.
+//! - [`admission`] quotes, routes, holds and forwards submitted jobs, and reports them.
+//! - [`server`] is `bursar serve`: the HTTP API (axum), its auth, metrics and background loops.
+//! - [`client`] is the user's side of the HTTP API: `submit` (and the `sbatch` alias), `quote`,
+//!   `jobs`, `cancel`, remote `balance`; and `bursar token`.
 //! - [`output`] renders tables, CSV and JSON; [`timefmt`] reads dates and durations.
 //! - [`telemetry`] sets up logging.
 
+pub mod admission;
 pub mod app;
 pub mod auth;
 pub mod cli;
+pub mod client;
 pub mod cmd;
 pub mod collect;
 pub mod config;
@@ -19,6 +25,7 @@ pub mod import;
 pub mod output;
 pub mod reconcile;
 pub mod request;
+pub mod server;
 pub mod telemetry;
 pub mod timefmt;
 

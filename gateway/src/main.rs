@@ -1,9 +1,8 @@
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = bursar_gateway::cli::Cli::parse();
+    // `from_args` also makes the binary `bursar submit` when it is invoked as `sbatch`.
+    let cli = bursar_gateway::cli::Cli::from_args(std::env::args_os().collect());
     bursar_gateway::telemetry::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -45,9 +45,10 @@ use bursar_pricing::Currency;
 
 pub use crate::error::{LedgerError, Result};
 pub use crate::model::{
-    AccountRow, AllocationRow, AssociationRow, BalanceRow, EntryKind, GroupKey, HoldRow, HoldState,
-    JobRow, JournalEntry, JournalQuery, NewEntry, NewHold, PostOutcome, QuarantineItem,
-    QuarantineRow, ReportSource, UsageCharge, UsageReport, UsageRow, UserRow,
+    AccountRow, AllocationRow, ApiJob, AssociationRow, AuditEntry, BalanceRow, EntryKind, GroupKey,
+    HoldRow, HoldState, JobRow, JournalEntry, JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold,
+    PostOutcome, QuarantineItem, QuarantineRow, ReportSource, UsageCharge, UsageReport, UsageRow,
+    UserRow,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
@@ -312,7 +313,8 @@ impl Ledger {
         self.storage.release_hold(hold_id, reason, at).await
     }
 
-    /// Expires every active hold with `expires_at ≤ now`; returns how many.
+    /// Expires every active hold with `expires_at ≤ now`; returns how many. The API jobs of
+    /// those holds that have not ended yet are marked `expired` in the same transaction.
     pub async fn expire_holds(&self, now: i64) -> Result<u64> {
         self.storage.expire_holds(now).await
     }
@@ -412,6 +414,78 @@ impl Ledger {
     /// active holds) from the journal; returns the differences, empty when consistent.
     pub async fn verify(&self) -> Result<Vec<String>> {
         self.storage.verify().await
+    }
+
+    // --- audit log ------------------------------------------------------------------------
+
+    /// Appends an entry to the audit log (append-only); returns its id. The caller (the
+    /// gateway) records every administrative change with the object before and after.
+    pub async fn audit(&self, entry: &NewAudit) -> Result<i64> {
+        check_present("audit actor", &entry.actor)?;
+        check_present("audit role", &entry.role)?;
+        check_present("audit action", &entry.action)?;
+        check_present("audit target", &entry.target)?;
+        self.storage.audit(entry).await
+    }
+
+    /// The audit log, newest first, at most `limit` entries (all when `None`).
+    pub async fn audit_log(&self, limit: Option<u32>) -> Result<Vec<AuditEntry>> {
+        self.storage.audit_log(limit).await
+    }
+
+    // --- jobs submitted through the API ---------------------------------------------------
+
+    /// Records a job submitted through the gateway's API. A used idempotency key is a
+    /// [`LedgerError::Conflict`] (look it up first with [`Ledger::api_job_by_key`]); an
+    /// unknown `hold_id` is [`LedgerError::NotFound`].
+    pub async fn create_api_job(&self, job: &NewApiJob) -> Result<ApiJob> {
+        if let Some(key) = &job.idempotency_key {
+            check_present("idempotency key", key)?;
+        }
+        check_present("actor", &job.actor)?;
+        check_user(&job.user)?;
+        check_account(&job.account)?;
+        check_cluster(&job.cluster)?;
+        check_currency(&job.currency)?;
+        check_present("job state", &job.state)?;
+        if job.estimate < 0 {
+            return Err(LedgerError::Invalid(format!(
+                "estimate {} is negative",
+                job.estimate
+            )));
+        }
+        self.storage.create_api_job(job).await
+    }
+
+    pub async fn api_job(&self, id: i64) -> Result<Option<ApiJob>> {
+        self.storage.api_job(id).await
+    }
+
+    pub async fn api_job_by_key(&self, key: &str) -> Result<Option<ApiJob>> {
+        self.storage.api_job_by_key(key).await
+    }
+
+    /// Sets an API job's state at `at`, and its cluster job id when given (kept otherwise).
+    /// [`LedgerError::NotFound`] for an unknown id.
+    pub async fn update_api_job(
+        &self,
+        id: i64,
+        state: &str,
+        cluster_job_id: Option<&str>,
+        at: i64,
+    ) -> Result<()> {
+        check_present("job state", state)?;
+        if let Some(job_id) = cluster_job_id {
+            check_present("cluster job id", job_id)?;
+        }
+        self.storage
+            .update_api_job(id, state, cluster_job_id, at)
+            .await
+    }
+
+    /// API jobs by id, only `user`'s and/or `account`'s when given.
+    pub async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>> {
+        self.storage.api_jobs(user, account).await
     }
 }
 

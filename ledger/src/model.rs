@@ -444,3 +444,71 @@ pub struct QuarantineRow {
     pub raw: String,
     pub first_seen: i64,
 }
+
+/// An administrative change to record in the audit log: who (`actor`, in `role`) did what
+/// (`action`, e.g. `allocation.set`) to which object (`target`), with the object as JSON
+/// before (`None`: it did not exist) and after (`None`: it was removed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAudit {
+    pub at: i64,
+    pub actor: String,
+    pub role: String,
+    pub action: String,
+    pub target: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// One audit log entry as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at: i64,
+    pub actor: String,
+    pub role: String,
+    pub action: String,
+    pub target: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// A job submitted through the gateway's API, to record: `estimate` is in micros of
+/// `currency`, `hold_id` the hold placed for it (if any), `state` where it is (`held`,
+/// `settled`, `cancelled`, `expired`, `failed`, …), `request_json` the request as received
+/// and `route_json` the routing decision. `at` is the submission time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewApiJob {
+    pub idempotency_key: Option<String>,
+    pub actor: String,
+    pub user: String,
+    pub account: String,
+    pub cluster: String,
+    pub currency: Currency,
+    pub estimate: i64,
+    pub hold_id: Option<i64>,
+    pub state: String,
+    pub request_json: String,
+    pub route_json: String,
+    pub at: i64,
+}
+
+/// A job submitted through the gateway's API, as stored. `cluster_job_id` is set once the
+/// cluster accepted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiJob {
+    pub id: i64,
+    pub idempotency_key: Option<String>,
+    pub actor: String,
+    pub user: String,
+    pub account: String,
+    pub cluster: String,
+    pub cluster_job_id: Option<String>,
+    pub currency: Currency,
+    pub estimate: i64,
+    pub hold_id: Option<i64>,
+    pub state: String,
+    pub request_json: String,
+    pub route_json: String,
+    pub submitted_at: i64,
+    pub updated_at: i64,
+}

@@ -11,8 +11,9 @@ use bursar_pricing::Currency;
 use crate::balances::BalanceSnapshot;
 use crate::error::Result;
 use crate::model::{
-    AccountRow, AllocationRow, AssociationRow, HoldRow, JobRow, JournalEntry, JournalQuery,
-    NewEntry, NewHold, PostOutcome, QuarantineItem, QuarantineRow, UsageCharge, UserRow,
+    AccountRow, AllocationRow, ApiJob, AssociationRow, AuditEntry, HoldRow, JobRow, JournalEntry,
+    JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold, PostOutcome, QuarantineItem,
+    QuarantineRow, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 
@@ -83,4 +84,22 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Recomputes every materialized number from the journal and lists the differences
     /// (empty when the ledger is consistent).
     async fn verify(&self) -> Result<Vec<String>>;
+
+    /// Appends to the audit log; returns the entry's id.
+    async fn audit(&self, entry: &NewAudit) -> Result<i64>;
+    /// The newest audit entries first, at most `limit`.
+    async fn audit_log(&self, limit: Option<u32>) -> Result<Vec<AuditEntry>>;
+
+    /// Records an API job; a used idempotency key is a [`crate::LedgerError::Conflict`].
+    async fn create_api_job(&self, job: &NewApiJob) -> Result<ApiJob>;
+    async fn api_job(&self, id: i64) -> Result<Option<ApiJob>>;
+    async fn api_job_by_key(&self, key: &str) -> Result<Option<ApiJob>>;
+    async fn update_api_job(
+        &self,
+        id: i64,
+        state: &str,
+        cluster_job_id: Option<&str>,
+        at: i64,
+    ) -> Result<()>;
+    async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>>;
 }

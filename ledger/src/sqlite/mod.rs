@@ -6,6 +6,7 @@
 //! - `journal.rs`: entries, job postings, materialized writes, `post_usage`, `post_entry`.
 //! - `holds.rs`: placing, linking, releasing, expiring holds.
 //! - `read.rs`: balance snapshots, usage lines, verification, quarantine, cursors.
+//! - `gateway.rs`: the audit log and the jobs submitted through the gateway's API.
 //!
 //! One writer: all writes go through a pool of exactly one connection and open their
 //! transaction with `BEGIN IMMEDIATE`, so they are serialized (admission checks included) and a
@@ -19,6 +20,7 @@
 //! next statement's parameters are bound (`journal::pipelined`), passes lists as one JSON
 //! parameter (`json_each`), and gets a batch's lookups back packed into one text.
 
+mod gateway;
 mod holds;
 mod journal;
 mod labels;
@@ -41,8 +43,9 @@ use sqlx::{Row, Sqlite, Transaction};
 use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    AccountRow, AllocationRow, AssociationRow, HoldRow, JobRow, JournalEntry, JournalQuery,
-    NewEntry, NewHold, PostOutcome, QuarantineItem, QuarantineRow, UsageCharge, UserRow,
+    AccountRow, AllocationRow, ApiJob, AssociationRow, AuditEntry, HoldRow, JobRow, JournalEntry,
+    JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold, PostOutcome, QuarantineItem,
+    QuarantineRow, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 use crate::storage::{Storage, UsageSource};
@@ -449,6 +452,55 @@ impl Storage for SqliteStorage {
         let problems = read::verify(&mut tx).await?;
         tx.commit().await.map_err(db)?;
         Ok(problems)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn audit(&self, entry: &NewAudit) -> Result<i64> {
+        let mut tx = self.begin().await?;
+        let id = gateway::audit(&mut tx, entry).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(id)
+    }
+
+    async fn audit_log(&self, limit: Option<u32>) -> Result<Vec<AuditEntry>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        gateway::audit_log(&mut conn, limit).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn create_api_job(&self, job: &NewApiJob) -> Result<ApiJob> {
+        let mut tx = self.begin().await?;
+        let row = gateway::create_api_job(&mut tx, job).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(row)
+    }
+
+    async fn api_job(&self, id: i64) -> Result<Option<ApiJob>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        gateway::api_job(&mut conn, id).await
+    }
+
+    async fn api_job_by_key(&self, key: &str) -> Result<Option<ApiJob>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        gateway::api_job_by_key(&mut conn, key).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn update_api_job(
+        &self,
+        id: i64,
+        state: &str,
+        cluster_job_id: Option<&str>,
+        at: i64,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        gateway::update_api_job(&mut tx, id, state, cluster_job_id, at).await?;
+        tx.commit().await.map_err(db)
+    }
+
+    async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        gateway::api_jobs(&mut conn, user, account).await
     }
 }
 

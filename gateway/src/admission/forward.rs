@@ -1,0 +1,410 @@
+//! Forwarding: handing an admitted job to its cluster, and cancelling it there.
+//!
+//! [`Forwarder`] is the seam: [`SlurmForwarder`] submits through slurmrestd as the user (a
+//! token bursar mints from the cluster's JWT key with `sun` = the user), [`DstackForwarder`]
+//! applies a run plan in the cluster's dstack project; tests and benchmarks plug in their own.
+//!
+//! A forwarder refuses, while the job is being quoted ([`Forwarder::check`]), any option it
+//! cannot pass on: a job that silently lost an option would run differently from what was
+//! priced.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use async_trait::async_trait;
+use bursar_collectors::dstack::{DstackClient, DstackConfig, DstackError};
+use bursar_collectors::slurmrestd::{
+    ApiSelection, GpuRequest as SlurmGpus, JobSubmission, RestError, SlurmAuth, SlurmRestClient,
+    SlurmRestConfig,
+};
+use serde_json::Value;
+
+use crate::config::{ClusterKind, Config};
+use crate::request::{GpuPer, JobRequest, MemoryRequest};
+
+/// `PATH` of a job whose request sets none.
+pub const DEFAULT_PATH: &str = "/usr/bin:/bin";
+/// Limit of one submit or cancel call when `submit.timeout` is not set.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An admitted job, ready to hand to its cluster: the request plus every choice bursar made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardJob {
+    pub cluster: String,
+    /// The user the job runs as.
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    pub qos: Option<String>,
+    /// The limit the hold was priced with: the request's or the partition's default.
+    pub time_limit_min: u64,
+    /// The request's, else the cluster's `submit.working_dir`, else `/home/<user>`.
+    pub working_dir: String,
+    pub request: JobRequest,
+}
+
+/// What the cluster answered to an accepted job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forwarded {
+    /// What the user and `cancel` know the job by: Slurm's job id, dstack's run name.
+    pub cluster_job_id: String,
+    /// The job id the cluster's usage records will carry, which settles the hold: Slurm's job
+    /// id, the first dstack job submission's id.
+    pub settle_ref: String,
+    /// A message from the cluster (Slurm's job_submit plugin), if any.
+    pub message: Option<String>,
+}
+
+/// Why forwarding failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ForwardError {
+    /// The cluster answered and refused (HTTP 502 `upstream_refused`).
+    #[error("{0}")]
+    Refused(String),
+    /// The cluster could not be reached or did not answer in time (HTTP 503
+    /// `upstream_unavailable`).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Hands jobs to one cluster and cancels them there.
+#[async_trait]
+pub trait Forwarder: Send + Sync {
+    /// Why this forwarder cannot pass `request` on faithfully, if it cannot; checked while
+    /// quoting, so such a cluster is not eligible.
+    fn check(&self, _request: &JobRequest) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Submits the job; the answer names it on the cluster.
+    async fn submit(&self, job: &ForwardJob) -> Result<Forwarded, ForwardError>;
+
+    /// Cancels the job `cluster_job_id` (as [`Forwarded::cluster_job_id`]) as `user`. A job
+    /// that already ended is not an error.
+    async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError>;
+}
+
+/// The forwarders of every configured cluster that has somewhere to submit to
+/// (`submit.slurmrestd`/`submit.dstack`, else the `collect` source of the same kind). Reads key
+/// and token files; makes no call.
+pub fn forwarders_from_config(
+    config: &Config,
+) -> anyhow::Result<BTreeMap<String, Arc<dyn Forwarder>>> {
+    let mut forwarders: BTreeMap<String, Arc<dyn Forwarder>> = BTreeMap::new();
+    for (name, cluster) in &config.clusters {
+        let timeout = cluster
+            .submit
+            .as_ref()
+            .and_then(|s| s.timeout)
+            .unwrap_or(DEFAULT_TIMEOUT);
+        match cluster.kind {
+            ClusterKind::Slurm => {
+                let Some(rest) = cluster
+                    .submit_slurmrestd()
+                    .map_err(|e| anyhow!("cluster {name}: {e}"))?
+                else {
+                    continue;
+                };
+                let auth = SlurmAuth::JwtKey {
+                    key_file: rest.jwt_key_file.clone(),
+                    user: rest.user.clone().unwrap_or_else(|| "slurm".to_string()),
+                    lifetime: Duration::from_secs(300),
+                };
+                let mut c = SlurmRestConfig::new(rest.url.clone(), name.clone(), auth);
+                c.timeout = timeout;
+                c.api = match rest.api_version.as_deref() {
+                    None | Some("auto") => ApiSelection::Auto,
+                    Some(v) => ApiSelection::Fixed(
+                        v.parse()
+                            .map_err(|e| anyhow!("cluster {name}: api_version: {e}"))?,
+                    ),
+                };
+                let client = SlurmRestClient::new(c).with_context(|| format!("cluster {name}"))?;
+                forwarders.insert(name.clone(), Arc::new(SlurmForwarder::new(client)));
+            }
+            ClusterKind::Dstack => {
+                let Some(d) = cluster
+                    .submit_dstack()
+                    .map_err(|e| anyhow!("cluster {name}: {e}"))?
+                else {
+                    continue;
+                };
+                let token = std::fs::read_to_string(&d.token_file).with_context(|| {
+                    format!(
+                        "cluster {name}: cannot read the dstack token file {}",
+                        d.token_file.display()
+                    )
+                })?;
+                let client = DstackClient::new(DstackConfig {
+                    base_url: d.url.clone(),
+                    token: token.trim().to_string().into(),
+                    project: d.project.clone(),
+                    cluster: name.clone(),
+                    timeout,
+                    page_size: 100,
+                })
+                .with_context(|| format!("cluster {name}"))?;
+                forwarders.insert(name.clone(), Arc::new(DstackForwarder::new(client)));
+            }
+        }
+    }
+    Ok(forwarders)
+}
+
+// --- Slurm ------------------------------------------------------------------------------------
+
+/// Submits through slurmrestd `job/submit` as the job's user.
+pub struct SlurmForwarder {
+    client: SlurmRestClient,
+}
+
+impl SlurmForwarder {
+    pub fn new(client: SlurmRestClient) -> SlurmForwarder {
+        SlurmForwarder { client }
+    }
+}
+
+/// What slurmrestd's submit body (bursar's [`JobSubmission`]) cannot carry, named as the user
+/// wrote it. (A missing script is not checked here: a quote needs none. `--export` is not
+/// either: the client resolves it into `environment`, which is exactly what the job gets.)
+pub fn slurm_unsupported(request: &JobRequest) -> Result<(), String> {
+    let not_yet = |option: &str| {
+        Err(format!(
+            "{option} cannot be forwarded through slurmrestd yet; leave it out or submit with sbatch"
+        ))
+    };
+    if !request.other_gres.is_empty() {
+        return not_yet(&format!("--gres={}", request.other_gres.join(",")));
+    }
+    if request.constraint.is_some() {
+        return not_yet("--constraint");
+    }
+    if request.exclusive {
+        return not_yet("--exclusive");
+    }
+    if request.mail_type.is_some() || request.mail_user.is_some() {
+        return not_yet("--mail-type/--mail-user");
+    }
+    if let Some(per_node) = request.ntasks_per_node {
+        if u64::from(per_node) * u64::from(request.nodes) != u64::from(request.ntasks) {
+            return not_yet("--ntasks-per-node with a different --ntasks");
+        }
+    }
+    if let Some(MemoryRequest::PerCpu(_)) = request.memory {
+        if request.cpus() % u64::from(request.nodes) != 0 {
+            return not_yet("--mem-per-cpu with CPUs not spread evenly over the nodes");
+        }
+    }
+    if let Some(g) = &request.gpus {
+        if g.per == GpuPer::PerJob && g.count % request.nodes != 0 {
+            return not_yet("--gpus that is not a multiple of --nodes (use --gpus-per-node)");
+        }
+    }
+    Ok(())
+}
+
+/// The slurmrestd submission of `job`: every resource the hold was priced for, the resolved
+/// partition and time limit, the script, and the environment (`PATH` added when missing).
+pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
+    let r = &job.request;
+    slurm_unsupported(r)?;
+    let script = r
+        .batch_script()
+        .ok_or("a job needs a batch script or --wrap")?
+        .into_owned();
+    let nodes = r.nodes.max(1);
+    let memory_per_node_mb = match r.memory {
+        Some(MemoryRequest::PerNode(mb)) => Some(mb),
+        Some(MemoryRequest::PerCpu(mb)) => Some(
+            mb.checked_mul(r.cpus() / u64::from(nodes))
+                .ok_or("the memory request is too large")?,
+        ),
+        None => None,
+    };
+    let gpus_per_node = r.gpus.as_ref().map(|g| SlurmGpus {
+        count: match g.per {
+            GpuPer::PerNode => g.count,
+            GpuPer::PerJob => g.count / nodes,
+        },
+        kind: g.kind.clone(),
+    });
+    let mut environment: Vec<(String, String)> = r
+        .environment
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !environment.iter().any(|(k, _)| k == "PATH") {
+        environment.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
+    }
+    Ok(JobSubmission {
+        script,
+        name: r.job_name.clone(),
+        account: job.account.clone(),
+        partition: Some(job.partition.clone()),
+        qos: job.qos.clone(),
+        nodes: Some(r.nodes),
+        tasks: Some(r.ntasks),
+        cpus_per_task: Some(r.cpus_per_task),
+        memory_per_node_mb,
+        time_limit_min: Some(
+            u32::try_from(job.time_limit_min).map_err(|_| "the time limit is too large")?,
+        ),
+        gpus_per_node,
+        current_working_directory: job.working_dir.clone(),
+        standard_output: r.output.clone(),
+        standard_error: r.error.clone(),
+        environment,
+        comment: r.comment.clone(),
+    })
+}
+
+/// Slurm errnos that mean "the job is already gone": cancelling it is done.
+const SLURM_ALREADY_GONE: [i64; 2] = [
+    2017, // ESLURM_INVALID_JOB_ID (ended and purged)
+    2021, // ESLURM_ALREADY_DONE
+];
+
+fn slurm_error(e: RestError) -> ForwardError {
+    match e {
+        RestError::Unreachable { .. } | RestError::Timeout { .. } | RestError::Transport { .. } => {
+            ForwardError::Unavailable(e.to_string())
+        }
+        other => ForwardError::Refused(other.to_string()),
+    }
+}
+
+#[async_trait]
+impl Forwarder for SlurmForwarder {
+    fn check(&self, request: &JobRequest) -> Result<(), String> {
+        slurm_unsupported(request)
+    }
+
+    async fn submit(&self, job: &ForwardJob) -> Result<Forwarded, ForwardError> {
+        let submission = slurm_submission(job).map_err(ForwardError::Refused)?;
+        let submitted = self
+            .client
+            .submit_job(&job.user, &submission)
+            .await
+            .map_err(slurm_error)?;
+        let id = submitted.job_id.to_string();
+        Ok(Forwarded {
+            cluster_job_id: id.clone(),
+            settle_ref: id,
+            message: Some(submitted.user_msg).filter(|m| !m.is_empty()),
+        })
+    }
+
+    async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError> {
+        let id: u64 = cluster_job_id.parse().map_err(|_| {
+            ForwardError::Refused(format!("{cluster_job_id:?} is not a Slurm job id"))
+        })?;
+        match self.client.cancel_job(user, id).await {
+            Ok(()) => Ok(()),
+            Err(e)
+                if e.slurm_error_number()
+                    .is_some_and(|n| SLURM_ALREADY_GONE.contains(&n)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(slurm_error(e)),
+        }
+    }
+}
+
+// --- dstack -----------------------------------------------------------------------------------
+
+/// Applies runs in one dstack project (`runs/get_plan` then `runs/apply`, create only).
+pub struct DstackForwarder {
+    client: DstackClient,
+}
+
+impl DstackForwarder {
+    pub fn new(client: DstackClient) -> DstackForwarder {
+        DstackForwarder { client }
+    }
+}
+
+/// The dstack `RunSpec` for `job`: the task as written, its `name` turned into a run name with
+/// a unique `suffix` (dstack would replace a finished run of the same name), and the time limit
+/// the hold was priced with as `max_duration` when the task has none.
+pub fn dstack_run_spec(job: &ForwardJob, suffix: &str) -> Result<Value, String> {
+    let task = job
+        .request
+        .dstack
+        .as_ref()
+        .ok_or("a dstack cluster runs dstack tasks; this request has none")?;
+    let mut configuration = task.config().clone();
+    let map = configuration
+        .as_object_mut()
+        .ok_or("the dstack task is not a mapping")?;
+    let name = map.remove("name");
+    if task.time_limit_min().is_none() {
+        map.insert(
+            "max_duration".to_string(),
+            Value::from(job.time_limit_min.saturating_mul(60)),
+        );
+    }
+    let mut spec = serde_json::Map::new();
+    spec.insert("configuration".to_string(), configuration);
+    if let Some(Value::String(name)) = name {
+        spec.insert(
+            "run_name".to_string(),
+            Value::String(format!("{name}-{suffix}")),
+        );
+    }
+    Ok(Value::Object(spec))
+}
+
+fn dstack_error(e: DstackError) -> ForwardError {
+    match e {
+        DstackError::Unreachable { .. } | DstackError::Timeout { .. } => {
+            ForwardError::Unavailable(e.to_string())
+        }
+        other => ForwardError::Refused(other.to_string()),
+    }
+}
+
+/// The first job submission's id in a run's JSON: what the collector's record of it carries.
+fn first_submission_id(raw: &str) -> Option<String> {
+    let run: Value = serde_json::from_str(raw).ok()?;
+    run.pointer("/jobs/0/job_submissions/0/id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+#[async_trait]
+impl Forwarder for DstackForwarder {
+    fn check(&self, request: &JobRequest) -> Result<(), String> {
+        if request.dstack.is_none() {
+            return Err("a dstack cluster runs dstack tasks, not batch scripts".to_string());
+        }
+        if !request.environment.is_empty() {
+            return Err(
+                "environment variables of a dstack task go in the task's env, not the request"
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    async fn submit(&self, job: &ForwardJob) -> Result<Forwarded, ForwardError> {
+        let spec = dstack_run_spec(job, &super::random_hex(4)).map_err(ForwardError::Refused)?;
+        let plan = self.client.get_plan(&spec).await.map_err(dstack_error)?;
+        let run = self.client.apply(&plan).await.map_err(dstack_error)?;
+        let settle_ref = first_submission_id(&run.raw).unwrap_or_else(|| run.id.clone());
+        Ok(Forwarded {
+            cluster_job_id: run.run_name,
+            settle_ref,
+            message: None,
+        })
+    }
+
+    async fn cancel(&self, _user: &str, cluster_job_id: &str) -> Result<(), ForwardError> {
+        self.client
+            .stop_run(&[cluster_job_id.to_string()], false)
+            .await
+            .map_err(dstack_error)
+    }
+}

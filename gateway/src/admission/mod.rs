@@ -1,0 +1,1161 @@
+//! Admission: quote every cluster, route, hold the estimate, forward the job as its user, and
+//! report jobs until their usage settles them. The logic behind `POST /v1/quotes` and
+//! `/v1/jobs*`; HTTP lives in `server`.
+//!
+//! - [`Admission`]: the service. [`Admission::quote`], [`Admission::submit`],
+//!   [`Admission::jobs`], [`Admission::job`], [`Admission::cancel`].
+//! - [`quote`]: one cluster's eligibility (partition, job kind, GPU type, node and time
+//!   limits, forwarding), estimate and balances after — pure.
+//! - [`route`]: the order clusters are tried in and the explanation of the decision — pure.
+//! - [`forward`]: the [`Forwarder`] seam with its slurmrestd and dstack implementations.
+//! - `api`: [`Admission`] as the HTTP server's `AdmissionApi` (JSON bodies, `ApiError`s).
+//!
+//! ## Rules
+//!
+//! - **Who may charge what.** The caller's own user must be associated with the account
+//!   (the request's, else the user's default) — admins and finance too: a job always runs as,
+//!   and charges for, the caller. Jobs are listed to their owner; finance and admin see all.
+//!   Only the owner or an admin cancels.
+//! - **Estimate = charge.** The hold is `ClusterPricing::estimate` of the request's resource
+//!   vector ([`JobRequest::alloc_with_default_mem`] with the partition's `def_mem_per_cpu_mb`)
+//!   over the time limit the job is forwarded with (the request's, else the partition's
+//!   `default_time`, else its `max_time`), from `now`: the code that prices the charge.
+//! - **No overspending.** The quote's balances are a preview; the decision is
+//!   [`bursar_ledger::Ledger::try_place_hold`], which checks the account and every ancestor
+//!   and places the hold in one serialized transaction. A submission that loses the race for
+//!   the last of an allocation tries the next cluster of its route, else gets a 402.
+//! - **Nothing left behind.** The hold is placed before forwarding and released when
+//!   forwarding fails; the work runs in its own task, so a client that hangs up does not cut
+//!   it short between hold and record.
+//! - **Idempotency.** A retry with the same `Idempotency-Key` (per user) and the same request
+//!   gets the first 201 again; with another request, 409. A key whose first submission failed
+//!   is spent (409): nothing was held, submit again with a new key.
+//! - **Settlement.** The ledger settles a hold when the collector posts the final record of
+//!   the job the hold is linked to (Slurm's job id; dstack's first job submission id). A job's
+//!   `state` is read from its hold (active → `held`, settled → `settled`, released →
+//!   `cancelled`, expired → `expired`) and its `charge` is the sum of the journal's usage
+//!   entries (charge, adjustments, refunds) for that cluster job id.
+
+mod api;
+pub mod forward;
+pub mod quote;
+pub mod route;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bursar_ledger::{ApiJob, HoldRow, HoldState, JournalQuery, LedgerError, NewApiJob, NewHold};
+use bursar_pricing::format_micros;
+use serde_json::{json, Value};
+
+use crate::app::App;
+use crate::auth::{Principal, Role};
+use crate::request::JobRequest;
+use crate::timefmt::{format_instant, now};
+
+pub use forward::{ForwardError, ForwardJob, Forwarded, Forwarder};
+pub use quote::{ClusterQuote, Funding};
+pub use route::{Explanation, OrderSource, Route, RouteOrder};
+
+/// Longest `Idempotency-Key` accepted.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;
+
+/// Why admission refused, as the API reports it (`status`, `code`, `message`, `details`).
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// 422 `invalid_request`: the request makes no sense, or fits no cluster
+    /// (`details.clusters[] = {cluster, reasons}`).
+    #[error("{message}")]
+    Invalid { message: String, details: Value },
+    /// 403 `no_association`.
+    #[error("user {user} is not associated with account {account}")]
+    NoAssociation { user: String, account: String },
+    /// 403 `forbidden`.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404 `not_found`.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409 `conflict`.
+    #[error("{0}")]
+    Conflict(String),
+    /// 402 `insufficient_allocation`: `details.clusters[] = {cluster, account, currency,
+    /// estimate, remaining}`.
+    #[error("{message}")]
+    InsufficientAllocation { message: String, details: Value },
+    /// 502 `upstream_refused`: the cluster refused the job (the hold was released).
+    #[error("{0}")]
+    UpstreamRefused(String),
+    /// 503 `upstream_unavailable`: the cluster could not be reached (the hold was released).
+    #[error("{0}")]
+    UpstreamUnavailable(String),
+    /// 500: the ledger or the server failed; the detail is for the log.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl AdmissionError {
+    fn invalid(message: impl Into<String>) -> AdmissionError {
+        AdmissionError::Invalid {
+            message: message.into(),
+            details: json!({}),
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        match self {
+            AdmissionError::Invalid { .. } => 422,
+            AdmissionError::NoAssociation { .. } | AdmissionError::Forbidden(_) => 403,
+            AdmissionError::NotFound(_) => 404,
+            AdmissionError::Conflict(_) => 409,
+            AdmissionError::InsufficientAllocation { .. } => 402,
+            AdmissionError::UpstreamRefused(_) => 502,
+            AdmissionError::UpstreamUnavailable(_) => 503,
+            AdmissionError::Internal(_) => 500,
+        }
+    }
+
+    /// The stable error code of `docs/api.md`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AdmissionError::Invalid { .. } => "invalid_request",
+            AdmissionError::NoAssociation { .. } => "no_association",
+            AdmissionError::Forbidden(_) => "forbidden",
+            AdmissionError::NotFound(_) => "not_found",
+            AdmissionError::Conflict(_) => "conflict",
+            AdmissionError::InsufficientAllocation { .. } => "insufficient_allocation",
+            AdmissionError::UpstreamRefused(_) => "upstream_refused",
+            AdmissionError::UpstreamUnavailable(_) => "upstream_unavailable",
+            AdmissionError::Internal(_) => "internal",
+        }
+    }
+
+    /// The `details` object (`{}` when there is nothing to add).
+    pub fn details(&self) -> Value {
+        match self {
+            AdmissionError::Invalid { details, .. }
+            | AdmissionError::InsufficientAllocation { details, .. } => details.clone(),
+            AdmissionError::NoAssociation { user, account } => {
+                json!({"user": user, "account": account})
+            }
+            _ => json!({}),
+        }
+    }
+}
+
+impl From<LedgerError> for AdmissionError {
+    fn from(e: LedgerError) -> AdmissionError {
+        match e {
+            LedgerError::NotFound { .. } => AdmissionError::NotFound(e.to_string()),
+            other => AdmissionError::Internal(other.to_string()),
+        }
+    }
+}
+
+type Result<T, E = AdmissionError> = std::result::Result<T, E>;
+
+/// Which jobs to list; every filter given must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobQuery {
+    pub user: Option<String>,
+    pub account: Option<String>,
+    /// `held`, `settled`, `cancelled`, `expired`, `failed`.
+    pub state: Option<String>,
+}
+
+/// The quote of every cluster for one request.
+#[derive(Debug, Clone)]
+pub struct Quote {
+    pub user: String,
+    pub account: String,
+    /// The account, its parent, …, `root`.
+    pub chain: Vec<String>,
+    pub order: RouteOrder,
+    /// Every cluster quoted, in route order.
+    pub clusters: Vec<ClusterQuote>,
+}
+
+impl Quote {
+    pub fn cluster(&self, name: &str) -> Option<&ClusterQuote> {
+        self.clusters.iter().find(|q| q.cluster == name)
+    }
+
+    /// Where the job would go now, and why: the first eligible cluster in route order.
+    pub fn preview(&self) -> Route {
+        let mut explanation = Explanation::new(&self.order);
+        for q in &self.clusters {
+            if q.eligible() {
+                explanation.choose(&q.cluster, chosen_reason(q));
+                break;
+            }
+            explanation.skip(&q.cluster, q.all_reasons(&self.account).join("; "));
+        }
+        explanation.finish()
+    }
+
+    /// The body of `POST /v1/quotes`: one object per cluster in route order (see
+    /// [`ClusterQuote::to_json`]), `"chosen": true` on the one a submission would go to now.
+    pub fn to_json(&self) -> Value {
+        let chosen = self.clusters.iter().position(ClusterQuote::eligible);
+        Value::Array(
+            self.clusters
+                .iter()
+                .enumerate()
+                .map(|(i, q)| {
+                    let mut entry = q.to_json(&self.account);
+                    entry["chosen"] = Value::Bool(Some(i) == chosen);
+                    entry
+                })
+                .collect(),
+        )
+    }
+}
+
+/// `estimate 2.00 su; physics has 8.00 su left after it`
+fn chosen_reason(q: &ClusterQuote) -> String {
+    let estimate = q.amount_with_unit(q.estimate.unwrap_or(0));
+    match q.remaining_after.iter().min_by_key(|(_, r)| *r) {
+        Some((account, after)) => format!(
+            "estimate {estimate}; {account} has {} left after it",
+            q.amount_with_unit(*after)
+        ),
+        None => format!("estimate {estimate}"),
+    }
+}
+
+/// The 201 answer of `POST /v1/jobs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    pub id: i64,
+    pub cluster: String,
+    pub cluster_job_id: String,
+    pub currency: String,
+    pub estimate: i64,
+    pub hold_id: Option<i64>,
+    pub route: Route,
+    decimals: u8,
+}
+
+impl Submitted {
+    /// `{id, cluster, cluster_job_id, currency, hold, hold_id, estimate, route}`; `hold` is the
+    /// amount held (the estimate).
+    pub fn to_json(&self) -> Value {
+        let amount = format_micros(self.estimate, self.decimals);
+        json!({
+            "id": self.id,
+            "cluster": self.cluster,
+            "cluster_job_id": self.cluster_job_id,
+            "currency": self.currency,
+            "hold": amount,
+            "hold_id": self.hold_id,
+            "estimate": amount,
+            "route": self.route,
+        })
+    }
+}
+
+/// A job submitted through the API, with its state and charge read from the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobView {
+    pub job: ApiJob,
+    /// `held`, `settled`, `cancelled`, `expired` or `failed`.
+    pub state: String,
+    /// Micros still held for it.
+    pub held: i64,
+    /// The sum of its usage entries, when any were posted.
+    pub charge: Option<i64>,
+    pub settled_at: Option<i64>,
+    decimals: u8,
+}
+
+impl JobView {
+    /// `{id, user, account, cluster, cluster_job_id, state, currency, estimate, hold, hold_id,
+    /// charge, submitted_at, settled_at}`.
+    pub fn to_json(&self) -> Value {
+        let amount = |m: i64| format_micros(m, self.decimals);
+        json!({
+            "id": self.job.id,
+            "user": self.job.user,
+            "account": self.job.account,
+            "cluster": self.job.cluster,
+            "cluster_job_id": self.job.cluster_job_id,
+            "state": self.state,
+            "currency": self.job.currency.as_str(),
+            "estimate": amount(self.job.estimate),
+            "hold": amount(self.held),
+            "hold_id": self.job.hold_id,
+            "charge": self.charge.map(amount),
+            "submitted_at": format_instant(self.job.submitted_at),
+            "settled_at": self.settled_at.map(format_instant),
+        })
+    }
+}
+
+/// Random bytes as lowercase hex (`2 × bytes` characters).
+pub(crate) fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    if getrandom::getrandom(&mut buf).is_err() {
+        // No OS randomness: fall back to the clock and a counter, unique within this process.
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let seed = format!(
+            "{:?}{}",
+            std::time::SystemTime::now(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let hash = blake3::hash(seed.as_bytes());
+        buf.iter_mut()
+            .zip(hash.as_bytes().iter().cycle())
+            .for_each(|(b, h)| *b = *h);
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The admission service. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Admission {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    app: Arc<App>,
+    forwarders: BTreeMap<String, Arc<dyn Forwarder>>,
+    grace: Duration,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field(
+                "forwarders",
+                &self.inner.forwarders.keys().collect::<Vec<_>>(),
+            )
+            .field("grace", &self.inner.grace)
+            .finish()
+    }
+}
+
+/// A job that passed admission: its quote, the cluster chosen, the hold placed (none for an
+/// estimate of 0) and the route taken.
+struct Admitted {
+    quote: Quote,
+    chosen: ClusterQuote,
+    hold_id: Option<i64>,
+    route: Route,
+}
+
+/// What recording an admitted job gave.
+enum Recorded {
+    Job(ApiJob),
+    /// A twin with the same key was recorded first: its answer.
+    Twin(Result<Submitted>),
+}
+
+/// How a hold attempt on one cluster ended.
+enum HoldOutcome {
+    /// Held (`None`: the estimate is 0, nothing to hold).
+    Held(Option<HoldRow>),
+    /// The ledger refused: someone else took the money since the quote.
+    Refused {
+        account: String,
+        remaining: Option<i64>,
+    },
+}
+
+impl Admission {
+    /// The service over `app`, forwarding through `forwarders` (cluster name → forwarder;
+    /// clusters without one are quoted as not eligible). Holds expire `time limit +
+    /// holds.grace` after they are placed.
+    pub fn new(app: Arc<App>, forwarders: BTreeMap<String, Arc<dyn Forwarder>>) -> Admission {
+        let grace = app.config.holds.grace();
+        Admission {
+            inner: Arc::new(Inner {
+                app,
+                forwarders,
+                grace,
+            }),
+        }
+    }
+
+    /// The service with the forwarders the configuration describes
+    /// ([`forward::forwarders_from_config`]).
+    pub fn from_app(app: Arc<App>) -> anyhow::Result<Admission> {
+        let forwarders = forward::forwarders_from_config(&app.config)?;
+        Ok(Admission::new(app, forwarders))
+    }
+
+    pub fn app(&self) -> &App {
+        &self.inner.app
+    }
+
+    /// Clusters that can take submissions (have a forwarder).
+    pub fn forwarding_clusters(&self) -> Vec<String> {
+        self.inner.forwarders.keys().cloned().collect()
+    }
+
+    // --- quote --------------------------------------------------------------------------------
+
+    /// Quotes every configured cluster (only the pinned ones when the request pins some).
+    pub async fn quote(&self, principal: &Principal, request: &JobRequest) -> Result<Quote> {
+        self.quote_at(principal, request, now()).await
+    }
+
+    async fn quote_at(
+        &self,
+        principal: &Principal,
+        request: &JobRequest,
+        at: i64,
+    ) -> Result<Quote> {
+        request
+            .validate()
+            .map_err(|e| AdmissionError::invalid(e.to_string()))?;
+        let app = &*self.inner.app;
+        let config = &app.config;
+        for cluster in &request.clusters {
+            if !config.clusters.contains_key(cluster) {
+                return Err(AdmissionError::invalid(format!(
+                    "unknown cluster {cluster} (clusters: {})",
+                    config
+                        .clusters
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        let account = self.account_for(principal, request).await?;
+        let chain = app.ledger.ancestors_or_self(&account).await?;
+        let balances = app.ledger.balances(at).await?;
+        let order = route::route_order(config, &request.clusters, &chain);
+        let ctx = quote::QuoteContext {
+            config,
+            pricing: &app.pricing,
+            prices: &app.prices,
+            forwarders: &self.inner.forwarders,
+            request,
+            chain: &chain,
+            balances: &balances,
+            now: at,
+        };
+        let clusters = order
+            .clusters
+            .iter()
+            .filter_map(|name| {
+                let cluster = config.clusters.get(name)?;
+                Some(quote::quote_cluster(&ctx, name, cluster))
+            })
+            .collect();
+        Ok(Quote {
+            user: principal.user.clone(),
+            account,
+            chain,
+            order,
+            clusters,
+        })
+    }
+
+    /// The request's account (else the user's default), after checking that the caller is
+    /// associated with it.
+    async fn account_for(&self, principal: &Principal, request: &JobRequest) -> Result<String> {
+        let ledger = &self.inner.app.ledger;
+        let user = &principal.user;
+        let account = match &request.account {
+            Some(a) => a.clone(),
+            None => ledger
+                .users()
+                .await?
+                .into_iter()
+                .find(|u| &u.name == user)
+                .map(|u| u.default_account)
+                .ok_or_else(|| {
+                    AdmissionError::Forbidden(format!(
+                        "user {user} has no default account and the request names none; \
+                         ask an admin to associate {user} with an account"
+                    ))
+                })?,
+        };
+        let associated = ledger
+            .associations()
+            .await?
+            .iter()
+            .any(|a| &a.user == user && a.account == account);
+        if !associated {
+            return Err(AdmissionError::NoAssociation {
+                user: user.clone(),
+                account,
+            });
+        }
+        Ok(account)
+    }
+
+    // --- submit -------------------------------------------------------------------------------
+
+    /// Admits, routes, holds and forwards a job (see the module documentation). Runs in its
+    /// own task: a caller that stops waiting does not stop it halfway.
+    pub async fn submit(
+        &self,
+        principal: &Principal,
+        request: JobRequest,
+        idempotency_key: Option<String>,
+    ) -> Result<Submitted> {
+        let this = self.clone();
+        let principal = principal.clone();
+        tokio::spawn(async move {
+            this.submit_inner(&principal, request, idempotency_key)
+                .await
+        })
+        .await
+        .map_err(|e| AdmissionError::Internal(format!("the submission task failed: {e}")))?
+    }
+
+    async fn submit_inner(
+        &self,
+        principal: &Principal,
+        request: JobRequest,
+        idempotency_key: Option<String>,
+    ) -> Result<Submitted> {
+        let app = &*self.inner.app;
+        let ledger = &app.ledger;
+        let at = now();
+        request
+            .validate()
+            .map_err(|e| AdmissionError::invalid(e.to_string()))?;
+        if request.batch_script().is_none() && request.dstack.is_none() {
+            return Err(AdmissionError::invalid(
+                "a job needs a script, a --wrap command or a dstack task",
+            ));
+        }
+        let request_json = serde_json::to_string(&request)
+            .map_err(|e| AdmissionError::Internal(format!("serializing the request: {e}")))?;
+        let stored_key = match &idempotency_key {
+            None => None,
+            Some(k) if k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY_LEN => {
+                return Err(AdmissionError::invalid(format!(
+                    "the Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} characters"
+                )))
+            }
+            // Keys are per user: user names have no spaces, so this cannot collide.
+            Some(k) => Some(format!("{} {k}", principal.user)),
+        };
+        if let Some(key) = &stored_key {
+            if let Some(job) = ledger.api_job_by_key(key).await? {
+                return self.replay(&job, &request_json);
+            }
+        }
+
+        let admitted = self
+            .admit(
+                principal,
+                &request,
+                &request_json,
+                stored_key.as_deref(),
+                at,
+            )
+            .await?;
+        let job = match self
+            .record(principal, &admitted, stored_key, &request_json, at)
+            .await?
+        {
+            Recorded::Job(job) => job,
+            Recorded::Twin(answer) => return answer,
+        };
+        self.forward(principal, admitted, job, request).await
+    }
+
+    /// Quotes, then holds the estimate on the first cluster in route order that fits and
+    /// that the ledger lets it pay for; else the refusal (402 or 422).
+    async fn admit(
+        &self,
+        principal: &Principal,
+        request: &JobRequest,
+        request_json: &str,
+        stored_key: Option<&str>,
+        at: i64,
+    ) -> Result<Admitted> {
+        let quote = self.quote_at(principal, request, at).await?;
+        let mut explanation = Explanation::new(&quote.order);
+        let mut lost: Vec<Value> = Vec::new();
+        for q in &quote.clusters {
+            if !q.eligible() {
+                explanation.skip(&q.cluster, q.all_reasons(&quote.account).join("; "));
+                continue;
+            }
+            match self.hold(&quote, q, request_json, stored_key, at).await? {
+                HoldOutcome::Held(hold) => {
+                    explanation.choose(&q.cluster, chosen_reason(q));
+                    let chosen = q.clone();
+                    return Ok(Admitted {
+                        route: explanation.finish(),
+                        hold_id: hold.map(|h| h.id),
+                        chosen,
+                        quote,
+                    });
+                }
+                HoldOutcome::Refused { account, remaining } => {
+                    let estimate = q.estimate.unwrap_or(0);
+                    let why = match remaining {
+                        Some(r) => format!(
+                            "another submission took the allocation first: {account} has {} \
+                             left, the job needs {}",
+                            q.amount_with_unit(r.max(0)),
+                            q.amount_with_unit(estimate)
+                        ),
+                        None => format!(
+                            "{account} and its parents no longer have an allocation in {}",
+                            q.currency
+                        ),
+                    };
+                    lost.push(json!({
+                        "cluster": q.cluster,
+                        "account": account,
+                        "currency": q.currency.as_str(),
+                        "estimate": q.amount(estimate),
+                        "remaining": q.amount(remaining.unwrap_or(0)),
+                        "reason": why,
+                    }));
+                    explanation.skip(&q.cluster, why);
+                }
+            }
+        }
+        Err(refusal(&quote, lost))
+    }
+
+    /// Records the admitted job (state `held`). A twin submission with the same key that
+    /// recorded first gets its answer instead; our hold is given back unless it is the twin's
+    /// (the same derived hold key).
+    async fn record(
+        &self,
+        principal: &Principal,
+        admitted: &Admitted,
+        stored_key: Option<String>,
+        request_json: &str,
+        at: i64,
+    ) -> Result<Recorded> {
+        let ledger = &self.inner.app.ledger;
+        let route_json = serde_json::to_string(&admitted.route)
+            .map_err(|e| AdmissionError::Internal(format!("serializing the route: {e}")))?;
+        let q = &admitted.chosen;
+        let created = ledger
+            .create_api_job(&NewApiJob {
+                idempotency_key: stored_key.clone(),
+                actor: principal.user.clone(),
+                user: principal.user.clone(),
+                account: admitted.quote.account.clone(),
+                cluster: q.cluster.clone(),
+                currency: q.currency.clone(),
+                estimate: q.estimate.unwrap_or(0),
+                hold_id: admitted.hold_id,
+                state: "held".to_string(),
+                request_json: request_json.to_string(),
+                route_json,
+                at,
+            })
+            .await;
+        let e = match created {
+            Ok(job) => return Ok(Recorded::Job(job)),
+            Err(e) => e,
+        };
+        let twin = match (&e, &stored_key) {
+            (LedgerError::Conflict(_), Some(key)) => ledger.api_job_by_key(key).await?,
+            _ => None,
+        };
+        if let Some(h) = admitted.hold_id {
+            if twin.as_ref().and_then(|t| t.hold_id) != Some(h) {
+                self.release(h, "the job could not be recorded").await;
+            }
+        }
+        match twin {
+            Some(twin) => Ok(Recorded::Twin(self.replay(&twin, request_json))),
+            None => Err(AdmissionError::Internal(format!("recording the job: {e}"))),
+        }
+    }
+
+    /// Hands the recorded job to its cluster: on success links the hold to the cluster's job
+    /// id and answers 201; on failure releases the hold and marks the job `failed`.
+    async fn forward(
+        &self,
+        principal: &Principal,
+        admitted: Admitted,
+        job: ApiJob,
+        request: JobRequest,
+    ) -> Result<Submitted> {
+        let ledger = &self.inner.app.ledger;
+        let Admitted {
+            quote,
+            chosen: q,
+            hold_id,
+            route,
+        } = admitted;
+        let forward_job = ForwardJob {
+            cluster: q.cluster.clone(),
+            user: principal.user.clone(),
+            account: quote.account.clone(),
+            partition: q.partition.clone().unwrap_or_default(),
+            qos: request.qos.clone(),
+            time_limit_min: q.time_limit_min.unwrap_or(1),
+            working_dir: self.working_dir(&q.cluster, &principal.user, &request),
+            request,
+        };
+        let outcome = match self.inner.forwarders.get(&q.cluster) {
+            Some(forwarder) => forwarder.submit(&forward_job).await,
+            None => Err(ForwardError::Refused(format!(
+                "no forwarder is configured for {}",
+                q.cluster
+            ))),
+        };
+        let forwarded = match outcome {
+            Ok(forwarded) => forwarded,
+            Err(e) => {
+                if let Some(h) = hold_id {
+                    self.release(h, &format!("forwarding failed: {e}")).await;
+                }
+                if let Err(err) = ledger.update_api_job(job.id, "failed", None, now()).await {
+                    tracing::error!(job = job.id, error = %err, "could not mark the job failed");
+                }
+                tracing::warn!(job = job.id, cluster = %q.cluster, error = %e,
+                    "forwarding failed; hold released");
+                return Err(match e {
+                    ForwardError::Refused(m) => AdmissionError::UpstreamRefused(format!(
+                        "{} refused the job (nothing is held): {m}",
+                        q.cluster
+                    )),
+                    ForwardError::Unavailable(m) => AdmissionError::UpstreamUnavailable(format!(
+                        "{} could not be reached (nothing is held): {m}",
+                        q.cluster
+                    )),
+                });
+            }
+        };
+        // The job runs now: failing to note it must not turn into an error the client would
+        // retry (that would run it twice). The hold then expires instead of settling.
+        if let Some(h) = hold_id {
+            if let Err(e) = ledger.link_hold(h, &forwarded.settle_ref).await {
+                tracing::error!(hold = h, job = job.id, error = %e,
+                    "the job was forwarded but its hold could not be linked; it will expire instead of settling");
+            }
+        }
+        if let Err(e) = ledger
+            .update_api_job(job.id, "held", Some(&forwarded.cluster_job_id), now())
+            .await
+        {
+            tracing::error!(job = job.id, cluster_job_id = %forwarded.cluster_job_id, error = %e,
+                "the job was forwarded but its cluster job id could not be recorded");
+        }
+        let estimate = q.estimate.unwrap_or(0);
+        tracing::info!(job = job.id, cluster = %q.cluster, cluster_job_id = %forwarded.cluster_job_id,
+            user = %principal.user, account = %quote.account, estimate, "job admitted and forwarded");
+        Ok(Submitted {
+            id: job.id,
+            cluster: q.cluster.clone(),
+            cluster_job_id: forwarded.cluster_job_id,
+            currency: q.currency.to_string(),
+            estimate,
+            hold_id,
+            route,
+            decimals: q.decimals,
+        })
+    }
+
+    /// Places the hold for `q` through the ledger's serialized check of the whole chain.
+    async fn hold(
+        &self,
+        quote: &Quote,
+        q: &ClusterQuote,
+        request_json: &str,
+        stored_key: Option<&str>,
+        at: i64,
+    ) -> Result<HoldOutcome> {
+        let estimate = q.estimate.unwrap_or(0);
+        if estimate == 0 {
+            return Ok(HoldOutcome::Held(None));
+        }
+        let minutes = q.time_limit_min.unwrap_or(0);
+        let lifetime = i64::try_from(minutes.saturating_mul(60))
+            .unwrap_or(i64::MAX)
+            .saturating_add(i64::try_from(self.inner.grace.as_secs()).unwrap_or(i64::MAX));
+        // With a client key the hold key is derived from it (and the request and cluster), so
+        // twins racing with one key share one hold; a stale hold of an earlier attempt under the
+        // same key (closed) is not reused.
+        let derived = stored_key.map(|key| {
+            let mut h = blake3::Hasher::new();
+            for part in [key, request_json, &q.cluster] {
+                h.update(part.as_bytes());
+                h.update(&[0]);
+            }
+            format!("api:{}", &h.finalize().to_hex()[..32])
+        });
+        let mut keys = derived.into_iter().collect::<Vec<_>>();
+        keys.push(format!("api:{}", random_hex(16)));
+        for key in keys {
+            let placed = self
+                .inner
+                .app
+                .ledger
+                .try_place_hold(&NewHold {
+                    account: quote.account.clone(),
+                    currency: q.currency.clone(),
+                    amount: estimate,
+                    cluster: q.cluster.clone(),
+                    job_ref: None,
+                    placed_at: at,
+                    expires_at: at.saturating_add(lifetime),
+                    idempotency_key: key,
+                    note: Some(format!("api submission by {}", quote.user)),
+                })
+                .await;
+            match placed {
+                Ok(hold) if hold.state == HoldState::Active => {
+                    return Ok(HoldOutcome::Held(Some(hold)))
+                }
+                Ok(_) => continue,
+                Err(LedgerError::InsufficientAllocation {
+                    account, remaining, ..
+                }) => {
+                    return Ok(HoldOutcome::Refused {
+                        account,
+                        remaining: Some(remaining),
+                    })
+                }
+                Err(LedgerError::NoAllocation { account, .. }) => {
+                    return Ok(HoldOutcome::Refused {
+                        account,
+                        remaining: None,
+                    })
+                }
+                Err(e) => return Err(AdmissionError::Internal(format!("placing the hold: {e}"))),
+            }
+        }
+        Err(AdmissionError::Internal(
+            "placing the hold: the ledger returned a closed hold for a fresh key".to_string(),
+        ))
+    }
+
+    /// Releases a hold, logging (not failing) when the ledger cannot.
+    async fn release(&self, hold_id: i64, reason: &str) {
+        if let Err(e) = self
+            .inner
+            .app
+            .ledger
+            .release_hold(hold_id, reason, now())
+            .await
+        {
+            tracing::error!(hold = hold_id, error = %e, "could not release a hold; it will expire");
+        }
+    }
+
+    /// The answer to a retry with a key already used.
+    fn replay(&self, job: &ApiJob, request_json: &str) -> Result<Submitted> {
+        if job.request_json != request_json {
+            return Err(AdmissionError::Conflict(format!(
+                "this Idempotency-Key was used for a different request (job {})",
+                job.id
+            )));
+        }
+        if job.state == "failed" {
+            return Err(AdmissionError::Conflict(format!(
+                "the submission with this Idempotency-Key failed (job {}); nothing is held — \
+                 submit again with a new key",
+                job.id
+            )));
+        }
+        let Some(cluster_job_id) = job.cluster_job_id.clone() else {
+            return Err(AdmissionError::Conflict(format!(
+                "the submission with this Idempotency-Key (job {}) is still being forwarded; \
+                 retry in a moment",
+                job.id
+            )));
+        };
+        let route: Route = serde_json::from_str(&job.route_json).unwrap_or(Route {
+            cluster: Some(job.cluster.clone()),
+            explanation: Vec::new(),
+        });
+        Ok(Submitted {
+            id: job.id,
+            cluster: job.cluster.clone(),
+            cluster_job_id,
+            currency: job.currency.to_string(),
+            estimate: job.estimate,
+            hold_id: job.hold_id,
+            route,
+            decimals: self.inner.app.decimals(job.currency.as_str()),
+        })
+    }
+
+    /// The request's working directory, else the cluster's `submit.working_dir` (`{user}`
+    /// replaced), else `/home/<user>`.
+    fn working_dir(&self, cluster: &str, user: &str, request: &JobRequest) -> String {
+        if let Some(dir) = &request.working_dir {
+            return dir.clone();
+        }
+        self.inner
+            .app
+            .config
+            .clusters
+            .get(cluster)
+            .and_then(|c| c.submit.as_ref())
+            .and_then(|s| s.working_dir.as_deref())
+            .map(|template| template.replace("{user}", user))
+            .unwrap_or_else(|| format!("/home/{user}"))
+    }
+
+    // --- jobs ---------------------------------------------------------------------------------
+
+    /// Jobs submitted through the API: the caller's own (finance and admin: everyone's),
+    /// filtered by `query`.
+    pub async fn jobs(&self, principal: &Principal, query: &JobQuery) -> Result<Vec<JobView>> {
+        let user = if principal.role >= Role::Finance {
+            query.user.clone()
+        } else {
+            if query.user.as_ref().is_some_and(|u| u != &principal.user) {
+                return Err(AdmissionError::Forbidden(format!(
+                    "user {} may only list its own jobs",
+                    principal.user
+                )));
+            }
+            Some(principal.user.clone())
+        };
+        let ledger = &self.inner.app.ledger;
+        let jobs = ledger
+            .api_jobs(user.as_deref(), query.account.as_deref())
+            .await?;
+        let holds = self.holds_of(&jobs).await?;
+        let mut views = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let view = self.view(job, &holds).await?;
+            if query.state.as_ref().is_none_or(|s| s == &view.state) {
+                views.push(view);
+            }
+        }
+        Ok(views)
+    }
+
+    /// One job: its owner's, or anyone's for finance and admin.
+    pub async fn job(&self, principal: &Principal, id: i64) -> Result<JobView> {
+        let job = self.visible_job(principal, id).await?;
+        let holds = self.holds_of(std::slice::from_ref(&job)).await?;
+        self.view(job, &holds).await
+    }
+
+    /// Cancels a held job on its cluster (as its user) and releases its hold. The owner or an
+    /// admin may.
+    pub async fn cancel(&self, principal: &Principal, id: i64) -> Result<JobView> {
+        let job = self.visible_job(principal, id).await?;
+        if job.user != principal.user && principal.role < Role::Admin {
+            return Err(AdmissionError::Forbidden(format!(
+                "only {} or an admin may cancel job {id}",
+                job.user
+            )));
+        }
+        let holds = self.holds_of(std::slice::from_ref(&job)).await?;
+        let view = self.view(job, &holds).await?;
+        if view.state != "held" {
+            return Err(AdmissionError::Conflict(format!(
+                "job {id} is {}: there is nothing to cancel",
+                view.state
+            )));
+        }
+        let job = view.job;
+        let Some(cluster_job_id) = job.cluster_job_id.clone() else {
+            return Err(AdmissionError::Conflict(format!(
+                "job {id} is still being forwarded; cancel it in a moment"
+            )));
+        };
+        let forwarder = self
+            .inner
+            .forwarders
+            .get(&job.cluster)
+            .cloned()
+            .ok_or_else(|| {
+                AdmissionError::Internal(format!("no forwarder for cluster {}", job.cluster))
+            })?;
+        forwarder
+            .cancel(&job.user, &cluster_job_id)
+            .await
+            .map_err(|e| match e {
+                ForwardError::Refused(m) => AdmissionError::UpstreamRefused(format!(
+                    "{} refused to cancel job {cluster_job_id} (the hold stays): {m}",
+                    job.cluster
+                )),
+                ForwardError::Unavailable(m) => AdmissionError::UpstreamUnavailable(format!(
+                    "{} could not be reached to cancel job {cluster_job_id} (the hold stays): {m}",
+                    job.cluster
+                )),
+            })?;
+        let ledger = &self.inner.app.ledger;
+        let at = now();
+        if let Some(h) = job.hold_id {
+            ledger.release_hold(h, "cancelled by user", at).await?;
+        }
+        ledger.update_api_job(job.id, "cancelled", None, at).await?;
+        tracing::info!(job = job.id, cluster = %job.cluster, %cluster_job_id, by = %principal.user, "job cancelled");
+        self.job(principal, id).await
+    }
+
+    /// The job if the caller may see it; someone else's job is "not found" to a user.
+    async fn visible_job(&self, principal: &Principal, id: i64) -> Result<ApiJob> {
+        let job = self.inner.app.ledger.api_job(id).await?;
+        match job {
+            Some(job) if job.user == principal.user || principal.role >= Role::Finance => Ok(job),
+            _ => Err(AdmissionError::NotFound(format!("job {id} not found"))),
+        }
+    }
+
+    async fn holds_of(&self, jobs: &[ApiJob]) -> Result<HashMap<i64, HoldRow>> {
+        if jobs.iter().all(|j| j.hold_id.is_none()) {
+            return Ok(HashMap::new());
+        }
+        Ok(self
+            .inner
+            .app
+            .ledger
+            .holds(false)
+            .await?
+            .into_iter()
+            .map(|h| (h.id, h))
+            .collect())
+    }
+
+    /// The job's state from its hold, its charge from the journal; a state that changed is
+    /// written back so that listing by state works.
+    async fn view(&self, job: ApiJob, holds: &HashMap<i64, HoldRow>) -> Result<JobView> {
+        let hold = job.hold_id.and_then(|h| holds.get(&h));
+        let (state, held, settled_at) = match (job.state.as_str(), hold) {
+            ("held", Some(h)) => match h.state {
+                HoldState::Active => ("held", h.amount, None),
+                HoldState::Settled => ("settled", 0, h.closed_at),
+                HoldState::Released => ("cancelled", 0, None),
+                HoldState::Expired => ("expired", 0, None),
+            },
+            (state, Some(h)) if h.state == HoldState::Settled => (state, 0, h.closed_at),
+            (state, _) => (state, 0, None),
+        };
+        let state = state.to_string();
+        let ledger = &self.inner.app.ledger;
+        let settle_ref = hold
+            .and_then(|h| h.job_ref.clone())
+            .or_else(|| job.cluster_job_id.clone());
+        let charge = match settle_ref {
+            Some(job_id) => {
+                let entries = ledger
+                    .journal(&JournalQuery {
+                        cluster: Some(job.cluster.clone()),
+                        job_id: Some(job_id),
+                        ..JournalQuery::default()
+                    })
+                    .await?;
+                let usage: Vec<_> = entries
+                    .iter()
+                    .filter(|e| e.kind.is_usage() && e.currency == job.currency)
+                    .collect();
+                if usage.is_empty() {
+                    None
+                } else {
+                    Some(
+                        usage
+                            .iter()
+                            .fold(0i64, |sum, e| sum.saturating_add(e.amount)),
+                    )
+                }
+            }
+            None => None,
+        };
+        if state != job.state {
+            if let Err(e) = ledger.update_api_job(job.id, &state, None, now()).await {
+                tracing::warn!(job = job.id, error = %e, "could not record the job's new state");
+            }
+        }
+        let decimals = self.inner.app.decimals(job.currency.as_str());
+        Ok(JobView {
+            job,
+            state,
+            held,
+            charge,
+            settled_at,
+            decimals,
+        })
+    }
+}
+
+/// The error when no cluster took the job: 402 when some fit and only money stood in the way
+/// (the quote's verdict, or the ledger's when another submission took the money first), else
+/// 422 with every cluster's reasons.
+fn refusal(quote: &Quote, lost: Vec<Value>) -> AdmissionError {
+    let mut clusters = lost;
+    let mut lines: Vec<String> = Vec::new();
+    for entry in &clusters {
+        lines.push(format!(
+            "on {}, {} has {} {currency} left; the job needs an estimated {} {currency}",
+            entry["cluster"].as_str().unwrap_or_default(),
+            entry["account"].as_str().unwrap_or_default(),
+            entry["remaining"].as_str().unwrap_or_default(),
+            entry["estimate"].as_str().unwrap_or_default(),
+            currency = entry["currency"].as_str().unwrap_or_default(),
+        ));
+    }
+    for q in quote.clusters.iter().filter(|q| q.blocked_by_money()) {
+        let estimate = q.amount(q.estimate.unwrap_or(0));
+        let (account, remaining, line) = match &q.funding {
+            Funding::Short { account, remaining } => (
+                account.clone(),
+                q.amount(*remaining),
+                format!(
+                    "on {}, {account} has {} {currency} left; the job needs an estimated {estimate} {currency}",
+                    q.cluster,
+                    q.amount((*remaining).max(0)),
+                    currency = q.currency
+                ),
+            ),
+            _ => (
+                quote.account.clone(),
+                q.amount(0),
+                format!(
+                    "on {}, {} and its parents have no allocation in {currency} (no access to \
+                     clusters billed in {currency}); the job needs an estimated {estimate} {currency}",
+                    q.cluster,
+                    quote.account,
+                    currency = q.currency
+                ),
+            ),
+        };
+        lines.push(line);
+        clusters.push(json!({
+            "cluster": q.cluster,
+            "account": account,
+            "currency": q.currency.as_str(),
+            "estimate": estimate,
+            "remaining": remaining,
+            "reason": q.money_reason(&quote.account),
+        }));
+    }
+    if !clusters.is_empty() {
+        return AdmissionError::InsufficientAllocation {
+            message: format!("no cluster can be paid for: {}", lines.join("; ")),
+            details: json!({"clusters": clusters}),
+        };
+    }
+    let reasons: Vec<Value> = quote
+        .clusters
+        .iter()
+        .map(|q| json!({"cluster": q.cluster, "reasons": q.all_reasons(&quote.account)}))
+        .collect();
+    let message = if quote.clusters.is_empty() {
+        "no cluster is configured to take jobs".to_string()
+    } else {
+        format!(
+            "no cluster can run this job: {}",
+            quote
+                .clusters
+                .iter()
+                .map(|q| q.all_reasons(&quote.account).join("; "))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    };
+    AdmissionError::Invalid {
+        message,
+        details: json!({"clusters": reasons}),
+    }
+}

@@ -1,0 +1,362 @@
+//! Quoting one cluster: can the job run there, what would it cost, and can the account pay.
+//!
+//! Pure: everything the decision needs (configuration, pricing, the account's chain and the
+//! balances at `now`) is handed in, so a quote is reproducible and cheap to test.
+
+use std::collections::BTreeMap;
+
+use bursar_ledger::BalanceRow;
+use bursar_pricing::{format_micros, ClusterPricing, Currency, PriceBook};
+use serde_json::{json, Value};
+
+use super::forward::Forwarder;
+use crate::config::{ClusterConfig, ClusterKind, Config};
+use crate::request::{JobRequest, TimeLimit};
+
+/// Whether the account's chain can pay for the job on one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Funding {
+    /// No account on the chain holds an allocation in the cluster's currency: no access.
+    NoAllocation,
+    /// The chain has allocations, but the estimate is unknown (the job does not fit).
+    Unknown,
+    /// Every allocation on the chain covers the estimate.
+    Covered,
+    /// `account` (the link with the least left) has only `remaining` micros.
+    Short { account: String, remaining: i64 },
+}
+
+/// The quote of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterQuote {
+    pub cluster: String,
+    pub currency: Currency,
+    /// The partition the job would run in, when one could be chosen.
+    pub partition: Option<String>,
+    /// The time limit the job would run with (the request's or the partition's), in minutes.
+    pub time_limit_min: Option<u64>,
+    /// What the job would be held for, in micros of `currency`.
+    pub estimate: Option<i64>,
+    /// Why the job cannot run there, money aside; empty when it fits.
+    pub reasons: Vec<String>,
+    pub funding: Funding,
+    /// `(account, remaining − estimate)` for the account and each ancestor with an allocation
+    /// in `currency`, nearest first; `remaining` alone while the estimate is unknown.
+    pub remaining_after: Vec<(String, i64)>,
+    /// Decimal places to print amounts with.
+    pub decimals: u8,
+}
+
+impl ClusterQuote {
+    /// The job fits the cluster (partition, GPUs, limits, forwarding), money aside.
+    pub fn fits(&self) -> bool {
+        self.reasons.is_empty()
+    }
+
+    /// `Some(true)` when every allocation on the chain covers the estimate, `None` while the
+    /// estimate is unknown.
+    pub fn affordable(&self) -> Option<bool> {
+        match self.funding {
+            Funding::Covered => Some(true),
+            Funding::Short { .. } | Funding::NoAllocation => Some(false),
+            Funding::Unknown => None,
+        }
+    }
+
+    /// Fits and can be paid for: the job may be routed here.
+    pub fn eligible(&self) -> bool {
+        self.fits() && self.affordable() == Some(true)
+    }
+
+    /// The job fits and only money stands in the way.
+    pub fn blocked_by_money(&self) -> bool {
+        self.fits() && self.affordable() == Some(false)
+    }
+
+    /// An amount of this cluster's currency as an exact decimal string.
+    pub fn amount(&self, micros: i64) -> String {
+        format_micros(micros, self.decimals)
+    }
+
+    /// `2.00 su`
+    pub fn amount_with_unit(&self, micros: i64) -> String {
+        format!("{} {}", self.amount(micros), self.currency)
+    }
+
+    /// Why money stands in the way, in words, for the account `account` the job charges.
+    pub fn money_reason(&self, account: &str) -> Option<String> {
+        match &self.funding {
+            Funding::NoAllocation => Some(format!(
+                "no allocation in {currency} for {account} or its parents: no access to \
+                 clusters billed in {currency}",
+                currency = self.currency
+            )),
+            Funding::Short {
+                account: short,
+                remaining,
+            } => Some(format!(
+                "{short} has {} left, the job needs {}",
+                self.amount_with_unit((*remaining).max(0)),
+                self.amount_with_unit(self.estimate.unwrap_or(0)),
+            )),
+            Funding::Covered | Funding::Unknown => None,
+        }
+    }
+
+    /// Every reason the job cannot go here, money included.
+    pub fn all_reasons(&self, account: &str) -> Vec<String> {
+        let mut reasons = self.reasons.clone();
+        reasons.extend(self.money_reason(account));
+        reasons
+    }
+
+    /// The JSON of `POST /v1/quotes` for this cluster (the caller adds `chosen`).
+    pub fn to_json(&self, account: &str) -> Value {
+        json!({
+            "cluster": self.cluster,
+            "currency": self.currency.as_str(),
+            "eligible": self.eligible(),
+            "affordable": self.affordable(),
+            "reasons": self.all_reasons(account),
+            "partition": self.partition,
+            "time_limit_min": self.time_limit_min,
+            "estimate": self.estimate.map(|e| self.amount(e)),
+            "remaining_after": self
+                .remaining_after
+                .iter()
+                .map(|(account, remaining)| json!({"account": account, "remaining": self.amount(*remaining)}))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// What quoting needs besides the cluster: shared by every cluster of one request.
+pub struct QuoteContext<'a> {
+    pub config: &'a Config,
+    pub pricing: &'a std::collections::HashMap<String, ClusterPricing>,
+    pub prices: &'a PriceBook,
+    pub forwarders: &'a BTreeMap<String, std::sync::Arc<dyn Forwarder>>,
+    pub request: &'a JobRequest,
+    /// The account charged, then its parent, …, `root`.
+    pub chain: &'a [String],
+    /// Balances at `now` (every account, every currency).
+    pub balances: &'a [BalanceRow],
+    pub now: i64,
+}
+
+/// `onprem has: batch, gpu`
+fn listed<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<&str> = names.map(String::as_str).collect();
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Quotes `name` (a configured cluster) for the context's request.
+pub fn quote_cluster(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig) -> ClusterQuote {
+    let currency = Currency::new(&cluster.currency);
+    let mut quote = ClusterQuote {
+        cluster: name.to_string(),
+        currency: currency.clone(),
+        partition: None,
+        time_limit_min: None,
+        estimate: None,
+        reasons: Vec::new(),
+        funding: Funding::Unknown,
+        remaining_after: Vec::new(),
+        decimals: ctx.config.decimals(&cluster.currency),
+    };
+    // Allocations in this currency on the chain, nearest first.
+    let covering: Vec<(String, i64)> = ctx
+        .chain
+        .iter()
+        .filter_map(|a| {
+            ctx.balances
+                .iter()
+                .find(|b| &b.account == a && b.currency == currency)
+                .and_then(|b| b.remaining.map(|r| (a.clone(), r)))
+        })
+        .collect();
+    if covering.is_empty() {
+        quote.funding = Funding::NoAllocation;
+    }
+
+    fit(ctx, name, cluster, &mut quote);
+
+    if let (Some(partition), Some(minutes)) = (quote.partition.clone(), quote.time_limit_min) {
+        if quote.reasons.is_empty() {
+            price(ctx, name, cluster, &partition, minutes, &mut quote);
+        }
+    }
+    match quote.estimate {
+        Some(estimate) if !covering.is_empty() => {
+            let mut short: Option<(String, i64)> = None;
+            for (a, remaining) in &covering {
+                let after = remaining.saturating_sub(estimate);
+                quote.remaining_after.push((a.clone(), after));
+                if after < 0 && short.as_ref().is_none_or(|(_, r)| remaining < r) {
+                    short = Some((a.clone(), *remaining));
+                }
+            }
+            quote.funding = match short {
+                Some((account, remaining)) => Funding::Short { account, remaining },
+                None => Funding::Covered,
+            };
+        }
+        _ if !covering.is_empty() => quote.remaining_after = covering,
+        _ => {}
+    }
+    quote
+}
+
+/// Partition, job kind, GPUs, limits and forwarding: fills `reasons`, `partition` and
+/// `time_limit_min`.
+fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut ClusterQuote) {
+    let request = ctx.request;
+    let Some(submit) = &cluster.submit else {
+        quote.reasons.push(format!(
+            "{name} does not take jobs through bursar (its configuration has no submit section)"
+        ));
+        return;
+    };
+    let kind_fits = match (cluster.kind, request.dstack.is_some()) {
+        (ClusterKind::Slurm, true) => {
+            quote.reasons.push(format!(
+                "{name} is a Slurm cluster and this is a dstack task: submit a batch script to run here"
+            ));
+            false
+        }
+        (ClusterKind::Dstack, false) => {
+            quote.reasons.push(format!(
+                "{name} is a dstack cluster: it runs dstack tasks, not batch scripts"
+            ));
+            false
+        }
+        _ => true,
+    };
+    let partition = match request
+        .partition
+        .as_ref()
+        .or(submit.default_partition.as_ref())
+    {
+        Some(p) => p,
+        None => {
+            quote.reasons.push(format!(
+                "no partition given and {name} has no default partition; pass -p (partitions \
+                 on {name}: {})",
+                listed(submit.partitions.keys())
+            ));
+            return;
+        }
+    };
+    let Some(limits) = submit.partitions.get(partition) else {
+        quote.reasons.push(format!(
+            "partition {partition} does not exist on {name} (partitions there: {})",
+            listed(submit.partitions.keys())
+        ));
+        return;
+    };
+    quote.partition = Some(partition.clone());
+
+    if let Some(gpus) = &request.gpus {
+        match (&limits.gpu_types, &gpus.kind) {
+            (Some(types), _) if types.is_empty() => quote.reasons.push(format!(
+                "partition {partition} on {name} has no GPUs"
+            )),
+            (Some(types), Some(kind)) if !types.iter().any(|t| t.eq_ignore_ascii_case(kind)) => {
+                quote.reasons.push(format!(
+                    "GPU type {kind} is not available in partition {partition} on {name} (it has: {})",
+                    types.join(", ")
+                ))
+            }
+            _ => {}
+        }
+    }
+    if let Some(max) = limits.max_nodes {
+        if request.nodes > max {
+            quote.reasons.push(format!(
+                "the job asks for {} nodes; partition {partition} on {name} allows at most {max}",
+                request.nodes
+            ));
+        }
+    }
+    let minutes = match request.time_limit() {
+        TimeLimit::Minutes(m) => {
+            if let Some(max) = limits.max_time.filter(|max| m > *max) {
+                quote.reasons.push(format!(
+                    "the time limit {} is longer than the {} partition {partition} on {name} allows",
+                    TimeLimit::Minutes(m),
+                    TimeLimit::Minutes(max)
+                ));
+            }
+            Some(m)
+        }
+        TimeLimit::Unlimited => limits.default_time.or(limits.max_time),
+    };
+    match minutes {
+        Some(m) => quote.time_limit_min = Some(m),
+        None => quote.reasons.push(format!(
+            "no time limit given and partition {partition} on {name} has no maximum; pass -t"
+        )),
+    }
+    match ctx.forwarders.get(name) {
+        None => quote.reasons.push(format!(
+            "{name} has no {} to submit through (configure submit.{} or collect.{})",
+            kind_endpoint(cluster.kind),
+            kind_endpoint(cluster.kind),
+            kind_endpoint(cluster.kind),
+        )),
+        Some(forwarder) if kind_fits => {
+            if let Err(why) = forwarder.check(request) {
+                quote.reasons.push(format!("{name}: {why}"));
+            }
+        }
+        Some(_) => {}
+    }
+}
+
+fn kind_endpoint(kind: ClusterKind) -> &'static str {
+    match kind {
+        ClusterKind::Slurm => "slurmrestd",
+        ClusterKind::Dstack => "dstack",
+    }
+}
+
+/// The estimate: `ClusterPricing::estimate`, the code that prices the job's charge.
+fn price(
+    ctx: &QuoteContext<'_>,
+    name: &str,
+    cluster: &ClusterConfig,
+    partition: &str,
+    minutes: u64,
+    quote: &mut ClusterQuote,
+) {
+    let def_mem = cluster
+        .submit
+        .as_ref()
+        .and_then(|s| s.partitions.get(partition))
+        .and_then(|p| p.def_mem_per_cpu_mb);
+    let Some(pricing) = ctx.pricing.get(name) else {
+        quote
+            .reasons
+            .push(format!("{name} has no pricing rules loaded"));
+        return;
+    };
+    let alloc = ctx.request.alloc_with_default_mem(def_mem);
+    let seconds = TimeLimit::Minutes(minutes).seconds().unwrap_or(u64::MAX);
+    match pricing.estimate(
+        Some(partition),
+        ctx.request.qos.as_deref(),
+        &alloc,
+        seconds,
+        ctx.now,
+        ctx.prices,
+    ) {
+        Ok(money) => quote.estimate = Some(money.micros),
+        Err(e) => quote
+            .reasons
+            .push(format!("the job cannot be priced on {name}: {e}")),
+    }
+}

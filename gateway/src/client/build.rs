@@ -1,0 +1,359 @@
+//! A `bursar submit` / `bursar quote` command line → the [`JobRequest`] to send: sbatch options
+//! and the script's `#SBATCH` lines, or a dstack task file; the job's environment and working
+//! folder from the submitting shell, as sbatch takes them.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Read};
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+use crate::request::{
+    parse_dstack_task, parse_sbatch_command, split_sbatch_args, JobRequest, RequestError,
+};
+
+/// Never sent to a cluster, whatever `--export` says: the job does not need the user's bursar
+/// token, and the cluster's administrators should not see it.
+const NEVER_EXPORTED: &[&str] = &["BURSAR_TOKEN"];
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// `-h`, `--help`, `--usage`: print the usage and stop.
+    Help,
+    Job(Box<Submission>),
+}
+
+/// A job to quote or submit, and how the client should behave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submission {
+    pub request: JobRequest,
+    pub parsable: bool,
+    pub quiet: bool,
+    pub test_only: bool,
+    /// How the request was read (ranges narrowed, …): shown on standard error.
+    pub notes: Vec<String>,
+    /// From a dstack task file rather than a batch script.
+    pub dstack: bool,
+}
+
+/// What the submitting shell provides: its environment and folder. Taken from the process by
+/// [`Shell::current`]; built by hand in tests.
+#[derive(Debug, Clone, Default)]
+pub struct Shell {
+    pub vars: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+}
+
+impl Shell {
+    /// This process's environment (variables that are not UTF-8 are skipped) and folder.
+    pub fn current() -> Shell {
+        Shell {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+            cwd: std::env::current_dir()
+                .ok()
+                .and_then(|d| d.to_str().map(str::to_string)),
+        }
+    }
+}
+
+/// Reads `argv` (the words after `submit`): options, then the script (or a dstack task file, or
+/// standard input when there is neither a script nor `--wrap`). `for_submit` fills the job's
+/// environment and working folder as sbatch does; a quote does not need them.
+pub fn read_command_line(
+    argv: &[String],
+    shell: &Shell,
+    for_submit: bool,
+) -> anyhow::Result<Parsed> {
+    let split = match split_sbatch_args(argv) {
+        Ok(split) => split,
+        Err(RequestError::HelpRequested) => return Ok(Parsed::Help),
+        Err(e) => return Err(e.into()),
+    };
+    let parsed = match &split.script {
+        Some(path) => {
+            let text = read_script(Path::new(path))?;
+            if is_dstack_task(Path::new(path), &text) {
+                dstack_submission(&split.options, &text)
+                    .with_context(|| format!("{path}: dstack task file"))?
+            } else {
+                sbatch_submission(&split.options, Some(&text))?
+            }
+        }
+        None => match sbatch_submission(&split.options, None) {
+            // No script and no --wrap: sbatch reads the script from standard input.
+            Err(e) if is_no_script(&e) && !std::io::stdin().is_terminal() => {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .context("cannot read the job script from standard input")?;
+                if text.is_empty() {
+                    return Err(e);
+                }
+                sbatch_submission(&split.options, Some(&text))?
+            }
+            other => other?,
+        },
+    };
+    let Parsed::Job(mut job) = parsed else {
+        return Ok(parsed);
+    };
+    if !split.script_args.is_empty() {
+        bail!(
+            "arguments after the job script ({}) cannot be passed on by bursar yet: read them \
+             from the environment instead (--export=ALL,NAME=value) or put them in the script",
+            split.script_args.join(" ")
+        );
+    }
+    if for_submit && !job.dstack {
+        job.request.environment = job_environment(job.request.export.as_deref(), &shell.vars);
+        job.request.working_dir = working_dir(job.request.working_dir.take(), shell.cwd.as_deref());
+    }
+    Ok(Parsed::Job(job))
+}
+
+fn is_no_script(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<RequestError>(),
+        Some(RequestError::Script(_))
+    )
+}
+
+fn read_script(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read the job script {}", path.display()))?;
+    String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("the job script {} is not UTF-8 text", path.display()))
+}
+
+fn sbatch_submission(options: &[String], script: Option<&str>) -> anyhow::Result<Parsed> {
+    match parse_sbatch_command(options, script) {
+        Ok(command) => Ok(Parsed::Job(Box::new(Submission {
+            request: command.request,
+            parsable: command.parsable,
+            quiet: command.quiet,
+            test_only: command.test_only,
+            notes: command.notes,
+            dstack: false,
+        }))),
+        Err(RequestError::HelpRequested) => Ok(Parsed::Help),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A dstack task file: a `.yml`/`.yaml` file that is not a `#!` script, or any file whose text
+/// is a YAML mapping with a `type` key (`type: task`; other types are refused by the parser
+/// with their own message).
+pub fn is_dstack_task(path: &Path, text: &str) -> bool {
+    if text.starts_with("#!") {
+        return false;
+    }
+    let yaml_name = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("yml") || e.eq_ignore_ascii_case("yaml"));
+    yaml_name
+        || serde_yaml::from_str::<serde_yaml::Value>(text)
+            .ok()
+            .as_ref()
+            .and_then(serde_yaml::Value::as_mapping)
+            .is_some_and(|m| m.contains_key("type"))
+}
+
+/// The options that make sense with a dstack task: who pays and where it may run. Resources,
+/// time limit and everything else come from the task file.
+const DSTACK_OPTIONS: &str = "-A, -p, -q, -M, -J, --comment, --parsable, --quiet and --test-only";
+
+fn dstack_submission(options: &[String], yaml: &str) -> anyhow::Result<Parsed> {
+    // The options are read by the sbatch parser with a stand-in --wrap, then compared with
+    // what the stand-in alone gives: any difference but the allowed fields is an option that
+    // would be dropped.
+    const PROBE: &str = "--wrap=true";
+    match parse_sbatch_command(options, None) {
+        Err(RequestError::HelpRequested) => return Ok(Parsed::Help),
+        Err(RequestError::Script(_)) => {}
+        Err(e) => return Err(e.into()),
+        Ok(_) => bail!("--wrap cannot be used together with a dstack task file"),
+    }
+    let mut probed = options.to_vec();
+    probed.push(PROBE.to_string());
+    let command = parse_sbatch_command(&probed, None)?;
+    let baseline = parse_sbatch_command(&[PROBE.to_string()], None)?.request;
+    let given = command.request;
+    let mut rest = given.clone();
+    rest.account = None;
+    rest.partition = None;
+    rest.qos = None;
+    rest.clusters = Vec::new();
+    rest.job_name = None;
+    rest.comment = None;
+    if rest != baseline {
+        bail!(
+            "with a dstack task file only {DSTACK_OPTIONS} may be given: the resources and the \
+             time limit come from the file"
+        );
+    }
+    let mut request = parse_dstack_task(yaml)?;
+    request.account = given.account;
+    request.partition = given.partition;
+    request.qos = given.qos;
+    request.clusters = given.clusters;
+    request.comment = given.comment;
+    if given.job_name.is_some() {
+        request.job_name = given.job_name;
+    }
+    request.validate()?;
+    Ok(Parsed::Job(Box::new(Submission {
+        request,
+        parsable: command.parsable,
+        quiet: command.quiet,
+        test_only: command.test_only,
+        notes: command.notes,
+        dstack: true,
+    })))
+}
+
+/// The variables the job gets, as sbatch's `--export` decides (default `ALL`):
+///
+/// - `ALL`: the whole environment; `NONE` or `NIL`: none of it;
+/// - a list: `ALL` or `NONE` plus `NAME=value` (set) and `NAME` (taken from the environment)
+///   entries; a list without `ALL` exports only its entries.
+///
+/// [`NEVER_EXPORTED`] variables are left out in every case.
+pub fn job_environment(
+    export: Option<&str>,
+    vars: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let entries: Vec<&str> = export
+        .unwrap_or("ALL")
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect();
+    if entries.iter().any(|e| e.eq_ignore_ascii_case("ALL")) {
+        env.extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    for entry in entries {
+        if ["ALL", "NONE", "NIL"]
+            .iter()
+            .any(|w| entry.eq_ignore_ascii_case(w))
+        {
+            continue;
+        }
+        match entry.split_once('=') {
+            Some((name, value)) => {
+                env.insert(name.to_string(), value.to_string());
+            }
+            None => {
+                if let Some(value) = vars.get(entry) {
+                    env.insert(entry.to_string(), value.clone());
+                }
+            }
+        }
+    }
+    for name in NEVER_EXPORTED {
+        env.remove(*name);
+    }
+    env
+}
+
+/// `-D` made absolute against the submitting folder, or the submitting folder itself (sbatch's
+/// default working directory).
+fn working_dir(given: Option<String>, cwd: Option<&str>) -> Option<String> {
+    match (given, cwd) {
+        (Some(dir), Some(cwd)) if !dir.starts_with('/') => {
+            Some(Path::new(cwd).join(dir).to_string_lossy().into_owned())
+        }
+        (Some(dir), _) => Some(dir),
+        (None, cwd) => cwd.map(str::to_string),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> BTreeMap<String, String> {
+        [
+            ("HOME", "/home/alice"),
+            ("PATH", "/bin"),
+            ("BURSAR_TOKEN", "secret"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    #[test]
+    fn export_rules() {
+        let all = job_environment(None, &vars());
+        assert_eq!(all.len(), 2);
+        assert!(!all.contains_key("BURSAR_TOKEN"));
+        assert!(job_environment(Some("NONE"), &vars()).is_empty());
+        let some = job_environment(Some("HOME,X=1,BURSAR_TOKEN,MISSING"), &vars());
+        assert_eq!(
+            some.into_iter().collect::<Vec<_>>(),
+            vec![
+                ("HOME".to_string(), "/home/alice".to_string()),
+                ("X".to_string(), "1".to_string())
+            ]
+        );
+        let plus = job_environment(Some("ALL,X=1"), &vars());
+        assert_eq!(plus.len(), 3);
+    }
+
+    #[test]
+    fn working_dir_defaults_to_cwd() {
+        assert_eq!(working_dir(None, Some("/w")), Some("/w".into()));
+        assert_eq!(
+            working_dir(Some("run".into()), Some("/w")),
+            Some("/w/run".into())
+        );
+        assert_eq!(
+            working_dir(Some("/abs".into()), Some("/w")),
+            Some("/abs".into())
+        );
+    }
+
+    #[test]
+    fn dstack_files_are_recognised() {
+        let task = "type: task\ncommands: [python train.py]\n";
+        assert!(is_dstack_task(Path::new("train.dstack.yml"), task));
+        assert!(is_dstack_task(Path::new("train"), task));
+        assert!(!is_dstack_task(
+            Path::new("job.sh"),
+            "#!/bin/bash\nsrun x\n"
+        ));
+        assert!(!is_dstack_task(Path::new("job.yml"), "#!/bin/bash\n"));
+        assert!(!is_dstack_task(Path::new("job"), "srun hostname\n"));
+    }
+
+    #[test]
+    fn dstack_options_are_limited() {
+        let task =
+            "type: task\nname: train\ncommands: [python train.py]\nresources:\n  gpu: A100:2\n";
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let Parsed::Job(job) =
+            dstack_submission(&args(&["-A", "physics", "-M", "cloud", "--parsable"]), task)
+                .unwrap()
+        else {
+            panic!("help")
+        };
+        assert_eq!(job.request.account.as_deref(), Some("physics"));
+        assert_eq!(job.request.clusters, vec!["cloud".to_string()]);
+        assert_eq!(job.request.job_name.as_deref(), Some("train"));
+        assert!(job.parsable && job.dstack);
+        assert!(job.request.dstack.is_some());
+        let e = dstack_submission(&args(&["-n", "4"]), task).unwrap_err();
+        assert!(e.to_string().contains("only -A"), "{e}");
+        let e = dstack_submission(&args(&["--wrap=hostname"]), task).unwrap_err();
+        assert!(e.to_string().contains("--wrap"), "{e}");
+        assert_eq!(
+            dstack_submission(&args(&["--help"]), task).unwrap(),
+            Parsed::Help
+        );
+    }
+}

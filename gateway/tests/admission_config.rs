@@ -1,0 +1,119 @@
+//! The `submit` and `routing` configuration: time limits, inheritance from `collect`, and the
+//! mistakes `bursar config check` refuses.
+
+use bursar_gateway::config::{parse_partition_time, Config};
+
+fn parse(yaml: &str) -> anyhow::Result<Config> {
+    let config = Config::parse(yaml)?;
+    config.validate()?;
+    Ok(config)
+}
+
+const SLURM: &str = "clusters:\n  onprem:\n    kind: slurm\n    currency: su\n";
+
+#[test]
+fn partition_time_limits() {
+    assert_eq!(parse_partition_time("2d"), Ok(2880));
+    assert_eq!(parse_partition_time("90m"), Ok(90));
+    assert_eq!(parse_partition_time("36h"), Ok(2160));
+    assert_eq!(
+        parse_partition_time("90s"),
+        Ok(2),
+        "rounded up to whole minutes"
+    );
+    assert_eq!(parse_partition_time("2-00:00:00"), Ok(2880));
+    assert_eq!(parse_partition_time("01:30:00"), Ok(90));
+    assert!(parse_partition_time("90").unwrap_err().contains("no unit"));
+    assert!(parse_partition_time("UNLIMITED").is_err());
+    assert!(parse_partition_time("0m").is_err());
+    assert!(parse_partition_time("soon").is_err());
+
+    let c = parse(&format!(
+        "{SLURM}    submit:\n      partitions:\n        batch: {{max_time: 2d, default_time: \"01:00:00\"}}\n"
+    ))
+    .unwrap();
+    let batch = &c.clusters["onprem"].submit.as_ref().unwrap().partitions["batch"];
+    assert_eq!((batch.max_time, batch.default_time), (Some(2880), Some(60)));
+    let err = Config::parse(&format!(
+        "{SLURM}    submit:\n      partitions:\n        batch: {{max_time: 90}}\n"
+    ))
+    .unwrap_err();
+    assert!(err.to_string().contains("no unit"), "{err}");
+}
+
+#[test]
+fn submit_endpoints_default_to_the_collect_source() {
+    let c = parse(&format!(
+        "{SLURM}    collect:\n      slurmrestd: {{url: \"http://a:6820\", jwt_key_file: /k, user: slurm, api_version: v0.0.40}}\n\
+         \x20   submit:\n      slurmrestd: {{api_version: v0.0.38}}\n"
+    ))
+    .unwrap();
+    let rest = c.clusters["onprem"].submit_slurmrestd().unwrap().unwrap();
+    assert_eq!(rest.url, "http://a:6820");
+    assert_eq!(rest.jwt_key_file.to_str(), Some("/k"));
+    assert_eq!(rest.api_version.as_deref(), Some("v0.0.38"));
+
+    let c = parse(&format!(
+        "{SLURM}    collect:\n      slurmrestd: {{url: \"http://a:6820\", jwt_key_file: /k}}\n    submit: {{}}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.clusters["onprem"]
+            .submit_slurmrestd()
+            .unwrap()
+            .unwrap()
+            .url,
+        "http://a:6820"
+    );
+
+    let c = parse(
+        "clusters:\n  lab:\n    kind: dstack\n    currency: usd\n    collect:\n      dstack: {url: \"http://d:3000\", token_file: /t, project: hpc}\n    submit:\n      dstack: {project: other}\n",
+    )
+    .unwrap();
+    let d = c.clusters["lab"].submit_dstack().unwrap().unwrap();
+    assert_eq!(
+        (d.url.as_str(), d.project.as_str()),
+        ("http://d:3000", "other")
+    );
+}
+
+#[test]
+fn mistakes_are_refused_with_the_key() {
+    for (yaml, expected) in [
+        (
+            format!("{SLURM}    submit:\n      slurmrestd: {{api_version: v0.0.38}}\n"),
+            "submit.slurmrestd needs url and jwt_key_file",
+        ),
+        (
+            format!("{SLURM}    submit:\n      default_partition: gpu\n      partitions:\n        batch: {{}}\n"),
+            "submit.default_partition \"gpu\" is not listed",
+        ),
+        (
+            format!("{SLURM}    submit:\n      partitions:\n        batch: {{max_time: 1h, default_time: 2h}}\n"),
+            "default_time is longer than max_time",
+        ),
+        (
+            format!("{SLURM}    submit:\n      dstack: {{url: \"http://d\", token_file: /t, project: p}}\n"),
+            "submit.dstack needs `kind: dstack`",
+        ),
+        (
+            format!("{SLURM}routing:\n  prefer: [onprem, mars]\n"),
+            "routing.prefer: cluster \"mars\" is not declared",
+        ),
+        (
+            format!("{SLURM}routing:\n  accounts:\n    physics: [onprem, onprem]\n"),
+            "routing.accounts.physics: cluster onprem is listed twice",
+        ),
+        (
+            format!("{SLURM}    submit:\n      partitions:\n        gpu: {{gpu_types: [\"h100,a100\"]}}\n"),
+            "is not a GPU type name",
+        ),
+    ] {
+        let err = parse(&yaml).unwrap_err().to_string();
+        assert!(err.contains(expected), "{err}\n--- for ---\n{yaml}");
+    }
+    let err = Config::parse(&format!("{SLURM}    submit:\n      partitons: {{}}\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("partitons") && err.contains("line 6"), "{err}");
+}

@@ -1,0 +1,263 @@
+//! Quotes: eligibility in words, exact estimates (the numbers `ClusterPricing::estimate`
+//! gives), balances after, association checks, pinning.
+
+mod admission_support;
+
+use admission_support::*;
+use bursar_gateway::admission::{AdmissionError, Funding};
+use bursar_gateway::auth::Role;
+use serde_json::json;
+
+#[tokio::test]
+async fn estimates_are_the_charge_code_and_balances_after_cover_the_chain() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    f.allocate("org", "su", 1_000_000_000).await;
+    f.allocate("org", "usd", 50_000_000).await;
+    let request = job();
+    let quote = f.admission.quote(&alice(), &request).await.unwrap();
+    assert_eq!(quote.account, "physics");
+    assert_eq!(quote.chain, ["physics", "org", "root"]);
+    let names: Vec<&str> = quote.clusters.iter().map(|q| q.cluster.as_str()).collect();
+    assert_eq!(names, ["onprem", "cloud"], "route order: routing.prefer");
+
+    // onprem: 4 CPUs + 4 × 1000 MB (DefMemPerCPU) for the partition's default hour.
+    let onprem = quote.cluster("onprem").unwrap();
+    assert!(onprem.eligible(), "{:?}", onprem.reasons);
+    assert_eq!(onprem.partition.as_deref(), Some("batch"));
+    assert_eq!(onprem.time_limit_min, Some(60));
+    let expected = f.estimate("onprem", "batch", &request, Some(1000), 60);
+    assert_eq!(onprem.estimate, Some(expected));
+    // (4 × 1.0 + 3.90625 GiB × 0.25) × 1 h = 4.9765625 → half to even
+    assert_eq!(expected, 4_976_562);
+    assert_eq!(
+        onprem.remaining_after,
+        [
+            ("physics".to_string(), 100_000_000 - expected),
+            ("org".to_string(), 1_000_000_000 - expected)
+        ]
+    );
+
+    // cloud: dollars, 2000 MB per CPU, default 2 h.
+    let cloud = quote.cluster("cloud").unwrap();
+    let expected_usd = f.estimate("cloud", "batch", &request, Some(2000), 120);
+    assert_eq!(cloud.estimate, Some(expected_usd));
+    assert_eq!(expected_usd, 422_812); // (0.17 + 7.8125 × 0.0053) × 2 = 0.4228125
+    assert_eq!(
+        cloud.remaining_after,
+        [("org".to_string(), 50_000_000 - expected_usd)]
+    );
+
+    let body = quote.to_json();
+    assert_eq!(
+        body[0],
+        json!({
+            "cluster": "onprem", "currency": "su", "eligible": true, "affordable": true,
+            "chosen": true,
+            "reasons": [], "partition": "batch", "time_limit_min": 60, "estimate": "4.976562",
+            "remaining_after": [
+                {"account": "physics", "remaining": "95.023438"},
+                {"account": "org", "remaining": "995.023438"}
+            ]
+        })
+    );
+    assert_eq!(body[1]["estimate"], "0.422812");
+    assert_eq!(body[1]["chosen"], false);
+    assert_eq!(quote.preview().cluster.as_deref(), Some("onprem"));
+}
+
+#[tokio::test]
+async fn qos_factors_and_explicit_limits_price_as_charges_do() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let request = job_with(json!({"qos": "premium", "time_limit_min": 90,
+        "memory": {"per_node_mb": 8192}, "partition": "gpu",
+        "gpus": {"count": 2, "kind": "h100"}}));
+    let quote = f.admission.quote(&alice(), &request).await.unwrap();
+    let onprem = quote.cluster("onprem").unwrap();
+    assert!(onprem.fits(), "{:?}", onprem.reasons);
+    let expected = f.estimate("onprem", "gpu", &request, None, 90);
+    assert_eq!(onprem.estimate, Some(expected));
+    // (4 CPUs + 8 GiB × 0.25 + 2 h100 × 8.0) × 1.5 h × 2 (premium) = 66
+    assert_eq!(expected, 66_000_000);
+}
+
+#[tokio::test]
+async fn every_rejection_is_explained() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 1_000_000).await;
+    let quote = |request| {
+        let f = &f;
+        async move { f.admission.quote(&alice(), &request).await.unwrap() }
+    };
+
+    // No such partition.
+    let q = quote(job_with(json!({"partition": "huge"}))).await;
+    let onprem = q.cluster("onprem").unwrap();
+    assert!(!onprem.eligible());
+    assert_eq!(
+        onprem.reasons,
+        ["partition huge does not exist on onprem (partitions there: batch, debug, gpu)"]
+    );
+    assert_eq!(onprem.estimate, None);
+
+    // GPU type not there; no GPUs at all.
+    let q = quote(job_with(
+        json!({"partition": "gpu", "gpus": {"count": 1, "kind": "a100"}}),
+    ))
+    .await;
+    assert_eq!(
+        q.cluster("onprem").unwrap().reasons,
+        ["GPU type a100 is not available in partition gpu on onprem (it has: h100)"]
+    );
+    assert!(q.cluster("cloud").unwrap().fits(), "cloud has a100s");
+    let q = quote(job_with(json!({"gpus": {"count": 1}}))).await;
+    assert_eq!(
+        q.cluster("onprem").unwrap().reasons,
+        ["partition batch on onprem has no GPUs"]
+    );
+
+    // No time limit anywhere.
+    let q = quote(job_with(
+        json!({"partition": "debug", "clusters": ["onprem"]}),
+    ))
+    .await;
+    assert_eq!(
+        q.cluster("onprem").unwrap().reasons,
+        ["no time limit given and partition debug on onprem has no maximum; pass -t"]
+    );
+
+    // Limits.
+    let q = quote(job_with(
+        json!({"nodes": 3, "ntasks": 3, "time_limit_min": 4320}),
+    ))
+    .await;
+    assert_eq!(
+        q.cluster("onprem").unwrap().reasons,
+        [
+            "the job asks for 3 nodes; partition batch on onprem allows at most 2",
+            "the time limit 3-00:00:00 is longer than the 2-00:00:00 partition batch on onprem allows"
+        ]
+    );
+
+    // Money: no usd anywhere on the chain; too few su.
+    let q = quote(job()).await;
+    let cloud = q.cluster("cloud").unwrap();
+    assert!(cloud.fits());
+    assert_eq!(cloud.funding, Funding::NoAllocation);
+    assert_eq!(cloud.affordable(), Some(false));
+    assert_eq!(
+        cloud.all_reasons("physics"),
+        ["no allocation in usd for physics or its parents: no access to clusters billed in usd"]
+    );
+    let onprem = q.cluster("onprem").unwrap();
+    assert!(onprem.fits() && !onprem.eligible());
+    assert_eq!(onprem.affordable(), Some(false));
+    assert_eq!(
+        onprem.all_reasons("physics"),
+        ["physics has 1.00 su left, the job needs 4.976562 su"]
+    );
+    let body = q.to_json();
+    assert_eq!(body[0]["affordable"], false);
+    assert_eq!(
+        body[0]["reasons"],
+        json!(["physics has 1.00 su left, the job needs 4.976562 su"])
+    );
+    assert_eq!(body[0]["remaining_after"][0]["remaining"], "-3.976562");
+    assert!(body
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["chosen"] == false));
+    assert_eq!(q.preview().cluster, None);
+}
+
+#[tokio::test]
+async fn a_short_ancestor_makes_the_job_unaffordable() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    f.allocate("org", "su", 2_000_000).await;
+    let q = f.admission.quote(&alice(), &job()).await.unwrap();
+    let onprem = q.cluster("onprem").unwrap();
+    assert_eq!(
+        onprem.funding,
+        Funding::Short {
+            account: "org".into(),
+            remaining: 2_000_000
+        }
+    );
+    assert_eq!(
+        onprem.all_reasons("physics"),
+        ["org has 2.00 su left, the job needs 4.976562 su"]
+    );
+}
+
+#[tokio::test]
+async fn associations_are_checked_for_everyone() {
+    let f = fixture().await;
+    let err = f
+        .admission
+        .quote(&alice(), &job_with(json!({"account": "chemistry"})))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AdmissionError::NoAssociation { .. }), "{err}");
+    assert_eq!((err.status(), err.code()), (403, "no_association"));
+    // Admins act as themselves: no association, no quote.
+    let err = f
+        .admission
+        .quote(
+            &principal("root-admin", Role::Admin),
+            &job_with(json!({"account": "physics"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "no_association");
+    // A user without a default account must name one.
+    let err = f
+        .admission
+        .quote(&principal("mallory", Role::User), &job())
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 403);
+    // carol charges either of hers.
+    let q = f
+        .admission
+        .quote(
+            &principal("carol", Role::User),
+            &job_with(json!({"account": "chemistry"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(q.account, "chemistry");
+    assert_eq!(q.clusters[0].cluster, "cloud", "routing.accounts.chemistry");
+}
+
+#[tokio::test]
+async fn pinned_quotes_cover_only_the_pinned_clusters() {
+    let f = fixture().await;
+    let q = f
+        .admission
+        .quote(&alice(), &job_with(json!({"clusters": ["cloud"]})))
+        .await
+        .unwrap();
+    assert_eq!(q.clusters.len(), 1);
+    assert_eq!(q.clusters[0].cluster, "cloud");
+    let err = f
+        .admission
+        .quote(&alice(), &job_with(json!({"clusters": ["mars"]})))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_request");
+    assert!(err.to_string().contains("unknown cluster mars"), "{err}");
+}
+
+#[tokio::test]
+async fn malformed_requests_are_422() {
+    let f = fixture().await;
+    let err = f
+        .admission
+        .quote(&alice(), &job_with(json!({"ntasks": 1, "nodes": 2})))
+        .await
+        .unwrap_err();
+    assert_eq!((err.status(), err.code()), (422, "invalid_request"));
+}

@@ -1,0 +1,324 @@
+//! The real slurmrestd [`Forwarder`] against a mock slurmrestd 22.05 (OpenAPI v0.0.38): the
+//! submit body, the per-user token, refusals and outages (hold released), and cancel.
+
+use std::sync::Arc;
+
+use bursar_gateway::admission::forward::{slurm_submission, ForwardJob};
+use bursar_gateway::admission::Admission;
+use bursar_gateway::app::App;
+use bursar_gateway::auth::{Principal, Role};
+use bursar_gateway::config::Config;
+use bursar_gateway::request::JobRequest;
+use bursar_ledger::HoldState;
+use bursar_pricing::Currency;
+use serde_json::{json, Value};
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+const SUBMIT: &str = "/slurm/v0.0.38/job/submit";
+const KEY: [u8; 32] = [7u8; 32];
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    app: Arc<App>,
+    admission: Admission,
+}
+
+async fn fixture(url: &str) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("jwt.key");
+    std::fs::write(&key, KEY).unwrap();
+    let yaml = format!(
+        "database: sqlite://{db}\n\
+         accounts:\n  physics: {{}}\n\
+         users:\n  alice: {{default_account: physics}}\n\
+         clusters:\n  onprem:\n    kind: slurm\n    currency: su\n\
+         \x20   partitions:\n      batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
+         \x20   submit:\n      slurmrestd: {{url: \"{url}\", jwt_key_file: \"{key}\", api_version: v0.0.38}}\n\
+         \x20     timeout: 2s\n      default_partition: batch\n\
+         \x20     partitions:\n        batch: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [h100]}}\n",
+        db = dir.path().join("ledger.db").display(),
+        key = key.display(),
+    );
+    let config = Config::parse(&yaml).unwrap();
+    config.validate().unwrap();
+    let app = Arc::new(App::open(config).await.unwrap());
+    let t = bursar_gateway::timefmt::now();
+    app.ledger
+        .set_allocation(
+            "physics",
+            &Currency::new("su"),
+            100_000_000,
+            t - 86_400,
+            t + 86_400,
+        )
+        .await
+        .unwrap();
+    let admission = Admission::from_app(app.clone()).unwrap();
+    Fixture {
+        _dir: dir,
+        app,
+        admission,
+    }
+}
+
+fn alice() -> Principal {
+    Principal {
+        user: "alice".into(),
+        role: Role::User,
+        token_id: None,
+    }
+}
+
+fn request() -> JobRequest {
+    serde_json::from_value(json!({
+        "ntasks": 4, "job_name": "train", "gpus": {"count": 1, "kind": "h100"},
+        "memory": {"per_node_mb": 4096}, "output": "out-%j.txt",
+        "script": "#!/bin/bash\nsrun hostname\n",
+    }))
+    .unwrap()
+}
+
+/// The claims of the token slurmrestd received, checked against the cluster's key.
+fn token_claims(request: &Request) -> Value {
+    let token = request.headers["X-SLURM-USER-TOKEN"].to_str().unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    validation.required_spec_claims.clear();
+    jsonwebtoken::decode::<Value>(
+        token,
+        &jsonwebtoken::DecodingKey::from_secret(&KEY),
+        &validation,
+    )
+    .unwrap()
+    .claims
+}
+
+#[tokio::test]
+async fn submits_the_v0_0_38_body_as_the_user_and_links_the_hold() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(SUBMIT))
+        .and(header("X-SLURM-USER-NAME", "alice"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "meta": {"plugin": {"type": "openapi/v0.0.38"}}, "errors": [],
+            "job_id": 4242, "step_id": "BATCH", "job_submit_user_msg": null
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let submitted = f.admission.submit(&alice(), request(), None).await.unwrap();
+    assert_eq!(submitted.cluster_job_id, "4242");
+
+    let received = server.received_requests().await.unwrap();
+    let body: Value = serde_json::from_slice(&received[0].body).unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "script": "#!/bin/bash\nsrun hostname\n",
+            "job": {
+                "name": "train",
+                "account": "physics",
+                "partition": "batch",
+                "nodes": [1, 1],
+                "tasks": 4,
+                "cpus_per_task": 1,
+                "time_limit": 60,
+                "memory_per_node": 4096,
+                "gres": "gpu:h100:1",
+                "current_working_directory": "/home/alice",
+                "standard_output": "out-%j.txt",
+                "environment": {"PATH": "/usr/bin:/bin"}
+            }
+        })
+    );
+    let claims = token_claims(&received[0]);
+    assert_eq!(claims["sun"], "alice", "the job runs as its user");
+
+    let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
+    assert_eq!(hold.job_ref.as_deref(), Some("4242"));
+
+    // Cancel: DELETE as alice, then the hold is released.
+    Mock::given(method("DELETE"))
+        .and(path("/slurm/v0.0.38/job/4242"))
+        .and(header("X-SLURM-USER-NAME", "alice"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"errors": []})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let view = f.admission.cancel(&alice(), submitted.id).await.unwrap();
+    assert_eq!(view.state, "cancelled");
+    assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn a_refusal_is_a_502_with_slurms_message_and_releases_the_hold() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(SUBMIT))
+        .respond_with(ResponseTemplate::new(500).set_body_json(json!({
+            "errors": [{"error_code": 2045, "error": "Invalid account or account/partition combination specified"}]
+        })))
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let err = f
+        .admission
+        .submit(&alice(), request(), None)
+        .await
+        .unwrap_err();
+    assert_eq!((err.status(), err.code()), (502, "upstream_refused"));
+    assert!(err.to_string().contains("Invalid account"), "{err}");
+    let holds = f.app.ledger.holds(false).await.unwrap();
+    assert_eq!(holds[0].state, HoldState::Released);
+    let balance = &f
+        .app
+        .ledger
+        .balance("physics", bursar_gateway::timefmt::now())
+        .await
+        .unwrap()[0];
+    assert_eq!(balance.held, 0);
+}
+
+#[tokio::test]
+async fn an_unreachable_slurmrestd_is_a_503_and_releases_the_hold() {
+    // A port nothing listens on: bind, note it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let f = fixture(&format!("http://127.0.0.1:{port}")).await;
+    let err = f
+        .admission
+        .submit(&alice(), request(), None)
+        .await
+        .unwrap_err();
+    assert_eq!((err.status(), err.code()), (503, "upstream_unavailable"));
+    assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 0);
+    assert_eq!(
+        f.app.ledger.api_jobs(None, None).await.unwrap()[0].state,
+        "failed"
+    );
+}
+
+#[tokio::test]
+async fn a_hanging_slurmrestd_times_out_as_a_503() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(SUBMIT))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"errors": [], "job_id": 1}))
+                .set_delay(std::time::Duration::from_secs(5)),
+        )
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let err = f
+        .admission
+        .submit(&alice(), request(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "upstream_unavailable", "{err}");
+    assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 0);
+}
+
+#[test]
+fn options_slurmrestd_cannot_carry_are_refused_not_dropped() {
+    let job = |extra: Value| {
+        let mut base = json!({"ntasks": 2, "script": "#!/bin/sh\ntrue\n"});
+        for (k, v) in extra.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        ForwardJob {
+            cluster: "onprem".into(),
+            user: "alice".into(),
+            account: "physics".into(),
+            partition: "batch".into(),
+            qos: None,
+            time_limit_min: 30,
+            working_dir: "/tmp".into(),
+            request: serde_json::from_value(base).unwrap(),
+        }
+    };
+    for (extra, option) in [
+        (json!({"constraint": "intel"}), "--constraint"),
+        (json!({"exclusive": true}), "--exclusive"),
+        (json!({"other_gres": ["shard:1"]}), "--gres=shard:1"),
+        (
+            json!({"nodes": 2, "gpus": {"count": 3, "per": "job"}}),
+            "--gpus",
+        ),
+    ] {
+        let err = slurm_submission(&job(extra)).unwrap_err();
+        assert!(err.starts_with(option), "{err}");
+    }
+    // Per-CPU memory over evenly spread CPUs, and per-job GPUs that divide: exact.
+    let s = slurm_submission(&job(json!({"nodes": 2, "memory": {"per_cpu_mb": 1000},
+        "gpus": {"count": 4, "per": "job"}, "wrap": "hostname", "script": null})))
+    .unwrap();
+    assert_eq!(s.memory_per_node_mb, Some(1000));
+    assert_eq!(s.gpus_per_node.unwrap().count, 2);
+    assert!(s.script.starts_with("#!/bin/sh"));
+    assert_eq!(s.time_limit_min, Some(30));
+}
+
+#[tokio::test]
+async fn a_quote_says_which_option_cannot_be_forwarded() {
+    let server = MockServer::start().await;
+    let f = fixture(&server.uri()).await;
+    let mut constrained = request();
+    constrained.constraint = Some("intel".into());
+    let quote = f.admission.quote(&alice(), &constrained).await.unwrap();
+    assert_eq!(
+        quote.cluster("onprem").unwrap().reasons,
+        ["onprem: --constraint cannot be forwarded through slurmrestd yet; leave it out or submit with sbatch"]
+    );
+    let err = f
+        .admission
+        .submit(&alice(), constrained, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_request");
+    assert!(server.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn cancelling_a_job_that_already_ended_still_releases_the_hold() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(SUBMIT))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"errors": [], "job_id": 77})))
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/slurm/v0.0.38/job/77"))
+        .respond_with(ResponseTemplate::new(500).set_body_json(json!({
+            "errors": [{"error_code": 2021, "error": "Job/step already completing or completed"}]
+        })))
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let submitted = f.admission.submit(&alice(), request(), None).await.unwrap();
+    let view = f.admission.cancel(&alice(), submitted.id).await.unwrap();
+    assert_eq!(view.state, "cancelled");
+    assert!(f.app.ledger.holds(true).await.unwrap().is_empty());
+
+    // Any other refusal keeps the hold: the job may still be running.
+    let second = f.admission.submit(&alice(), request(), None).await.unwrap();
+    server.reset().await;
+    Mock::given(method("DELETE"))
+        .respond_with(ResponseTemplate::new(500).set_body_json(json!({
+            "errors": [{"error_code": 2002, "error": "Access/permission denied"}]
+        })))
+        .mount(&server)
+        .await;
+    let err = f.admission.cancel(&alice(), second.id).await.unwrap_err();
+    assert_eq!(err.code(), "upstream_refused");
+    assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 1);
+    assert_eq!(
+        f.admission.job(&alice(), second.id).await.unwrap().state,
+        "held"
+    );
+}

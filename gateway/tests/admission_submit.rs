@@ -1,0 +1,497 @@
+//! Submissions: routing preference and burst, `-M` pins, the 402 body, forwarding failures
+//! that leave nothing behind, idempotent retries, settlement, listing and cancelling.
+
+mod admission_support;
+
+use admission_support::*;
+use bursar_gateway::admission::{AdmissionError, ForwardError, JobQuery};
+use bursar_gateway::auth::Role;
+use bursar_ledger::{HoldState, UsageCharge};
+use bursar_pricing::Currency;
+use serde_json::json;
+
+const ONPREM_ESTIMATE: i64 = 4_976_562; // job() on onprem batch, 1 h
+const CLOUD_ESTIMATE: i64 = 422_812; // job() on cloud batch, 2 h
+
+#[tokio::test]
+async fn the_preferred_cluster_takes_the_job_and_holds_the_estimate() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let submitted = f.admission.submit(&alice(), job(), None).await.unwrap();
+    assert_eq!(submitted.cluster, "onprem");
+    assert_eq!(submitted.cluster_job_id, "1001");
+    assert_eq!(submitted.estimate, ONPREM_ESTIMATE);
+    let body = submitted.to_json();
+    assert_eq!(body["hold"], "4.976562");
+    assert_eq!(body["estimate"], "4.976562");
+    assert_eq!(body["currency"], "su");
+    assert_eq!(body["route"]["cluster"], "onprem");
+    assert_eq!(
+        body["route"]["explanation"][0],
+        "onprem: first choice; estimate 4.976562 su; physics has 95.023438 su left after it"
+    );
+
+    let balance = f.balance("physics", "su").await;
+    assert_eq!(balance.held, ONPREM_ESTIMATE);
+    let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
+    assert_eq!(Some(hold.id), submitted.hold_id);
+    assert_eq!(
+        hold.job_ref.as_deref(),
+        Some("1001"),
+        "linked for settlement"
+    );
+    assert_eq!(hold.cluster, "onprem");
+    // expires after the time limit plus the default grace (1 h)
+    assert_eq!(hold.expires_at - hold.placed_at, 3600 + 3600);
+
+    // What went to the cluster: the partition and limit that were priced.
+    let sent = f.onprem.submitted().pop().unwrap();
+    assert_eq!(sent.user, "alice");
+    assert_eq!(sent.account, "physics");
+    assert_eq!(sent.partition, "batch");
+    assert_eq!(sent.time_limit_min, 60);
+    assert_eq!(sent.working_dir, "/home/alice");
+
+    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+    assert_eq!(view.state, "held");
+    let body = view.to_json();
+    assert_eq!(body["hold"], "4.976562");
+    assert_eq!(body["charge"], serde_json::Value::Null);
+    assert_eq!(body["cluster_job_id"], "1001");
+}
+
+#[tokio::test]
+async fn an_unaffordable_first_choice_bursts_to_the_next() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 500_000).await;
+    f.allocate("physics", "usd", 10_000_000).await;
+    let submitted = f.admission.submit(&alice(), job(), None).await.unwrap();
+    assert_eq!(submitted.cluster, "cloud");
+    assert_eq!(submitted.estimate, CLOUD_ESTIMATE);
+    assert_eq!(
+        submitted.route.explanation,
+        [
+            "cloud: burst from onprem; estimate 0.422812 usd; physics has 9.577188 usd left after it",
+            "order from routing.prefer: onprem, cloud",
+            "onprem: physics has 0.50 su left, the job needs 4.976562 su → burst to cloud",
+        ]
+    );
+    assert_eq!(f.cloud.submitted()[0].working_dir, "/scratch/alice");
+    assert_eq!(f.balance("physics", "usd").await.held, CLOUD_ESTIMATE);
+    assert_eq!(f.balance("physics", "su").await.held, 0);
+}
+
+#[tokio::test]
+async fn an_account_override_orders_the_clusters() {
+    let f = fixture().await;
+    f.allocate("chemistry", "su", 100_000_000).await;
+    f.allocate("chemistry", "usd", 100_000_000).await;
+    let bob = principal("bob", Role::User);
+    let submitted = f.admission.submit(&bob, job(), None).await.unwrap();
+    assert_eq!(submitted.cluster, "cloud");
+    assert_eq!(
+        submitted.route.explanation[1],
+        "order from routing.accounts.chemistry: cloud, onprem"
+    );
+}
+
+#[tokio::test]
+async fn a_pin_wins_and_never_bursts() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    f.allocate("physics", "usd", 100_000_000).await;
+    let pinned = job_with(json!({"clusters": ["cloud"]}));
+    let submitted = f.admission.submit(&alice(), pinned, None).await.unwrap();
+    assert_eq!(
+        submitted.cluster, "cloud",
+        "pinned although onprem is preferred"
+    );
+
+    let f = fixture().await;
+    f.allocate("physics", "su", 1_000_000).await;
+    f.allocate("physics", "usd", 100_000_000).await;
+    let err = f
+        .admission
+        .submit(&alice(), job_with(json!({"clusters": ["onprem"]})), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "insufficient_allocation");
+    assert!(f.cloud.submitted().is_empty());
+}
+
+#[tokio::test]
+async fn nothing_affordable_is_a_402_naming_account_currency_estimate_and_remaining() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 1_250_000).await;
+    let err = f.admission.submit(&alice(), job(), None).await.unwrap_err();
+    assert_eq!((err.status(), err.code()), (402, "insufficient_allocation"));
+    assert_eq!(
+        err.details(),
+        json!({"clusters": [
+            {"cluster": "onprem", "account": "physics", "currency": "su",
+             "estimate": "4.976562", "remaining": "1.25",
+             "reason": "physics has 1.25 su left, the job needs 4.976562 su"},
+            {"cluster": "cloud", "account": "physics", "currency": "usd",
+             "estimate": "0.422812", "remaining": "0.00",
+             "reason": "no allocation in usd for physics or its parents: no access to clusters billed in usd"}
+        ]})
+    );
+    assert_eq!(
+        err.to_string(),
+        "no cluster can be paid for: on onprem, physics has 1.25 su left; the job needs an \
+         estimated 4.976562 su; on cloud, physics and its parents have no allocation in usd (no \
+         access to clusters billed in usd); the job needs an estimated 0.422812 usd"
+    );
+    assert!(f.app.ledger.holds(false).await.unwrap().is_empty());
+    assert!(f.app.ledger.api_jobs(None, None).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_job_that_fits_nowhere_is_a_422_with_every_reason() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let err = f
+        .admission
+        .submit(&alice(), job_with(json!({"partition": "huge"})), None)
+        .await
+        .unwrap_err();
+    assert_eq!((err.status(), err.code()), (422, "invalid_request"));
+    assert_eq!(
+        err.details()["clusters"][0],
+        json!({"cluster": "onprem", "reasons": ["partition huge does not exist on onprem (partitions there: batch, debug, gpu)"]})
+    );
+    let no_script = serde_json::from_value(json!({"ntasks": 1})).unwrap();
+    let err = f
+        .admission
+        .submit(&alice(), no_script, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "invalid_request");
+}
+
+#[tokio::test]
+async fn forwarding_failures_release_the_hold() {
+    for (failure, status, code) in [
+        (
+            ForwardError::Refused("slurmrestd answered HTTP 500: Invalid account".into()),
+            502,
+            "upstream_refused",
+        ),
+        (
+            ForwardError::Unavailable("slurmrestd did not answer within 30s".into()),
+            503,
+            "upstream_unavailable",
+        ),
+    ] {
+        let f = fixture().await;
+        f.allocate("physics", "su", 100_000_000).await;
+        let before = f.balance("physics", "su").await;
+        f.onprem.fail_with(Some(failure));
+        let err = f.admission.submit(&alice(), job(), None).await.unwrap_err();
+        assert_eq!((err.status(), err.code()), (status, code));
+        assert!(err.to_string().starts_with("onprem "), "{err}");
+        assert_eq!(
+            f.balance("physics", "su").await,
+            before,
+            "balance as before"
+        );
+        let holds = f.app.ledger.holds(false).await.unwrap();
+        assert_eq!(holds.len(), 1);
+        assert_eq!(holds[0].state, HoldState::Released);
+        assert!(holds[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .starts_with("forwarding failed: "));
+        let jobs = f.app.ledger.api_jobs(None, None).await.unwrap();
+        assert_eq!(jobs[0].state, "failed");
+        assert_eq!(
+            f.admission.job(&alice(), jobs[0].id).await.unwrap().state,
+            "failed"
+        );
+        assert!(f.app.ledger.verify().await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_retry_with_the_same_key_gets_the_first_answer() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let key = Some("retry-1".to_string());
+    let first = f
+        .admission
+        .submit(&alice(), job(), key.clone())
+        .await
+        .unwrap();
+    let again = f
+        .admission
+        .submit(&alice(), job(), key.clone())
+        .await
+        .unwrap();
+    assert_eq!(first.to_json(), again.to_json());
+    assert_eq!(f.onprem.submitted().len(), 1, "forwarded once");
+    assert_eq!(f.balance("physics", "su").await.held, ONPREM_ESTIMATE);
+
+    let err = f
+        .admission
+        .submit(&alice(), job_with(json!({"ntasks": 8})), key.clone())
+        .await
+        .unwrap_err();
+    assert_eq!((err.status(), err.code()), (409, "conflict"));
+
+    // Keys are per user.
+    f.allocate("chemistry", "usd", 100_000_000).await;
+    let bob = principal("bob", Role::User);
+    let other = f.admission.submit(&bob, job(), key.clone()).await.unwrap();
+    assert_ne!(other.id, first.id);
+
+    // A key whose submission failed is spent.
+    f.onprem.fail_with(Some(ForwardError::Refused("no".into())));
+    let key = Some("retry-2".to_string());
+    assert!(f
+        .admission
+        .submit(&alice(), job(), key.clone())
+        .await
+        .is_err());
+    f.onprem.fail_with(None);
+    let err = f.admission.submit(&alice(), job(), key).await.unwrap_err();
+    assert_eq!(err.code(), "conflict");
+    assert!(err.to_string().contains("failed"), "{err}");
+}
+
+#[tokio::test]
+async fn concurrent_retries_with_one_key_forward_once() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let admission = f.admission.clone();
+        tasks.push(tokio::spawn(async move {
+            admission
+                .submit(&alice(), job(), Some("same".to_string()))
+                .await
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(s) => ids.push(s.id),
+            Err(e) => assert_eq!(e.code(), "conflict", "{e}"),
+        }
+    }
+    assert!(!ids.is_empty());
+    assert!(ids.iter().all(|id| *id == ids[0]));
+    assert_eq!(f.onprem.submitted().len(), 1);
+    assert_eq!(f.balance("physics", "su").await.held, ONPREM_ESTIMATE);
+    assert!(f.app.ledger.verify().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn final_usage_settles_the_job_and_reports_its_charge() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let submitted = f.admission.submit(&alice(), job(), None).await.unwrap();
+    let t = now();
+    let record = UsageCharge {
+        cluster: "onprem".into(),
+        job_id: submitted.cluster_job_id.clone(),
+        display_id: submitted.cluster_job_id.clone(),
+        submit: t - 100,
+        revision: "final".into(),
+        account: "physics".into(),
+        user: "alice".into(),
+        partition: Some("batch".into()),
+        qos: None,
+        state: "COMPLETED".into(),
+        is_final: true,
+        currency: Currency::new("su"),
+        amount_micros: 1_234_567,
+        effective_at: t,
+        price_version: None,
+        note: None,
+    };
+    let outcome = f.app.ledger.post_usage(&[record], t).await.unwrap();
+    assert_eq!(outcome.settled_holds, 1);
+    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+    assert_eq!(view.state, "settled");
+    assert_eq!(view.charge, Some(1_234_567));
+    let body = view.to_json();
+    assert_eq!(body["charge"], "1.234567");
+    assert_eq!(body["hold"], "0.00");
+    assert!(body["settled_at"].is_string());
+    let balance = f.balance("physics", "su").await;
+    assert_eq!((balance.held, balance.charged), (0, 1_234_567));
+    // The new state was written back: listing by state finds it.
+    let settled = f
+        .admission
+        .jobs(
+            &alice(),
+            &JobQuery {
+                state: Some("settled".into()),
+                ..JobQuery::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(settled.len(), 1);
+    // A settled job cannot be cancelled.
+    let err = f
+        .admission
+        .cancel(&alice(), submitted.id)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "conflict");
+}
+
+#[tokio::test]
+async fn cancel_releases_the_hold_and_stops_the_job_as_its_user() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let before = f.balance("physics", "su").await;
+    let submitted = f.admission.submit(&alice(), job(), None).await.unwrap();
+    assert_eq!(f.balance("physics", "su").await.held, ONPREM_ESTIMATE);
+
+    let bob = principal("bob", Role::User);
+    let err = f.admission.cancel(&bob, submitted.id).await.unwrap_err();
+    assert_eq!(err.code(), "not_found", "another user's job is not visible");
+    let finance = principal("fin", Role::Finance);
+    let err = f
+        .admission
+        .cancel(&finance, submitted.id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AdmissionError::Forbidden(_)), "{err}");
+
+    let view = f.admission.cancel(&alice(), submitted.id).await.unwrap();
+    assert_eq!(view.state, "cancelled");
+    assert_eq!(
+        f.onprem.cancelled.lock().unwrap().clone(),
+        [("alice".to_string(), "1001".to_string())]
+    );
+    assert_eq!(f.balance("physics", "su").await, before);
+    let hold = &f.app.ledger.holds(false).await.unwrap()[0];
+    assert_eq!(hold.reason.as_deref(), Some("cancelled by user"));
+    let err = f
+        .admission
+        .cancel(&alice(), submitted.id)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "conflict");
+
+    // An admin may cancel anyone's job.
+    let second = f.admission.submit(&alice(), job(), None).await.unwrap();
+    let admin = principal("ops", Role::Admin);
+    assert_eq!(
+        f.admission.cancel(&admin, second.id).await.unwrap().state,
+        "cancelled"
+    );
+    assert!(f.app.ledger.verify().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn users_list_their_own_jobs_and_finance_lists_all() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    f.allocate("chemistry", "usd", 100_000_000).await;
+    let bob = principal("bob", Role::User);
+    let a = f.admission.submit(&alice(), job(), None).await.unwrap();
+    let b = f.admission.submit(&bob, job(), None).await.unwrap();
+
+    let mine = f
+        .admission
+        .jobs(&alice(), &JobQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(mine.iter().map(|j| j.job.id).collect::<Vec<_>>(), [a.id]);
+    let err = f
+        .admission
+        .jobs(
+            &alice(),
+            &JobQuery {
+                user: Some("bob".into()),
+                ..JobQuery::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "forbidden");
+    assert_eq!(
+        f.admission.job(&alice(), b.id).await.unwrap_err().code(),
+        "not_found"
+    );
+
+    let finance = principal("fin", Role::Finance);
+    let all = f
+        .admission
+        .jobs(&finance, &JobQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    let chemistry = f
+        .admission
+        .jobs(
+            &finance,
+            &JobQuery {
+                account: Some("chemistry".into()),
+                ..JobQuery::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(chemistry.len(), 1);
+    assert_eq!(chemistry[0].job.user, "bob");
+    assert_eq!(
+        f.admission.job(&finance, a.id).await.unwrap().job.user,
+        "alice"
+    );
+}
+
+#[tokio::test]
+async fn holds_expire_after_the_time_limit_plus_the_configured_grace() {
+    let f = fixture_with("holds: {grace: 10m}\n").await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let submitted = f
+        .admission
+        .submit(&alice(), job_with(json!({"time_limit_min": 30})), None)
+        .await
+        .unwrap();
+    let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
+    assert_eq!(hold.expires_at - hold.placed_at, 30 * 60 + 600);
+    f.app.ledger.expire_holds(hold.expires_at).await.unwrap();
+    assert_eq!(
+        f.admission.job(&alice(), submitted.id).await.unwrap().state,
+        "expired"
+    );
+}
+
+#[tokio::test]
+async fn refusals_reach_the_api_in_its_error_shape() {
+    use bursar_gateway::server::{AdmissionApi, ApiError, JobsFilter};
+    let f = fixture().await;
+    f.allocate("physics", "su", 1_000_000).await;
+    let api: &dyn AdmissionApi = &f.admission;
+    let err: ApiError = api.submit(&alice(), job(), None).await.unwrap_err();
+    assert_eq!(err.status.as_u16(), 402);
+    let body = err.body();
+    assert_eq!(body["error"], "insufficient_allocation");
+    assert_eq!(body["details"]["clusters"][0]["remaining"], "1.00");
+    assert!(body["message"]
+        .as_str()
+        .unwrap()
+        .contains("physics has 1.00 su left"));
+
+    f.allocate("physics", "usd", 100_000_000).await;
+    let created = api.submit(&alice(), job(), None).await.unwrap();
+    assert_eq!(created["cluster"], "cloud");
+    let listed = api.jobs(&alice(), JobsFilter::default()).await.unwrap();
+    assert_eq!(listed["jobs"][0]["id"], created["id"]);
+    let quoted = api.quote(&alice(), job()).await.unwrap();
+    assert_eq!(quoted[1]["cluster"], "cloud");
+    assert_eq!(quoted[1]["chosen"], true, "onprem cannot be paid for");
+    let err = api
+        .quote(&alice(), job_with(json!({"account": "chemistry"})))
+        .await
+        .unwrap_err();
+    assert_eq!(err.status.as_u16(), 403);
+    assert_eq!(err.body()["error"], "no_association");
+}

@@ -1,0 +1,420 @@
+//! `bursar submit` (and the `sbatch` alias), driving the real binary against a wiremock server
+//! standing in for bursar: what is sent, what is printed, how refusals and lost connections
+//! end.
+
+mod client_support;
+
+use client_support::*;
+use serde_json::{json, Value};
+use wiremock::matchers::{header, header_exists, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn submitted() -> Value {
+    json!({
+        "id": 17, "cluster": "onprem", "cluster_job_id": "4242", "currency": "su",
+        "hold": "4.00", "estimate": "4.00",
+        "route": {"cluster": "onprem", "explanation": [
+            "onprem: first in the preference order, and physics can pay 4.00 su",
+            "cloud: not needed"
+        ]}
+    })
+}
+
+async fn accepting_server() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/jobs"))
+        .and(header("authorization", format!("Bearer {TOKEN}").as_str()))
+        .and(header_exists("idempotency-key"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(submitted()))
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn submit_prints_the_sbatch_line_and_sends_the_parsed_request() {
+    let server = accepting_server().await;
+    let home = Home::new();
+    home.write("job.sh", SCRIPT);
+    let run = bursar(
+        &[
+            "submit", "-A", "physics", "-t", "60", "-M", "onprem", "job.sh",
+        ],
+        &home,
+        &server.uri(),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Submitted batch job 4242 on cluster onprem\n");
+    assert_eq!(
+        run.stderr,
+        "bursar job 17: held 4.00 su (estimate) — onprem: first in the preference order, and \
+         physics can pay 4.00 su\n"
+    );
+    let bodies = bodies(&server, "POST", "/v1/jobs").await;
+    assert_eq!(bodies.len(), 1);
+    let body = &bodies[0];
+    assert_eq!(body["account"], "physics");
+    assert_eq!(body["clusters"], json!(["onprem"]));
+    // The command line wins over `#SBATCH --time=30`; the rest comes from the script.
+    assert_eq!(body["time_limit_min"], 60);
+    assert_eq!(body["memory"], json!({"per_node_mb": 4096}));
+    assert_eq!(body["job_name"], "train");
+    assert_eq!(body["nodes"], 1);
+    assert_eq!(body["script"], SCRIPT);
+    assert_eq!(
+        body["working_dir"],
+        home.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    // sbatch's default --export=ALL, without the bursar token.
+    assert_eq!(body["environment"]["MY_VAR"], "hello");
+    assert!(body["environment"].get("BURSAR_TOKEN").is_none(), "{body}");
+    // The body is a valid request for the server's own parser.
+    let request: bursar_gateway::request::JobRequest =
+        serde_json::from_value(body.clone()).unwrap();
+    request.validate().unwrap();
+}
+
+#[tokio::test]
+async fn each_invocation_sends_a_fresh_idempotency_key() {
+    let server = accepting_server().await;
+    let home = Home::new();
+    for _ in 0..2 {
+        let run = bursar(
+            &["submit", "--wrap=hostname", "-t", "5"],
+            &home,
+            &server.uri(),
+        )
+        .await;
+        assert_eq!(run.code, 0, "{run:?}");
+    }
+    let keys: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.headers["idempotency-key"].to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(keys.len(), 2);
+    assert_ne!(keys[0], keys[1]);
+}
+
+#[tokio::test]
+async fn parsable_prints_jobid_and_cluster_only() {
+    let server = accepting_server().await;
+    let home = Home::new();
+    let run = bursar(
+        &[
+            "submit",
+            "--parsable",
+            "--wrap=hostname",
+            "-t",
+            "5",
+            "--export=NONE",
+        ],
+        &home,
+        &server.uri(),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "4242;onprem\n");
+    assert_eq!(run.stderr, "");
+    let body = &bodies(&server, "POST", "/v1/jobs").await[0];
+    assert_eq!(body["wrap"], "hostname");
+    assert_eq!(body["export"], "NONE");
+    assert!(body.get("environment").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn a_retry_after_a_dropped_connection_reuses_the_idempotency_key() {
+    let server = accepting_server().await;
+    let (proxy, dropped) = dropping_proxy(*server.address());
+    let home = Home::new();
+    home.write("job.sh", SCRIPT);
+    let run = bursar(&["submit", "-A", "physics", "job.sh"], &home, &proxy).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Submitted batch job 4242 on cluster onprem\n");
+    let first = dropped
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the first attempt reached the proxy");
+    let first_key = client_support::header(&first, "idempotency-key").unwrap();
+    let received = server.received_requests().await.unwrap();
+    assert_eq!(received.len(), 1, "one retry, which reached bursar");
+    assert_eq!(
+        received[0].headers["idempotency-key"].to_str().unwrap(),
+        first_key
+    );
+    // The retry sends the same body.
+    let (_, first_body) = first.split_once("\r\n\r\n").unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(first_body).unwrap(),
+        serde_json::from_slice::<Value>(&received[0].body).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn insufficient_allocation_exits_1_with_every_cluster() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/jobs"))
+        .respond_with(ResponseTemplate::new(402).set_body_json(json!({
+            "error": "insufficient_allocation",
+            "message": "physics has 1.25 su left in su; the job needs an estimated 4.00 su",
+            "details": {"clusters": [
+                {"cluster": "onprem", "account": "physics", "currency": "su", "estimate": "4.00", "remaining": "1.25"},
+                {"cluster": "cloud", "account": "physics", "currency": "usd", "estimate": "12.50", "remaining": "0.00"}
+            ]}
+        })))
+        .mount(&server)
+        .await;
+    let home = Home::new();
+    home.write("job.sh", SCRIPT);
+    let run = bursar(&["submit", "-A", "physics", "job.sh"], &home, &server.uri()).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.stdout, "");
+    assert_eq!(
+        run.stderr,
+        "bursar: physics has 1.25 su left in su; the job needs an estimated 4.00 su\n\
+         \x20 CLUSTER  ACCOUNT  CURRENCY  ESTIMATE  REMAINING\n\
+         \x20 onprem   physics  su            4.00       1.25\n\
+         \x20 cloud    physics  usd          12.50       0.00\n"
+    );
+}
+
+#[tokio::test]
+async fn refusals_show_the_servers_message() {
+    let cases = [
+        (
+            403,
+            "no_association",
+            "user alice is not associated with account physics",
+            None,
+        ),
+        (
+            422,
+            "invalid_request",
+            "no cluster can run this job: no time limit given and partition batch on onprem \
+             has no maximum; pass -t",
+            None,
+        ),
+        (
+            503,
+            "upstream_unavailable",
+            "onprem could not be reached (nothing is held): connection refused",
+            None,
+        ),
+        (
+            401,
+            "unauthorized",
+            "the token has expired",
+            Some("the token from BURSAR_TOKEN was refused"),
+        ),
+    ];
+    let home = Home::new();
+    for (status, code, message, hint) in cases {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/jobs"))
+            .respond_with(ResponseTemplate::new(status).set_body_json(json!({
+                "error": code, "message": message,
+                "details": if status == 403 { json!({"user": "alice", "account": "physics"}) } else { json!({}) }
+            })))
+            .mount(&server)
+            .await;
+        let run = bursar(&["submit", "--wrap=true", "-t", "1"], &home, &server.uri()).await;
+        assert_eq!(run.code, 1, "{run:?}");
+        assert!(
+            run.stderr.starts_with(&format!("bursar: {message}")),
+            "{run:?}"
+        );
+        match hint {
+            Some(hint) => assert!(run.stderr.contains(hint), "{run:?}"),
+            // Details the message already names are not repeated.
+            None => assert_eq!(run.stderr, format!("bursar: {message}\n")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_proxy_error_page_is_reported_with_its_status() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(502).set_body_string("<html>Bad Gateway</html>"))
+        .mount(&server)
+        .await;
+    let run = bursar(&["submit", "--wrap=true"], &Home::new(), &server.uri()).await;
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "bursar: unexpected answer from bursar at {} (HTTP 502): Bad Gateway: <html>Bad \
+             Gateway</html>\n",
+            server.uri()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_dstack_task_file_is_submitted_as_a_task() {
+    let server = accepting_server().await;
+    let home = Home::new();
+    home.write(
+        "train.dstack.yml",
+        "type: task\nname: train\ncommands:\n  - python train.py\nresources:\n  gpu: A100:80GB:2\nmax_duration: 2h\n",
+    );
+    let run = bursar(
+        &["submit", "-A", "physics", "-M", "cloud", "train.dstack.yml"],
+        &home,
+        &server.uri(),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let body = &bodies(&server, "POST", "/v1/jobs").await[0];
+    assert_eq!(body["account"], "physics");
+    assert_eq!(body["clusters"], json!(["cloud"]));
+    assert_eq!(body["dstack"]["type"], "task");
+    assert_eq!(body["dstack"]["commands"], json!(["python train.py"]));
+    assert_eq!(body["gpus"]["count"], 2);
+    assert_eq!(body["time_limit_min"], 120);
+    assert!(body.get("script").is_none() && body.get("environment").is_none());
+    let request: bursar_gateway::request::JobRequest =
+        serde_json::from_value(body.clone()).unwrap();
+    request.validate().unwrap();
+
+    let run = bursar(
+        &["submit", "-n", "4", "train.dstack.yml"],
+        &home,
+        &server.uri(),
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("only -A, -p, -q, -M"), "{run:?}");
+}
+
+#[tokio::test]
+async fn bad_options_are_refused_before_any_call() {
+    let server = MockServer::start().await;
+    let home = Home::new();
+    home.write("job.sh", SCRIPT);
+    home.write("notascript", "srun hostname\n");
+    for (args, expected) in [
+        (&["submit", "--array=1-3", "job.sh"][..], "--array"),
+        (
+            &["submit", "notascript"][..],
+            "This does not look like a batch script",
+        ),
+        (
+            &["submit", "missing.sh"][..],
+            "cannot read the job script missing.sh",
+        ),
+        (
+            &["submit", "job.sh", "arg1"][..],
+            "arguments after the job script (arg1)",
+        ),
+        (&["submit"][..], "no job script"),
+    ] {
+        let run = bursar(args, &home, &server.uri()).await;
+        assert_eq!(run.code, 1, "{args:?}: {run:?}");
+        assert!(run.stderr.contains(expected), "{args:?}: {run:?}");
+    }
+    assert!(server.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn help_prints_the_sbatch_usage() {
+    let run = bursar(&["submit", "--help"], &Home::new(), "http://127.0.0.1:1").await;
+    assert_eq!(run.code, 0);
+    assert_eq!(run.stdout, bursar_gateway::request::SBATCH_USAGE);
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_named() {
+    // Bind and drop a listener to get a port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let run = bursar(&["submit", "--wrap=true"], &Home::new(), &url).await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr
+            .starts_with(&format!("bursar: cannot reach bursar at {url}: ")),
+        "{run:?}"
+    );
+    assert!(run.stderr.to_lowercase().contains("refused"), "{run:?}");
+}
+
+#[tokio::test]
+async fn without_a_token_the_user_is_told_where_to_put_one() {
+    let home = Home::new();
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "--wrap=true"],
+        &home,
+        &[("BURSAR_TOKEN", ""), ("BURSAR_URL", "http://127.0.0.1:1")],
+    )
+    .await;
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stderr,
+        "bursar: no token: ask your admin for one (`bursar token issue`) and put it in \
+         ~/.config/bursar/token or BURSAR_TOKEN\n"
+    );
+
+    // The token file is read when BURSAR_TOKEN is not set.
+    let server = accepting_server().await;
+    std::fs::create_dir_all(home.path().join(".config/bursar")).unwrap();
+    let file = home.write(".config/bursar/token", &format!("{TOKEN}\n"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "--wrap=true"],
+        &home,
+        &[("BURSAR_TOKEN", ""), ("BURSAR_URL", &server.uri())],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn invoked_as_sbatch_the_binary_submits() {
+    let server = accepting_server().await;
+    let home = Home::new();
+    home.write("job.sh", SCRIPT);
+    let bin = home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let sbatch = bin.join("sbatch");
+    std::os::unix::fs::symlink(bursar_exe(), &sbatch).unwrap();
+    // `-c` is sbatch's --cpus-per-task here, not bursar's --config.
+    let run = run_program(
+        &sbatch,
+        &["-A", "physics", "-c", "4", "job.sh"],
+        &home,
+        &[("BURSAR_URL", &server.uri())],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Submitted batch job 4242 on cluster onprem\n");
+    let body = &bodies(&server, "POST", "/v1/jobs").await[0];
+    assert_eq!(body["cpus_per_task"], 4);
+    assert_eq!(body["account"], "physics");
+
+    let run = run_program(
+        &sbatch,
+        &["--parsable", "job.sh"],
+        &home,
+        &[("BURSAR_URL", &server.uri())],
+    )
+    .await;
+    assert_eq!(run.stdout, "4242;onprem\n");
+}

@@ -1,0 +1,214 @@
+//! What the gateway keeps beside the ledger: the audit log and the jobs submitted through its
+//! API (`0002_gateway.sql`).
+
+use bursar_pricing::Currency;
+use sqlx::sqlite::SqliteRow;
+use sqlx::SqliteConnection;
+
+use super::{col, db};
+use crate::error::{LedgerError, Result};
+use crate::model::{ApiJob, AuditEntry, NewApiJob, NewAudit};
+
+pub(super) async fn audit(conn: &mut SqliteConnection, entry: &NewAudit) -> Result<i64> {
+    sqlx::query_scalar(
+        "insert into audit_log (at, actor, role, action, target, before_json, after_json)
+         values (?, ?, ?, ?, ?, ?, ?) returning id",
+    )
+    .bind(entry.at)
+    .bind(&entry.actor)
+    .bind(&entry.role)
+    .bind(&entry.action)
+    .bind(&entry.target)
+    .bind(&entry.before)
+    .bind(&entry.after)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)
+}
+
+/// The newest entries first, at most `limit` of them.
+pub(super) async fn audit_log(
+    conn: &mut SqliteConnection,
+    limit: Option<u32>,
+) -> Result<Vec<AuditEntry>> {
+    // SQLite: a negative limit means none.
+    let limit = limit.map_or(-1, i64::from);
+    let rows = sqlx::query(
+        "select id, at, actor, role, action, target, before_json, after_json
+         from audit_log order by id desc limit ?",
+    )
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db)?;
+    rows.iter()
+        .map(|r| {
+            Ok(AuditEntry {
+                id: col(r, 0)?,
+                at: col(r, 1)?,
+                actor: col(r, 2)?,
+                role: col(r, 3)?,
+                action: col(r, 4)?,
+                target: col(r, 5)?,
+                before: col(r, 6)?,
+                after: col(r, 7)?,
+            })
+        })
+        .collect()
+}
+
+const API_JOB_SELECT: &str = "select id, idempotency_key, actor, user_name, account, cluster, \
+     cluster_job_id, currency, estimate, hold_id, state, request_json, route_json, \
+     submitted_at, updated_at from api_jobs";
+
+fn api_job_row(row: &SqliteRow) -> Result<ApiJob> {
+    Ok(ApiJob {
+        id: col(row, 0)?,
+        idempotency_key: col(row, 1)?,
+        actor: col(row, 2)?,
+        user: col(row, 3)?,
+        account: col(row, 4)?,
+        cluster: col(row, 5)?,
+        cluster_job_id: col(row, 6)?,
+        currency: Currency::new(&col::<String>(row, 7)?),
+        estimate: col(row, 8)?,
+        hold_id: col(row, 9)?,
+        state: col(row, 10)?,
+        request_json: col(row, 11)?,
+        route_json: col(row, 12)?,
+        submitted_at: col(row, 13)?,
+        updated_at: col(row, 14)?,
+    })
+}
+
+pub(super) async fn create_api_job(conn: &mut SqliteConnection, job: &NewApiJob) -> Result<ApiJob> {
+    if let Some(key) = &job.idempotency_key {
+        if let Some(existing) = api_job_by_key(conn, key).await? {
+            return Err(LedgerError::Conflict(format!(
+                "idempotency key {key:?} was already used by job {}",
+                existing.id
+            )));
+        }
+    }
+    if let Some(hold) = job.hold_id {
+        let found: Option<i64> = sqlx::query_scalar("select id from holds where id = ?")
+            .bind(hold)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db)?;
+        if found.is_none() {
+            return Err(LedgerError::not_found("hold", hold.to_string()));
+        }
+    }
+    let id: i64 = sqlx::query_scalar(
+        "insert into api_jobs (idempotency_key, actor, user_name, account, cluster, currency,
+             estimate, hold_id, state, request_json, route_json, submitted_at, updated_at)
+         values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id",
+    )
+    .bind(&job.idempotency_key)
+    .bind(&job.actor)
+    .bind(&job.user)
+    .bind(&job.account)
+    .bind(&job.cluster)
+    .bind(job.currency.as_str())
+    .bind(job.estimate)
+    .bind(job.hold_id)
+    .bind(&job.state)
+    .bind(&job.request_json)
+    .bind(&job.route_json)
+    .bind(job.at)
+    .bind(job.at)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)?;
+    api_job(conn, id)
+        .await?
+        .ok_or_else(|| LedgerError::Storage(format!("api job {id} vanished after insert")))
+}
+
+pub(super) async fn api_job(conn: &mut SqliteConnection, id: i64) -> Result<Option<ApiJob>> {
+    let sql = format!("{API_JOB_SELECT} where id = ?");
+    let row = sqlx::query(&sql)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    row.as_ref().map(api_job_row).transpose()
+}
+
+pub(super) async fn api_job_by_key(
+    conn: &mut SqliteConnection,
+    key: &str,
+) -> Result<Option<ApiJob>> {
+    let sql = format!("{API_JOB_SELECT} where idempotency_key = ?");
+    let row = sqlx::query(&sql)
+        .bind(key)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    row.as_ref().map(api_job_row).transpose()
+}
+
+/// Sets the state (and the cluster's job id, when given; it is kept otherwise).
+pub(super) async fn update_api_job(
+    conn: &mut SqliteConnection,
+    id: i64,
+    state: &str,
+    cluster_job_id: Option<&str>,
+    at: i64,
+) -> Result<()> {
+    let done = sqlx::query(
+        "update api_jobs set state = ?, cluster_job_id = coalesce(?, cluster_job_id),
+             updated_at = ?
+         where id = ?",
+    )
+    .bind(state)
+    .bind(cluster_job_id)
+    .bind(at)
+    .bind(id)
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    if done.rows_affected() == 0 {
+        return Err(LedgerError::not_found("job", id.to_string()));
+    }
+    Ok(())
+}
+
+/// Jobs by id, filtered by user and account when given.
+pub(super) async fn api_jobs(
+    conn: &mut SqliteConnection,
+    user: Option<&str>,
+    account: Option<&str>,
+) -> Result<Vec<ApiJob>> {
+    let sql = format!(
+        "{API_JOB_SELECT} where (?1 is null or user_name = ?1) and (?2 is null or account = ?2) \
+         order by id"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(user)
+        .bind(account)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(api_job_row).collect()
+}
+
+/// Marks the jobs of holds that just expired `expired`, unless they already ended.
+pub(super) async fn expire_api_jobs(
+    conn: &mut SqliteConnection,
+    hold_ids_json: &str,
+    at: i64,
+) -> Result<u64> {
+    let done = sqlx::query(
+        "update api_jobs set state = 'expired', updated_at = ?
+         where hold_id in (select value from json_each(?))
+           and state not in ('settled', 'cancelled', 'expired', 'failed')",
+    )
+    .bind(at)
+    .bind(hold_ids_json)
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,175 @@
+//! What the gateway keeps in the ledger: the audit log and the jobs submitted through its API.
+
+mod common;
+
+use bursar_ledger::{LedgerError, NewApiJob, NewAudit, NewHold};
+use common::{su, temp_ledger, DAY, HOUR, T0, UNIT};
+
+fn audit(at: i64, action: &str) -> NewAudit {
+    NewAudit {
+        at,
+        actor: "root-admin".to_string(),
+        role: "admin".to_string(),
+        action: action.to_string(),
+        target: "physics".to_string(),
+        before: None,
+        after: Some(r#"{"name":"physics"}"#.to_string()),
+    }
+}
+
+fn job(key: Option<&str>, user: &str, account: &str, hold_id: Option<i64>) -> NewApiJob {
+    NewApiJob {
+        idempotency_key: key.map(str::to_string),
+        actor: user.to_string(),
+        user: user.to_string(),
+        account: account.to_string(),
+        cluster: "alpha".to_string(),
+        currency: su(),
+        estimate: 4 * UNIT,
+        hold_id,
+        state: "held".to_string(),
+        request_json: "{}".to_string(),
+        route_json: r#"{"cluster":"alpha"}"#.to_string(),
+        at: T0,
+    }
+}
+
+#[tokio::test]
+async fn the_audit_log_lists_newest_first_and_limits() {
+    let (_dir, ledger) = temp_ledger().await;
+    let first = ledger.audit(&audit(T0, "account.create")).await.unwrap();
+    let second = ledger
+        .audit(&audit(T0 + 1, "allocation.set"))
+        .await
+        .unwrap();
+    assert!(second > first);
+    let all = ledger.audit_log(None).await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].action, "allocation.set");
+    assert_eq!(all[1].before, None);
+    assert_eq!(all[1].after.as_deref(), Some(r#"{"name":"physics"}"#));
+    let last = ledger.audit_log(Some(1)).await.unwrap();
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].id, second);
+    let mut empty = audit(T0, "x");
+    empty.actor = String::new();
+    assert!(matches!(
+        ledger.audit(&empty).await,
+        Err(LedgerError::Invalid(_))
+    ));
+}
+
+#[tokio::test]
+async fn api_jobs_are_recorded_found_updated_and_filtered() {
+    let (_dir, ledger) = temp_ledger().await;
+    let a = ledger
+        .create_api_job(&job(Some("k1"), "alice", "physics", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        (a.state.as_str(), a.cluster_job_id.as_deref()),
+        ("held", None)
+    );
+    assert_eq!((a.submitted_at, a.updated_at), (T0, T0));
+    let again = ledger
+        .create_api_job(&job(Some("k1"), "alice", "physics", None))
+        .await;
+    assert!(matches!(again, Err(LedgerError::Conflict(_))), "{again:?}");
+    let b = ledger
+        .create_api_job(&job(None, "bob", "chemistry", None))
+        .await
+        .unwrap();
+    let c = ledger
+        .create_api_job(&job(None, "bob", "physics", None))
+        .await
+        .unwrap();
+
+    assert_eq!(ledger.api_job(a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(ledger.api_job_by_key("k1").await.unwrap(), Some(a.clone()));
+    assert_eq!(ledger.api_job_by_key("k2").await.unwrap(), None);
+    assert_eq!(ledger.api_job(9999).await.unwrap(), None);
+
+    ledger
+        .update_api_job(a.id, "held", Some("1234"), T0 + 5)
+        .await
+        .unwrap();
+    ledger
+        .update_api_job(a.id, "cancelled", None, T0 + 9)
+        .await
+        .unwrap();
+    let a2 = ledger.api_job(a.id).await.unwrap().unwrap();
+    assert_eq!(a2.cluster_job_id.as_deref(), Some("1234"));
+    assert_eq!((a2.state.as_str(), a2.updated_at), ("cancelled", T0 + 9));
+    assert!(matches!(
+        ledger.update_api_job(9999, "failed", None, T0).await,
+        Err(LedgerError::NotFound { .. })
+    ));
+
+    let ids = |jobs: Vec<bursar_ledger::ApiJob>| jobs.iter().map(|j| j.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(ledger.api_jobs(None, None).await.unwrap()),
+        [a.id, b.id, c.id]
+    );
+    assert_eq!(
+        ids(ledger.api_jobs(Some("bob"), None).await.unwrap()),
+        [b.id, c.id]
+    );
+    assert_eq!(
+        ids(ledger.api_jobs(None, Some("physics")).await.unwrap()),
+        [a.id, c.id]
+    );
+    assert_eq!(
+        ids(ledger.api_jobs(Some("bob"), Some("physics")).await.unwrap()),
+        [c.id]
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_hold_is_refused_and_expiring_a_hold_expires_its_job() {
+    let (_dir, ledger) = temp_ledger().await;
+    assert!(matches!(
+        ledger
+            .create_api_job(&job(None, "alice", "physics", Some(42)))
+            .await,
+        Err(LedgerError::NotFound { .. })
+    ));
+    ledger.ensure_account("physics", None).await.unwrap();
+    ledger
+        .set_allocation("physics", &su(), 100 * UNIT, T0, T0 + 30 * DAY)
+        .await
+        .unwrap();
+    let hold = |key: &str| NewHold {
+        account: "physics".to_string(),
+        currency: su(),
+        amount: 4 * UNIT,
+        cluster: "alpha".to_string(),
+        job_ref: None,
+        placed_at: T0,
+        expires_at: T0 + HOUR,
+        idempotency_key: key.to_string(),
+        note: None,
+    };
+    let h1 = ledger.try_place_hold(&hold("h1")).await.unwrap();
+    let h2 = ledger.try_place_hold(&hold("h2")).await.unwrap();
+    let waiting = ledger
+        .create_api_job(&job(None, "alice", "physics", Some(h1.id)))
+        .await
+        .unwrap();
+    let cancelled = ledger
+        .create_api_job(&job(None, "alice", "physics", Some(h2.id)))
+        .await
+        .unwrap();
+    ledger
+        .update_api_job(cancelled.id, "cancelled", None, T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(ledger.expire_holds(T0 + HOUR).await.unwrap(), 2);
+    let waiting = ledger.api_job(waiting.id).await.unwrap().unwrap();
+    assert_eq!(
+        (waiting.state.as_str(), waiting.updated_at),
+        ("expired", T0 + HOUR)
+    );
+    let cancelled = ledger.api_job(cancelled.id).await.unwrap().unwrap();
+    assert_eq!(cancelled.state, "cancelled");
+    assert!(ledger.verify().await.unwrap().is_empty());
+}
