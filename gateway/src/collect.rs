@@ -17,14 +17,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use bursar_collectors::dstack::{DstackClient, DstackConfig, RunCursor};
+use bursar_collectors::dstack::{DstackClient, DstackConfig, RunCursor, RunSummary};
 use bursar_collectors::sacct::runner::SacctCommand;
 use bursar_collectors::slurmrestd::{
     ApiSelection, LegacyTimes, SlurmAuth, SlurmRestClient, SlurmRestConfig, Window,
 };
 use bursar_collectors::RawQuarantine;
 use bursar_ledger::QuarantineItem;
-use bursar_pricing::UsageRecord;
+use bursar_pricing::{JobState, UsageRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
@@ -382,12 +382,28 @@ async fn dstack_pass(
         ..PassSummary::default()
     };
     let source = format!("dstack:{}", collector.cluster);
+    // Runs submitted through bursar are charged to the account (and user) that holds their
+    // money, whoever's token dstack ran them under; other runs follow the configured mapping.
+    let submitted: HashMap<String, (String, String)> = app
+        .ledger
+        .api_jobs(None, None)
+        .await?
+        .into_iter()
+        .filter(|j| j.cluster == collector.cluster)
+        .filter_map(|j| j.cluster_job_id.map(|run| (run, (j.account, j.user))))
+        .collect();
     let map = |mut records: Vec<UsageRecord>| -> Vec<UsageRecord> {
         for r in &mut records {
-            r.account = user_accounts
-                .get(&r.user)
-                .cloned()
-                .unwrap_or_else(|| account.to_string());
+            let run = r.display_id.split('/').next().unwrap_or_default();
+            if let Some((holder, user)) = submitted.get(run) {
+                r.account = holder.clone();
+                r.user = user.clone();
+            } else {
+                r.account = user_accounts
+                    .get(&r.user)
+                    .cloned()
+                    .unwrap_or_else(|| account.to_string());
+            }
         }
         records
     };
@@ -401,11 +417,13 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
+        let mut records = map(page.records);
+        records.extend(never_provisioned(app, &collector.cluster, &page.runs, &records).await?);
         post(
             app,
             &collector.cluster,
             &source,
-            map(page.records),
+            records,
             page.quarantined,
             &mut summary,
         )
@@ -430,11 +448,14 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
+        let mut records = map(refreshed.records);
+        records
+            .extend(never_provisioned(app, &collector.cluster, &refreshed.runs, &records).await?);
         post(
             app,
             &collector.cluster,
             &source,
-            map(refreshed.records),
+            records,
             refreshed.quarantined,
             &mut summary,
         )
@@ -445,6 +466,69 @@ async fn dstack_pass(
             .await?;
     }
     Ok(summary)
+}
+
+/// Final records, costing 0, for the submissions of finished runs that never got an instance
+/// and that an active hold waits for (a run submitted through bursar that dstack could not
+/// place, e.g. "no matching fleet"). dstack charges nothing for such a submission and the
+/// collector makes no record of it, so without this its hold would never settle and would
+/// stay held until it expires. The record is charged to the hold's account, as "never
+/// started" (0), and posting it settles the hold like any final record.
+async fn never_provisioned(
+    app: &App,
+    cluster: &str,
+    runs: &[RunSummary],
+    records: &[UsageRecord],
+) -> anyhow::Result<Vec<UsageRecord>> {
+    let recorded: BTreeSet<&str> = records.iter().map(|r| r.job_id.as_str()).collect();
+    let candidates: Vec<(&RunSummary, &String)> = runs
+        .iter()
+        .filter(|run| run.finished)
+        .flat_map(|run| run.submission_ids.iter().map(move |id| (run, id)))
+        .filter(|(_, id)| !recorded.contains(id.as_str()))
+        .collect();
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let holds: HashMap<String, String> = app
+        .ledger
+        .holds(true)
+        .await?
+        .into_iter()
+        .filter(|h| h.cluster == cluster)
+        .filter_map(|h| h.job_ref.map(|job_ref| (job_ref, h.account)))
+        .collect();
+    let mut synthetic = Vec::new();
+    for (run, submission_id) in candidates {
+        let Some(account) = holds.get(submission_id) else {
+            continue;
+        };
+        let state = match run.status.as_str() {
+            "done" => JobState::Completed,
+            "terminated" => JobState::Cancelled,
+            _ => JobState::Failed,
+        };
+        synthetic.push(UsageRecord {
+            cluster: cluster.to_string(),
+            job_id: submission_id.clone(),
+            display_id: run.run_name.clone(),
+            submit: run.submitted_at.timestamp(),
+            start: None,
+            end: None,
+            account: account.clone(),
+            user: run.user.clone(),
+            partition: None,
+            qos: None,
+            state,
+            elapsed_us: 0,
+            alloc: Default::default(),
+            time_limit_min: None,
+            job_name: Some(run.run_name.clone()),
+            price_per_hour_micros: None,
+            blocks: None,
+        });
+    }
+    Ok(synthetic)
 }
 
 /// Prices and posts one fetched batch; what can't be priced joins the quarantine.

@@ -113,7 +113,11 @@ impl SqliteStorage {
         .pragma("temp_store", "memory")
         .pragma("wal_autocheckpoint", "16384");
 
+        // No ping before each acquire (sqlx's default): an embedded connection cannot have
+        // hung up, and the ping is one more round trip to the connection's worker thread on
+        // every read and every write transaction — the single writer included.
         let write = SqlitePoolOptions::new()
+            .test_before_acquire(false)
             .max_connections(1)
             .min_connections(1)
             .idle_timeout(None)
@@ -129,6 +133,7 @@ impl SqliteStorage {
             // Every connection to `:memory:` would be a different database.
             SqliteTarget::Memory => write.clone(),
             SqliteTarget::File(_) => SqlitePoolOptions::new()
+                .test_before_acquire(false)
                 .max_connections(4)
                 .connect_with(base)
                 .await

@@ -1,0 +1,225 @@
+//! A dstack run submitted through bursar that never gets an instance (dstack 0.22.5 with no
+//! fleet: `failed_to_start_due_to_no_capacity`, no `job_provisioning_data`) settles its hold
+//! at 0 once the collector sees it finished — whether the first pass lists it finished or a
+//! later pass re-reads it — and a run still waiting keeps its hold.
+
+use std::sync::Arc;
+
+use bursar_gateway::admission::Admission;
+use bursar_gateway::app::App;
+use bursar_gateway::auth::{Principal, Role};
+use bursar_gateway::collect::{run_pass, Collector, PassWindow};
+use bursar_gateway::config::Config;
+use bursar_gateway::request::JobRequest;
+use bursar_ledger::HoldState;
+use bursar_pricing::Currency;
+use serde_json::{json, Value};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const PLAN: &str =
+    include_str!("../../collectors/tests/fixtures/dstack/exp_get_plan_with_seeded_fleet.resp.json");
+const APPLIED: &str =
+    include_str!("../../collectors/tests/fixtures/dstack/runs_apply_nogpu.resp.json");
+
+/// The applied run as dstack shows it ~10 s later: failed, its only submission never placed.
+fn failed_run() -> Value {
+    let mut run: Value = serde_json::from_str(APPLIED).unwrap();
+    run["status"] = json!("failed");
+    run["termination_reason"] = json!("job_failed");
+    let submission = &mut run["jobs"][0]["job_submissions"][0];
+    assert!(submission["job_provisioning_data"].is_null());
+    submission["status"] = json!("failed");
+    submission["termination_reason"] = json!("failed_to_start_due_to_no_capacity");
+    submission["finished_at"] = json!("2026-11-21T23:53:37.000000Z");
+    run
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    app: Arc<App>,
+    admission: Admission,
+    collector: Collector,
+}
+
+async fn fixture(server: &MockServer) -> Fixture {
+    for (route, body) in [("runs/get_plan", PLAN), ("runs/apply", APPLIED)] {
+        Mock::given(method("POST"))
+            .and(path(format!("/api/project/hpc/{route}")))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(body, "application/json"))
+            .mount(server)
+            .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("dstack.token");
+    std::fs::write(&token, "tok-123\n").unwrap();
+    let yaml = format!(
+        "database: sqlite://{db}\n\
+         accounts:\n  physics: {{}}\n  hpc: {{}}\n\
+         users:\n  alice: {{default_account: physics}}\n\
+         clusters:\n  lab:\n    kind: dstack\n    currency: usd\n\
+         \x20   partitions:\n      any: {{weights: \"CPU=0.05,GRES/gpu=2.0\"}}\n\
+         \x20   collect:\n      dstack: {{url: \"{url}\", token_file: \"{token}\", project: hpc}}\n\
+         \x20     attempts: 1\n\
+         \x20   submit:\n      default_partition: any\n\
+         \x20     partitions:\n        any: {{max_time: 1d, default_time: 2h}}\n",
+        db = dir.path().join("ledger.db").display(),
+        url = server.uri(),
+        token = token.display(),
+    );
+    let config = Config::parse(&yaml).unwrap();
+    config.validate().unwrap();
+    let collector = Collector::from_config("lab", &config.clusters["lab"])
+        .unwrap()
+        .unwrap();
+    let app = Arc::new(App::open(config).await.unwrap());
+    let t = bursar_gateway::timefmt::now();
+    app.ledger
+        .set_allocation(
+            "physics",
+            &Currency::new("usd"),
+            10_000_000,
+            t - 86_400,
+            t + 86_400,
+        )
+        .await
+        .unwrap();
+    let admission = Admission::from_app(app.clone()).unwrap();
+    Fixture {
+        _dir: dir,
+        app,
+        admission,
+        collector,
+    }
+}
+
+fn alice() -> Principal {
+    Principal {
+        user: "alice".into(),
+        role: Role::User,
+        token_id: None,
+    }
+}
+
+fn task() -> JobRequest {
+    serde_json::from_value(json!({"dstack": {
+        "type": "task", "name": "hello", "commands": ["echo hi"], "resources": {"cpu": 2}
+    }}))
+    .unwrap()
+}
+
+/// `runs/list` answers `runs` once, then nothing new (as dstack does past the cursor).
+async fn list_answers(server: &MockServer, runs: Value) {
+    Mock::given(method("POST"))
+        .and(path("/api/runs/list"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(runs))
+        .up_to_n_times(1)
+        .mount(server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/runs/list"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .mount(server)
+        .await;
+}
+
+async fn pass(f: &Fixture) {
+    run_pass(&f.app, &f.collector, PassWindow::default(), &|_, _, _| {})
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_run_listed_failed_without_an_instance_settles_its_hold_at_zero() {
+    let server = MockServer::start().await;
+    let f = fixture(&server).await;
+    let submitted = f.admission.submit(&alice(), task(), None).await.unwrap();
+    assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 1);
+
+    list_answers(&server, json!([failed_run()])).await;
+    pass(&f).await;
+
+    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+    assert_eq!(view.state, "settled");
+    assert_eq!((view.held, view.charge), (0, Some(0)));
+    let hold = f.app.ledger.holds(false).await.unwrap().pop().unwrap();
+    assert_eq!(hold.state, HoldState::Settled);
+    // The zero record is charged to the hold's account, not the project's.
+    let entries = f.app.ledger.journal(&Default::default()).await.unwrap();
+    let usage: Vec<_> = entries.iter().filter(|e| e.kind.is_usage()).collect();
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    assert_eq!((usage[0].account.as_str(), usage[0].amount), ("physics", 0));
+
+    // Reading it again posts nothing new.
+    pass(&f).await;
+    let again = f.app.ledger.journal(&Default::default()).await.unwrap();
+    assert_eq!(again.len(), entries.len());
+}
+
+#[tokio::test]
+async fn a_waiting_run_keeps_its_hold_until_a_later_pass_sees_it_fail() {
+    let server = MockServer::start().await;
+    let f = fixture(&server).await;
+    let submitted = f.admission.submit(&alice(), task(), None).await.unwrap();
+
+    // The pass lists the run, then re-reads the unfinished ones: still waiting both times.
+    let waiting: Value = serde_json::from_str(APPLIED).unwrap();
+    list_answers(&server, json!([waiting])).await;
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&waiting))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    pass(&f).await;
+    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+    assert_eq!(
+        (view.state.as_str(), view.held),
+        ("held", submitted.estimate)
+    );
+
+    // Next pass: nothing new in the list; the re-read of the unfinished run finds it failed.
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(failed_run()))
+        .mount(&server)
+        .await;
+    pass(&f).await;
+    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+    assert_eq!(view.state, "settled");
+    assert_eq!((view.held, view.charge), (0, Some(0)));
+}
+
+const SEEDED: &str =
+    include_str!("../../collectors/tests/fixtures/dstack/final_runs_list_all.resp.json");
+
+#[tokio::test]
+async fn a_run_submitted_through_bursar_is_charged_to_the_account_that_holds_its_money() {
+    let server = MockServer::start().await;
+    let f = fixture(&server).await;
+    f.admission.submit(&alice(), task(), None).await.unwrap();
+
+    // dstack ran it under the project token's user (admin) and it got an instance: the real
+    // seeded `seed-deleted` run (0.0192 usd), renamed to the run bursar submitted.
+    let applied: Value = serde_json::from_str(APPLIED).unwrap();
+    let seeded: Vec<Value> = serde_json::from_str(SEEDED).unwrap();
+    let mut run = seeded
+        .into_iter()
+        .find(|r| r["run_spec"]["run_name"] == "seed-deleted")
+        .unwrap();
+    assert_eq!(run["user"], "admin");
+    run["run_spec"]["run_name"] = applied["run_spec"]["run_name"].clone();
+    run["deleted"] = json!(false);
+    list_answers(&server, json!([run])).await;
+    pass(&f).await;
+
+    let entries = f.app.ledger.journal(&Default::default()).await.unwrap();
+    let usage: Vec<_> = entries.iter().filter(|e| e.kind.is_usage()).collect();
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    assert_eq!(
+        usage[0].account, "physics",
+        "the holder's account, not the project's"
+    );
+    assert_eq!(usage[0].user.as_deref(), Some("alice"));
+    assert_eq!(usage[0].amount, 19_200);
+}

@@ -1,0 +1,830 @@
+//! `bursar serve` in front of the real dev stack (`deploy/dev/up.sh`): two Slurm 22.05
+//! clusters behind slurmrestd and a dstack 0.22.5 server, driven through the real CLI
+//! (`bursar submit`, `quote`, `jobs`, `balance --remote`) and the HTTP API.
+//!
+//! - A batch job submitted as alice runs on the preferred cluster **as alice**, holds exactly
+//!   `ClusterPricing::estimate` (recomputed here), and is settled by the server's own
+//!   collection loop for exactly what sacct says it used.
+//! - When the account chain cannot pay on the first cluster, the job bursts to the next one,
+//!   in that cluster's currency; when it can pay nowhere, the CLI exits 1 naming the account,
+//!   currencies, estimates and what is left, and the API answers 402 with `details.clusters`.
+//! - A dstack task is applied on the dstack server; with no backends there it fails for lack
+//!   of capacity, and once the collector sees the failed run its hold settles at 0.
+//!
+//! Every job started here is cancelled at the end (also when a test fails), and the server is
+//! stopped with SIGTERM.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bursar_tests::{bursar_bin, micros, DevStack, Site};
+use serde_json::{json, Value};
+
+/// How long a submitted Slurm job may take to be listed by sacct and to finish.
+const JOB_WAIT: Duration = Duration::from_secs(90);
+/// How long the server's collection loop (every 2 s) may take to settle a finished job.
+const SETTLE_WAIT: Duration = Duration::from_secs(60);
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+// --- what a job costs, computed independently -------------------------------------------------
+
+/// TRES billing weights per hour as exact fractions; memory per GiB.
+struct Weights {
+    cpu: (u128, u128),
+    mem_per_gib: (u128, u128),
+    gpu: (u128, u128),
+}
+
+/// `CPU=1.0,Mem=0.25G,GRES/gpu=4.0` (su), as the dev stack's onprem slurm.conf.
+const ONPREM: Weights = Weights {
+    cpu: (1, 1),
+    mem_per_gib: (1, 4),
+    gpu: (4, 1),
+};
+/// `CPU=0.0425,Mem=0.0053G,GRES/gpu=2.50` (usd), as in collect_live.
+const CLOUD: Weights = Weights {
+    cpu: (425, 10_000),
+    mem_per_gib: (53, 10_000),
+    gpu: (25, 10),
+};
+
+/// Σ weight × count × seconds / 3600, in micros, rounded once, half to even.
+fn cost_micros(w: &Weights, cpu: u128, mem_mb: u128, gpus: u128, seconds: u128) -> i64 {
+    // Common denominator: 10_000 (weights) × 1024 (MB per GiB) × 3600 (s per h).
+    let den: u128 = 10_000 * 1024 * 3600;
+    let scale = |(n, d): (u128, u128)| n * 10_000 / d;
+    let rate =
+        scale(w.cpu) * cpu * 1024 + scale(w.mem_per_gib) * mem_mb + scale(w.gpu) * gpus * 1024;
+    let num = rate * seconds * 1_000_000;
+    let (q, r) = (num / den, num % den);
+    let q = match (2 * r).cmp(&den) {
+        std::cmp::Ordering::Greater => q + 1,
+        std::cmp::Ordering::Equal if q % 2 == 1 => q + 1,
+        _ => q,
+    };
+    q as i64
+}
+
+/// `cpu=1,mem=1000M,node=1,billing=1` (sacct --noconvert) → (cpus, MB, GPUs).
+fn tres_counts(alloc_tres: &str) -> (u128, u128, u128) {
+    let mut counts = (0, 0, 0);
+    for kv in alloc_tres.split(',').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap();
+        let v: u128 = v
+            .trim_end_matches('M')
+            .parse()
+            .unwrap_or_else(|_| panic!("--noconvert TRES value {kv}"));
+        match k {
+            "cpu" => counts.0 = v,
+            "mem" => counts.1 = v,
+            "gres/gpu" => counts.2 = v,
+            _ => {}
+        }
+    }
+    counts
+}
+
+// --- the gateway under test ---------------------------------------------------------------------
+
+/// A `bursar serve` child over its own site (config, key, ledger), with alice's and an admin's
+/// tokens; on drop, cancels what it started and stops the server.
+struct Gateway {
+    dev: DevStack,
+    site: Site,
+    child: Option<Child>,
+    url: String,
+    alice: String,
+    admin: String,
+    /// Start of every allocation set (the same start replaces an allocation's amount).
+    alloc_from: i64,
+    /// `(cluster, job id)` of every Slurm job submitted.
+    slurm_jobs: RefCell<Vec<(String, String)>>,
+    /// Names of every dstack run submitted.
+    dstack_runs: RefCell<Vec<String>>,
+}
+
+/// What `bursar submit` printed.
+struct Submission {
+    /// The cluster's job id (Slurm's number, dstack's run name).
+    cluster_job_id: String,
+    cluster: String,
+    /// bursar's job id (`bursar job N: …` on standard error).
+    id: i64,
+    stderr: String,
+}
+
+impl Gateway {
+    fn start() -> Gateway {
+        let dev = DevStack::get();
+        let site = Site::new("");
+        let token_file = site.path("dstack.token");
+        std::fs::write(&token_file, dev.var("BURSAR_DEV_DSTACK_ADMIN_TOKEN")).unwrap();
+        std::fs::write(&site.config, site_config(&dev, &token_file)).unwrap();
+        let key = site.path("jwt.key");
+        site.ok(&["token", "keygen", "--key-file", key.to_str().unwrap()]);
+        site.ok(&["config", "check"]);
+
+        let stdout = std::fs::File::create(site.path("serve.out")).unwrap();
+        let stderr = std::fs::File::create(site.path("serve.log")).unwrap();
+        let child = site
+            .command()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("BURSAR_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("start bursar serve");
+        let mut gateway = Gateway {
+            dev,
+            site,
+            child: Some(child),
+            url: String::new(),
+            alice: String::new(),
+            admin: String::new(),
+            alloc_from: now() - 3600,
+            slurm_jobs: RefCell::new(Vec::new()),
+            dstack_runs: RefCell::new(Vec::new()),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = std::fs::read_to_string(gateway.site.path("serve.out")).unwrap_or_default();
+            if let Some(url) = out
+                .lines()
+                .find_map(|l| l.strip_prefix("bursar listening on "))
+            {
+                gateway.url = url.trim().to_string();
+                break;
+            }
+            if let Some(status) = gateway.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "bursar serve exited with {status} before listening:\n{}",
+                    gateway.server_log()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "bursar serve did not print its address within 30 s:\n{}",
+                gateway.server_log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        gateway.alice = gateway.issue("alice", "user");
+        gateway.admin = gateway.issue("admin", "admin");
+        println!("bursar serve listening on {}", gateway.url);
+        gateway
+    }
+
+    fn issue(&self, user: &str, role: &str) -> String {
+        self.site
+            .ok(&[
+                "token", "issue", "--user", user, "--role", role, "--ttl", "2h",
+            ])
+            .trim()
+            .to_string()
+    }
+
+    fn server_log(&self) -> String {
+        let log = std::fs::read_to_string(self.site.path("serve.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// `bursar ARGS` as a user on a login node: no local config, the server's URL and a token.
+    /// Runs in /tmp, which the job's user can enter (a job's working folder is the submitter's).
+    fn client(&self, token: &str, args: &[&str]) -> Output {
+        Command::new(bursar_bin())
+            .args(args)
+            .env_remove("BURSAR_CONFIG")
+            .env_remove("BURSAR_DATABASE")
+            .env("BURSAR_URL", &self.url)
+            .env("BURSAR_TOKEN", token)
+            .env("NO_COLOR", "1")
+            .current_dir("/tmp")
+            .output()
+            .expect("run bursar")
+    }
+
+    fn client_ok(&self, token: &str, args: &[&str]) -> String {
+        let out = self.client(token, args);
+        assert!(
+            out.status.success(),
+            "bursar {args:?} failed with {}\nstdout:\n{}\nstderr:\n{}\nserver log:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.server_log()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn client_json(&self, token: &str, args: &[&str]) -> Value {
+        let text = self.client_ok(token, args);
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("bursar {args:?} printed invalid JSON ({e}):\n{text}"))
+    }
+
+    /// `bursar submit ARGS` as alice; insists on sbatch's line and records the job for cleanup.
+    fn submit(&self, args: &[&str]) -> Submission {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        let out = self.client(&self.alice, &all);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "bursar {all:?} failed with {}\nstdout:\n{stdout}\nstderr:\n{stderr}\nserver log:\n{}",
+            out.status,
+            self.server_log()
+        );
+        let line = stdout.trim_end();
+        let rest = line
+            .strip_prefix("Submitted batch job ")
+            .unwrap_or_else(|| panic!("not sbatch's line: {line:?}"));
+        let (job, cluster) = rest
+            .split_once(" on cluster ")
+            .unwrap_or_else(|| panic!("no cluster in {line:?}"));
+        assert_eq!(stdout.lines().count(), 1, "one line on stdout: {stdout:?}");
+        let id = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("bursar job "))
+            .and_then(|l| l.split(':').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no `bursar job N:` line on stderr: {stderr}"));
+        if ["onprem", "cloud"].contains(&cluster) {
+            self.slurm_jobs
+                .borrow_mut()
+                .push((cluster.to_string(), job.to_string()));
+        } else {
+            self.dstack_runs.borrow_mut().push(job.to_string());
+        }
+        println!("{line}\n{}", stderr.trim_end());
+        Submission {
+            cluster_job_id: job.to_string(),
+            cluster: cluster.to_string(),
+            id,
+            stderr,
+        }
+    }
+
+    /// An HTTP call with curl: (status, JSON body).
+    fn api(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+        curl(&self.url, method, path, token, body)
+    }
+
+    fn set_allocation(&self, account: &str, currency: &str, amount: &str) {
+        let from = format!("@{}", self.alloc_from);
+        let (status, answer) = self.api(
+            "POST",
+            "/v1/allocations",
+            &self.admin,
+            Some(
+                &json!({"account": account, "currency": currency, "amount": amount, "from": from}),
+            ),
+        );
+        assert!(
+            status == 200 || status == 201,
+            "POST /v1/allocations {account} {currency} {amount}: {status} {answer}"
+        );
+    }
+
+    /// alice's view of her bursar job `id`.
+    fn job(&self, id: i64) -> Value {
+        let (status, job) = self.api("GET", &format!("/v1/jobs/{id}"), &self.alice, None);
+        assert_eq!(status, 200, "GET /v1/jobs/{id}: {job}");
+        job
+    }
+
+    /// Polls the job until `state` is `settled`.
+    fn wait_settled(&self, id: i64) -> Value {
+        let deadline = Instant::now() + SETTLE_WAIT;
+        loop {
+            let job = self.job(id);
+            if job["state"] == "settled" {
+                return job;
+            }
+            assert!(
+                job["state"] == "held",
+                "bursar job {id} is {} instead of held/settled: {job}",
+                job["state"]
+            );
+            assert!(
+                Instant::now() < deadline,
+                "bursar job {id} was not settled within {SETTLE_WAIT:?} (the server collects \
+                 every 2 s): {job}\nserver log:\n{}",
+                self.server_log()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// `bursar balance --remote --format json` as alice: the row of `account` in `currency`.
+    fn alice_balance(&self, account: &str, currency: &str) -> Value {
+        let balances = self.client_json(&self.alice, &["balance", "--remote", "--format", "json"]);
+        balances["balances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["account"] == account && r["currency"] == currency)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {account} {currency} row in {balances}"))
+    }
+
+    /// sacct's `User|Account|State|ElapsedRaw|AllocTRES` of one job, once it is listed and
+    /// (with `final_only`) finished.
+    fn sacct(&self, cluster: &str, job: &str, final_only: bool) -> Vec<String> {
+        let deadline = Instant::now() + JOB_WAIT;
+        loop {
+            let out = self.dev.slurm(
+                "sacct",
+                cluster,
+                &[
+                    "-M",
+                    cluster,
+                    "-j",
+                    job,
+                    "-X",
+                    "-n",
+                    "-P",
+                    "--noconvert",
+                    "--format=User,Account,State,ElapsedRaw,AllocTRES",
+                ],
+            );
+            if let Some(line) = out.lines().find(|l| !l.trim().is_empty()) {
+                let fields: Vec<String> = line.split('|').map(str::to_string).collect();
+                let state = fields[2]
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                let done = !["PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "COMPLETING"]
+                    .contains(&state.as_str());
+                if !final_only || done {
+                    return fields;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sacct -M {cluster} -j {job} did not show it{} within {JOB_WAIT:?}: {out:?}",
+                if final_only { " finished" } else { "" }
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// A dstack run by name, with the admin token: (status, run).
+    fn dstack_run(&self, run_name: &str) -> (u16, Value) {
+        curl(
+            self.dev.var("BURSAR_DEV_DSTACK_URL"),
+            "POST",
+            &format!(
+                "/api/project/{}/runs/get",
+                self.dev.var("BURSAR_DEV_DSTACK_PROJECT")
+            ),
+            self.dev.var("BURSAR_DEV_DSTACK_ADMIN_TOKEN"),
+            Some(&json!({ "run_name": run_name })),
+        )
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        // Cancel whatever may still be queued or running, so later tests see quiet clusters.
+        for (cluster, job) in self.slurm_jobs.borrow().iter() {
+            let conf = if cluster == "cloud" {
+                self.dev.var("BURSAR_DEV_CLOUD_CONF")
+            } else {
+                self.dev.var("BURSAR_DEV_ONPREM_CONF")
+            };
+            let _ = Command::new("scancel")
+                .args(["-M", cluster, job])
+                .env("SLURM_CONF", conf)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let runs = self.dstack_runs.borrow().clone();
+        if !runs.is_empty() {
+            let _ = curl(
+                self.dev.var("BURSAR_DEV_DSTACK_URL"),
+                "POST",
+                &format!(
+                    "/api/project/{}/runs/stop",
+                    self.dev.var("BURSAR_DEV_DSTACK_PROJECT")
+                ),
+                self.dev.var("BURSAR_DEV_DSTACK_ADMIN_TOKEN"),
+                Some(&json!({ "runs_names": runs, "abort": true })),
+            );
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A JSON call with curl: (HTTP status, parsed body or `null`).
+fn curl(base: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-sS",
+        "-X",
+        method,
+        "-w",
+        "\n%{http_code}",
+        "--max-time",
+        "60",
+    ])
+    .arg("-H")
+    .arg(format!("Authorization: Bearer {token}"));
+    if let Some(body) = body {
+        cmd.args(["-H", "Content-Type: application/json", "-d"])
+            .arg(body.to_string());
+    }
+    let out = cmd.arg(format!("{base}{path}")).output().expect("run curl");
+    assert!(
+        out.status.success(),
+        "curl {method} {base}{path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    let status: u16 = status.trim().parse().expect("HTTP status");
+    let value = serde_json::from_str(body).unwrap_or(Value::Null);
+    (status, value)
+}
+
+/// Both Slurm clusters and the dstack server, each collected every 2 s and taking submissions.
+fn site_config(dev: &DevStack, dstack_token: &Path) -> String {
+    let start = format!("\"@{}\"", now() - 300);
+    let jwt = dev.var("BURSAR_DEV_JWT_KEY");
+    format!(
+        r#"database: sqlite://bursar.db
+auth: {{hs256_key_file: jwt.key}}
+accounts:
+  org: {{}}
+  physics: {{parent: org}}
+  chemistry: {{parent: org}}
+  hpc: {{description: "dstack project runs not submitted through bursar"}}
+users:
+  alice: {{default_account: physics}}
+  bob: {{default_account: chemistry}}
+  carol: {{default_account: physics, accounts: [chemistry]}}
+routing: {{prefer: [onprem, cloud]}}
+clusters:
+  onprem:
+    kind: slurm
+    currency: su
+    partitions:
+      batch: {{weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0"}}
+    qos:
+      premium: {{usage_factor: 2.0}}
+    collect:
+      slurmrestd: {{url: "{onprem}", jwt_key_file: "{jwt}", user: slurm}}
+      interval: 2s
+      overlap: 10m
+      slice: 1h
+      start: {start}
+    submit:
+      slurmrestd: {{url: "{onprem}", jwt_key_file: "{jwt}", api_version: v0.0.38}}
+      default_partition: batch
+      partitions:
+        batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2}}
+  cloud:
+    kind: slurm
+    currency: usd
+    partitions:
+      gpu: {{weights: "CPU=0.0425,Mem=0.0053G,GRES/gpu=2.50"}}
+    default_partition: {{weights: "CPU=0.0425,Mem=0.0053G,GRES/gpu=2.50"}}
+    qos:
+      premium: {{usage_factor: 2.0}}
+    collect:
+      slurmrestd: {{url: "{cloud}", jwt_key_file: "{jwt}", user: slurm}}
+      interval: 2s
+      overlap: 10m
+      slice: 1h
+      start: {start}
+    submit:
+      slurmrestd: {{url: "{cloud}", jwt_key_file: "{jwt}", api_version: v0.0.38}}
+      default_partition: gpu
+      partitions:
+        gpu: {{max_time: 1d, def_mem_per_cpu_mb: 1000, gpu_types: [h100], max_nodes: 1}}
+  gpucloud:
+    kind: dstack
+    currency: usd
+    partitions:
+      any: {{weights: "CPU=0.05,GRES/gpu=2.0"}}
+    collect:
+      dstack: {{url: "{dstack}", token_file: "{token}", project: {project}, account: hpc}}
+      interval: 2s
+    submit:
+      default_partition: any
+      partitions:
+        any: {{max_time: 1d}}
+"#,
+        onprem = dev.var("BURSAR_DEV_ONPREM_REST"),
+        cloud = dev.var("BURSAR_DEV_CLOUD_REST"),
+        dstack = dev.var("BURSAR_DEV_DSTACK_URL"),
+        project = dev.var("BURSAR_DEV_DSTACK_PROJECT"),
+        token = dstack_token.display(),
+    )
+}
+
+/// A one-minute, one-task batch job for physics, as a user writes it.
+fn job_script(dir: &Path) -> PathBuf {
+    let path = dir.join("job.sh");
+    std::fs::write(
+        &path,
+        "#!/bin/bash\n#SBATCH -A physics\n#SBATCH -t 1\n#SBATCH -n 1\n#SBATCH -J bursar-live\n\
+         #SBATCH -o /dev/null\nsleep 3\n",
+    )
+    .unwrap();
+    path
+}
+
+// --- the tests ----------------------------------------------------------------------------------
+
+#[test]
+fn a_job_runs_as_its_user_holds_its_estimate_and_settles_at_its_sacct_cost() {
+    let gw = Gateway::start();
+    gw.set_allocation("org", "su", "100");
+    gw.set_allocation("org", "usd", "100");
+    let script = job_script(gw.site.dir.path());
+    let script = script.to_str().unwrap();
+
+    // 1 CPU + DefMemPerCPU 1000 MB for the 1-minute limit: 1.244140625 su/h / 60.
+    let estimate = cost_micros(&ONPREM, 1, 1000, 0, 60);
+    assert_eq!(estimate, 20_736);
+
+    let quote = gw.client_json(&gw.alice, &["quote", "--format", "json", script]);
+    let onprem = quote
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["cluster"] == "onprem")
+        .unwrap_or_else(|| panic!("onprem is not quoted: {quote}"));
+    assert_eq!(
+        micros(onprem["estimate"].as_str().unwrap()),
+        estimate,
+        "{onprem}"
+    );
+    assert_eq!(onprem["chosen"], true, "{quote}");
+    println!("quote: onprem estimate {} su", onprem["estimate"]);
+
+    let sub = gw.submit(&[script]);
+    assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+
+    // The hold is the estimate, in su, on physics (alice's own view).
+    let job = gw.job(sub.id);
+    assert_eq!(job["cluster"], "onprem");
+    assert_eq!(job["cluster_job_id"], sub.cluster_job_id.as_str());
+    assert_eq!(job["currency"], "su");
+    assert_eq!(micros(job["estimate"].as_str().unwrap()), estimate, "{job}");
+    // Checked at once: the job sleeps 3 s, and only its final sacct record settles it.
+    assert_eq!(job["state"], "held", "{job}");
+    assert_eq!(micros(job["hold"].as_str().unwrap()), estimate, "{job}");
+    let row = gw.alice_balance("physics", "su");
+    assert_eq!(micros(row["held"].as_str().unwrap()), estimate, "{row}");
+    println!(
+        "held: {} su (balance --remote: physics held {})",
+        job["hold"], row["held"]
+    );
+    let held_jobs = gw.client_json(&gw.alice, &["jobs", "--format", "json"]);
+    assert!(
+        held_jobs["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["id"] == sub.id && j["state"] == "held"),
+        "bursar jobs lists job {} as held: {held_jobs}",
+        sub.id
+    );
+
+    // On the cluster, as alice, charging physics.
+    let listed = gw.sacct("onprem", &sub.cluster_job_id, false);
+    assert_eq!(
+        listed[0], "alice",
+        "sacct User of job {}",
+        sub.cluster_job_id
+    );
+    assert_eq!(
+        listed[1], "physics",
+        "sacct Account of job {}",
+        sub.cluster_job_id
+    );
+
+    // It ends; the server's collection loop settles the hold at the real cost.
+    let done = gw.sacct("onprem", &sub.cluster_job_id, true);
+    assert_eq!(done[2], "COMPLETED", "{done:?}");
+    let elapsed: u128 = done[3].parse().unwrap();
+    let (cpu, mem, gpus) = tres_counts(&done[4]);
+    let expected = cost_micros(&ONPREM, cpu, mem, gpus, elapsed);
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(
+        micros(settled["charge"].as_str().unwrap()),
+        expected,
+        "charge of job {} ({elapsed} s of {}): {settled}",
+        sub.cluster_job_id,
+        done[4]
+    );
+    let row = gw.alice_balance("physics", "su");
+    assert_eq!(micros(row["held"].as_str().unwrap()), 0, "{row}");
+    assert!(
+        micros(row["charged"].as_str().unwrap()) >= expected,
+        "{row}"
+    );
+    println!(
+        "settled: job {} ran {elapsed} s with {}; charge {} su (expected {expected} µsu), hold {}",
+        sub.cluster_job_id, done[4], settled["charge"], settled["hold"]
+    );
+}
+
+#[test]
+fn a_job_bursts_to_the_next_cluster_and_is_refused_when_no_currency_covers_it() {
+    let gw = Gateway::start();
+    let script = job_script(gw.site.dir.path());
+    let script = script.to_str().unwrap();
+    let su_estimate = cost_micros(&ONPREM, 1, 1000, 0, 60);
+    let usd_estimate = cost_micros(&CLOUD, 1, 1000, 0, 60);
+    assert_eq!((su_estimate, usd_estimate), (20_736, 795));
+
+    // org can't cover one onprem estimate (0.01 < 0.020736 su), but has dollars.
+    gw.set_allocation("org", "su", "0.01");
+    gw.set_allocation("org", "usd", "100");
+    let sub = gw.submit(&[script]);
+    assert_eq!(sub.cluster, "cloud", "{}", sub.stderr);
+    assert!(sub.stderr.contains("burst from onprem"), "{}", sub.stderr);
+    let job = gw.job(sub.id);
+    assert_eq!(job["cluster"], "cloud");
+    assert_eq!(job["currency"], "usd");
+    assert_eq!(
+        micros(job["estimate"].as_str().unwrap()),
+        usd_estimate,
+        "{job}"
+    );
+    assert_eq!(job["state"], "held", "{job}");
+    assert_eq!(micros(job["hold"].as_str().unwrap()), usd_estimate, "{job}");
+    let listed = gw.sacct("cloud", &sub.cluster_job_id, false);
+    assert_eq!(
+        listed[0], "alice",
+        "sacct -M cloud User of job {}",
+        sub.cluster_job_id
+    );
+    println!(
+        "burst: job {} on cloud as alice, {} usd held (estimate {} usd)",
+        sub.cluster_job_id, job["hold"], job["estimate"]
+    );
+
+    // Neither currency covers it now: 0.0005 < 0.000795 usd.
+    gw.set_allocation("org", "usd", "0.0005");
+    let jobs_before = gw.client_json(&gw.alice, &["jobs", "--all", "--format", "json"]);
+    let out = gw.client(&gw.alice, &["submit", script]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+    for needle in [
+        "no cluster can be paid for",
+        "org",
+        " su",
+        " usd",
+        "0.020736",
+        "0.000795",
+    ] {
+        assert!(
+            stderr.contains(needle),
+            "{needle:?} missing from:\n{stderr}"
+        );
+    }
+    println!("refused (exit 1):\n{}", stderr.trim_end());
+
+    let request = json!({"account": "physics", "ntasks": 1, "time_limit_min": 1,
+                         "script": "#!/bin/bash\nsleep 3\n", "working_dir": "/tmp"});
+    let (status, answer) = gw.api("POST", "/v1/jobs", &gw.alice, Some(&request));
+    assert_eq!(status, 402, "{answer}");
+    assert_eq!(answer["error"], "insufficient_allocation", "{answer}");
+    let clusters = answer["details"]["clusters"].as_array().unwrap();
+    for (cluster, currency, estimate) in [
+        ("onprem", "su", su_estimate),
+        ("cloud", "usd", usd_estimate),
+    ] {
+        let entry = clusters
+            .iter()
+            .find(|c| c["cluster"] == cluster)
+            .unwrap_or_else(|| panic!("{cluster} missing from details.clusters: {answer}"));
+        assert_eq!(entry["account"], "org", "{entry}");
+        assert_eq!(entry["currency"], currency, "{entry}");
+        assert_eq!(
+            micros(entry["estimate"].as_str().unwrap()),
+            estimate,
+            "{entry}"
+        );
+        let remaining = entry["remaining"].as_str().unwrap();
+        assert!(micros(remaining) < estimate, "{entry}");
+        assert!(
+            stderr.contains(remaining),
+            "the CLI shows {cluster}'s remaining {remaining}:\n{stderr}"
+        );
+    }
+    println!("POST /v1/jobs → 402 {}", answer["details"]);
+    // Nothing was held or recorded for the refusals.
+    let jobs_after = gw.client_json(&gw.alice, &["jobs", "--all", "--format", "json"]);
+    assert_eq!(
+        jobs_after["jobs"].as_array().unwrap().len(),
+        jobs_before["jobs"].as_array().unwrap().len()
+    );
+}
+
+#[test]
+fn a_dstack_task_is_applied_fails_for_lack_of_capacity_and_settles_at_zero() {
+    let gw = Gateway::start();
+    gw.set_allocation("org", "usd", "100");
+    let task = gw.site.path("task.dstack.yml");
+    std::fs::write(
+        &task,
+        "type: task\nname: bursar-live\ncommands:\n  - echo hi\nresources:\n  cpu: 2\nmax_duration: 10m\n",
+    )
+    .unwrap();
+    let task = task.to_str().unwrap();
+    // 2 CPUs × 0.05 usd/h × 10 min.
+    let estimate = 16_667;
+
+    let quote = gw.client_json(
+        &gw.alice,
+        &["quote", "-M", "gpucloud", "--format", "json", task],
+    );
+    assert_eq!(
+        micros(quote[0]["estimate"].as_str().unwrap()),
+        estimate,
+        "{quote}"
+    );
+
+    let sub = gw.submit(&["-A", "physics", "-M", "gpucloud", task]);
+    assert_eq!(sub.cluster, "gpucloud");
+    assert!(
+        sub.cluster_job_id.starts_with("bursar-live-"),
+        "{}",
+        sub.cluster_job_id
+    );
+    let job = gw.job(sub.id);
+    assert_eq!(job["currency"], "usd");
+    assert_eq!(micros(job["estimate"].as_str().unwrap()), estimate, "{job}");
+
+    // The run exists on the dstack server.
+    let (status, run) = gw.dstack_run(&sub.cluster_job_id);
+    assert_eq!(status, 200, "runs/get {}: {run}", sub.cluster_job_id);
+    println!(
+        "dstack run {} exists: status {}, user {}",
+        sub.cluster_job_id, run["status"], run["user"]
+    );
+
+    // No backend can take it: it fails, and the collector settles the hold at 0.
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(micros(settled["charge"].as_str().unwrap()), 0, "{settled}");
+    let (_, run) = gw.dstack_run(&sub.cluster_job_id);
+    assert!(
+        ["failed", "terminated"].contains(&run["status"].as_str().unwrap_or("")),
+        "{}",
+        run["status"]
+    );
+    let submission = &run["jobs"][0]["job_submissions"][0];
+    assert!(
+        submission["job_provisioning_data"].is_null(),
+        "{submission}"
+    );
+    let row = gw.alice_balance("physics", "usd");
+    assert_eq!(micros(row["held"].as_str().unwrap()), 0, "{row}");
+    println!(
+        "dstack run {}: {} ({}); bursar job {} settled, charge {} usd, hold {}",
+        sub.cluster_job_id,
+        run["status"],
+        submission["termination_reason"],
+        sub.id,
+        settled["charge"],
+        settled["hold"]
+    );
+}
