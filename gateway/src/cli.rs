@@ -47,6 +47,12 @@ pub enum Command {
     /// Usage reports.
     #[command(subcommand)]
     Report(ReportCommand),
+    /// An account's statement in one currency for a period: opening balance, every deposit,
+    /// charge, refund, adjustment and hold movement of its subtree, closing balance.
+    Statement(StatementArgs),
+    /// Export the journal's usage for finance tools.
+    #[command(subcommand)]
+    Export(ExportCommand),
     /// Records that could not be charged, with the reason.
     #[command(subcommand)]
     Quarantine(QuarantineCommand),
@@ -83,6 +89,41 @@ pub enum Command {
     /// Run the HTTP API (docs/api.md) with the collection and hold-expiry loops, until SIGINT
     /// or SIGTERM. Needs an `auth:` section in the configuration.
     Serve(ServeArgs),
+    /// Block new jobs of exhausted accounts on Slurm clusters with `enforce: {enabled: true}`
+    /// (GrpSubmitJobs=0; running jobs go on), and lift the blocks bursar set once the account
+    /// has money again. `bursar serve` does this after every collection pass.
+    Enforce(EnforceArgs),
+    /// Copy accounts and users between a Slurm cluster and the ledger (never deletes).
+    #[command(subcommand)]
+    Sync(SyncCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct EnforceArgs {
+    /// Print the sacctmgr commands without running them.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Only this cluster (default: every cluster with enforcement enabled).
+    #[arg(long, short = 'M')]
+    pub cluster: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SyncCommand {
+    /// Create in the ledger the accounts, users and associations the Slurm cluster has.
+    Import(SyncArgs),
+    /// Create in Slurm the accounts and associations the ledger has and Slurm lacks.
+    Push(SyncArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// The cluster (its `enforce` section gives sacctmgr, SLURM_CONF and Slurm's name).
+    #[arg(long, short = 'M')]
+    pub cluster: String,
+    /// Print the changes without making them.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -331,6 +372,63 @@ pub struct BalanceArgs {
 pub enum ReportCommand {
     /// Charges in [from, to) grouped by account and currency, and optionally more keys.
     Usage(UsageArgs),
+    /// The users or jobs that cost the most in [from, to), per currency.
+    Top(TopArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// user or job.
+    #[arg(long, default_value = "user")]
+    pub by: String,
+    /// Start (inclusive): YYYY-MM-DD or a UTC time.
+    #[arg(long)]
+    pub from: String,
+    /// End (exclusive): YYYY-MM-DD or a UTC time.
+    #[arg(long)]
+    pub to: String,
+    /// At most this many rows per currency.
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Only this currency.
+    #[arg(long)]
+    pub currency: Option<String>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct StatementArgs {
+    pub account: String,
+    #[arg(long)]
+    pub currency: String,
+    /// Start (inclusive): YYYY-MM-DD or a UTC time.
+    #[arg(long)]
+    pub from: String,
+    /// End (exclusive): YYYY-MM-DD or a UTC time.
+    #[arg(long)]
+    pub to: String,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExportCommand {
+    /// FinOps FOCUS 1.0 rows, one per usage entry of the journal (docs/finance.md).
+    Focus(FocusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FocusArgs {
+    /// Start (inclusive): YYYY-MM-DD or a UTC time.
+    #[arg(long)]
+    pub from: String,
+    /// End (exclusive): YYYY-MM-DD or a UTC time.
+    #[arg(long)]
+    pub to: String,
+    /// csv (default) or json.
+    #[arg(long, short, value_enum, default_value_t = Format::Csv)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -341,9 +439,13 @@ pub struct UsageArgs {
     /// End (exclusive): YYYY-MM-DD or a UTC time.
     #[arg(long)]
     pub to: String,
-    /// Group by any of account,user,cluster,partition,qos,month,day (account and currency always).
+    /// Group by any of account,user,cluster,partition,qos,month,week,day (account and currency
+    /// always; week is the ISO 8601 week, UTC).
     #[arg(long, value_delimiter = ',', default_value = "account")]
     pub by: Vec<String>,
+    /// Each account's rows include its subtree's usage (totals still count each charge once).
+    #[arg(long)]
+    pub rollup: bool,
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }

@@ -87,6 +87,15 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(ReportCommand::Usage(args)) => {
             report_usage(&App::open(config).await?, args, &mut out).await?
         }
+        Command::Report(ReportCommand::Top(args)) => {
+            crate::finance::report_top(&App::open(config).await?, args, &mut out).await?
+        }
+        Command::Statement(args) => {
+            crate::finance::statement(&App::open(config).await?, args, &mut out).await?
+        }
+        Command::Export(ExportCommand::Focus(args)) => {
+            crate::finance::export_focus(&App::open(config).await?, args, &mut out).await?
+        }
         Command::Quarantine(QuarantineCommand::List(args)) => {
             quarantine_list(&App::open(config).await?, args.format, &mut out).await?
         }
@@ -94,6 +103,12 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Collect(args) => return collect(App::open(config).await?, args, &mut out).await,
         Command::Reconcile(args) => {
             return crate::reconcile::run(App::open(config).await?, args, &mut out).await
+        }
+        Command::Enforce(args) => {
+            return crate::enforce::command(&App::open(config).await?, args, &mut out).await
+        }
+        Command::Sync(command) => {
+            crate::sync::command(&App::open(config).await?, command, &mut out).await?
         }
         Command::Serve(args) => {
             let listen = args.listen.unwrap_or_else(|| config.listen().to_string());
@@ -220,9 +235,10 @@ fn shared_zone(config: &Config) -> Option<String> {
 async fn accounts(app: &App, format: Format, out: &mut impl Write) -> anyhow::Result<()> {
     let accounts = app.ledger.accounts().await?;
     let associations = app.ledger.associations().await?;
+    let blocked = crate::enforce::blocked_by_account(app).await?;
     match format {
         Format::Json => {
-            write_json(out, &accounts_json(&accounts, &associations))?;
+            write_json(out, &accounts_json(&accounts, &associations, &blocked))?;
         }
         Format::Csv | Format::Table => {
             let mut users: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -239,7 +255,7 @@ async fn accounts(app: &App, format: Format, out: &mut impl Write) -> anyhow::Re
                     .or_default()
                     .push(a.name.as_str());
             }
-            let mut table = Table::new(&["account", "parent", "users"], &[]);
+            let mut table = Table::new(&["account", "parent", "users", "blocked"], &[]);
             let mut stack: Vec<(&str, usize)> = children
                 .get(&None)
                 .into_iter()
@@ -262,6 +278,7 @@ async fn accounts(app: &App, format: Format, out: &mut impl Write) -> anyhow::Re
                     label,
                     parent,
                     users.get(name).map(|u| u.join(" ")).unwrap_or_default(),
+                    blocked.get(name).map(|c| c.join(" ")).unwrap_or_default(),
                 ]);
                 for child in children.get(&Some(name)).into_iter().flatten().rev() {
                     stack.push((child, depth + 1));
@@ -277,9 +294,13 @@ async fn accounts(app: &App, format: Format, out: &mut impl Write) -> anyhow::Re
     Ok(())
 }
 
-/// `{"accounts": [{name, parent, users, created_at}]}`: `bursar accounts --format json` and
-/// `GET /v1/accounts`.
-pub fn accounts_json(accounts: &[AccountRow], associations: &[AssociationRow]) -> Value {
+/// `{"accounts": [{name, parent, users, blocked, created_at}]}`: `bursar accounts --format json`
+/// and `GET /v1/accounts`; `blocked` lists the clusters where bursar blocks the account.
+pub fn accounts_json(
+    accounts: &[AccountRow],
+    associations: &[AssociationRow],
+    blocked: &BTreeMap<String, Vec<String>>,
+) -> Value {
     let mut users: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for a in associations {
         users
@@ -294,6 +315,7 @@ pub fn accounts_json(accounts: &[AccountRow], associations: &[AssociationRow]) -
                 "name": a.name,
                 "parent": a.parent,
                 "users": users.get(a.name.as_str()).cloned().unwrap_or_default(),
+                "blocked": blocked.get(&a.name).cloned().unwrap_or_default(),
                 "created_at": format_instant(a.created_at),
             })
         })
@@ -554,7 +576,11 @@ async fn report_usage(app: &App, args: UsageArgs, out: &mut impl Write) -> anyho
         bail!("--to must be after --from");
     }
     let keys = parse_group_keys(&args.by)?;
-    let report = app.ledger.usage_report(from, to, &keys).await?;
+    let report = if args.rollup {
+        app.ledger.usage_report_rollup(from, to, &keys).await?
+    } else {
+        app.ledger.usage_report(from, to, &keys).await?
+    };
     let extra: Vec<GroupKey> = keys
         .iter()
         .copied()

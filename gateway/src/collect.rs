@@ -648,15 +648,18 @@ pub async fn collect_loop(
             loop {
                 let started = std::time::Instant::now();
                 match run_pass(&app, &collector, PassWindow::default(), &|_, _, _| {}).await {
-                    Ok(s) => tracing::info!(
-                        cluster = %s.cluster,
-                        records = s.records,
-                        charged = s.charged,
-                        adjusted = s.adjusted,
-                        quarantined = s.quarantined,
-                        "collection pass done in {:?}",
-                        started.elapsed()
-                    ),
+                    Ok(s) => {
+                        tracing::info!(
+                            cluster = %s.cluster,
+                            records = s.records,
+                            charged = s.charged,
+                            adjusted = s.adjusted,
+                            quarantined = s.quarantined,
+                            "collection pass done in {:?}",
+                            started.elapsed()
+                        );
+                        crate::enforce::after_collection(&app).await;
+                    }
                     Err(e) => tracing::error!(cluster = %collector.cluster, "collection pass failed: {e:#}"),
                 }
                 let jitter = backoff(1).as_millis() as u64 % 5_000;

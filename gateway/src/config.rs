@@ -134,6 +134,30 @@ pub struct ClusterConfig {
     /// A cluster without it is quoted as not taking submissions.
     #[serde(default)]
     pub submit: Option<SubmitConfig>,
+    /// Blocking new jobs of exhausted accounts in Slurm (`bursar enforce`, and after every
+    /// collection pass of `bursar serve`): see [`EnforceConfig`]. Slurm clusters only.
+    #[serde(default)]
+    pub enforce: Option<EnforceConfig>,
+}
+
+/// `clusters.<name>.enforce`: `{sacctmgr: /usr/bin/sacctmgr, slurm_conf: PATH, slurm_cluster:
+/// NAME, enabled: true}`. bursar sets `GrpSubmitJobs=0` on the Slurm account of an account
+/// whose allocation in the cluster's currency is used up, and lifts it when it is not any more.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnforceConfig {
+    /// Path to `sacctmgr` (default: `sacctmgr` on the PATH).
+    #[serde(default)]
+    pub sacctmgr: Option<PathBuf>,
+    /// `SLURM_CONF` for this cluster, when it is not the host's default.
+    #[serde(default)]
+    pub slurm_conf: Option<PathBuf>,
+    /// The Slurm cluster name, when it differs from bursar's name for it.
+    #[serde(default)]
+    pub slurm_cluster: Option<String>,
+    /// Off unless `true`: `bursar sync` still uses the section's `sacctmgr` and `slurm_conf`.
+    #[serde(default)]
+    pub enabled: bool,
 }
 
 /// Routing policy: `routing: {prefer: [onprem, cloud], accounts: {physics: [cloud, onprem]}}`.
@@ -606,6 +630,9 @@ impl Config {
             }
             if let Some(submit) = &cluster.submit {
                 validate_submit(name, cluster, submit)?;
+            }
+            if cluster.enforce.is_some() && cluster.kind != ClusterKind::Slurm {
+                bail!("cluster {name}: enforce is for Slurm clusters (a dstack cluster is gated by bursar's admission)");
             }
             if cluster.currency != "su"
                 && cluster.default_partition.is_none()

@@ -12,6 +12,9 @@
 //!   `jobs`, `cancel`, remote `balance`; and `bursar token`.
 //! - [`output`] renders tables, CSV and JSON; [`timefmt`] reads dates and durations.
 //! - [`telemetry`] sets up logging.
+//! - [`finance`]: `bursar statement`, `export focus` and `report top`.
+//! - [`enforce`] blocks new jobs of exhausted accounts in Slurm; [`sync`] copies the account
+//!   tree between Slurm and the ledger.
 
 pub mod admission;
 pub mod app;
@@ -21,11 +24,14 @@ pub mod client;
 pub mod cmd;
 pub mod collect;
 pub mod config;
+pub mod enforce;
+pub mod finance;
 pub mod import;
 pub mod output;
 pub mod reconcile;
 pub mod request;
 pub mod server;
+pub mod sync;
 pub mod telemetry;
 pub mod timefmt;
 

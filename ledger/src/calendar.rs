@@ -46,9 +46,48 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     )
 }
 
+/// Days from 1970-01-01 to `y-m-d`, proleptic Gregorian (Howard Hinnant's
+/// `days_from_civil`).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let (m, d) = (i64::from(m), i64::from(d));
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `YYYY-Www`, the ISO 8601 week (Monday first; week 1 holds the year's first Thursday) of
+/// the day containing `t`, UTC.
+pub fn format_iso_week(t: i64) -> String {
+    let days = t.div_euclid(SECONDS_PER_DAY);
+    // 1970-01-01 was a Thursday: weekday 0 is Monday.
+    let weekday = (days + 3).rem_euclid(7);
+    let thursday = days - weekday + 3;
+    let (year, _, _) = civil_from_days(thursday);
+    let week = (thursday - days_from_civil(year, 1, 1)) / 7 + 1;
+    format!("{year:04}-W{week:02}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso_weeks() {
+        let at = |y, m, d| days_from_civil(y, m, d) * SECONDS_PER_DAY;
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 2, 29), 951_782_400 / SECONDS_PER_DAY);
+        assert_eq!(format_iso_week(at(2026, 11, 22)), "2026-W47");
+        assert_eq!(format_iso_week(at(2026, 11, 23)), "2026-W48");
+        // 2021-01-03 (Sunday) belongs to 2020's week 53; 2024-12-30 (Monday) to 2025-W01.
+        assert_eq!(format_iso_week(at(2021, 1, 3)), "2020-W53");
+        assert_eq!(format_iso_week(at(2021, 1, 4)), "2021-W01");
+        assert_eq!(format_iso_week(at(2024, 12, 30)), "2025-W01");
+        assert_eq!(format_iso_week(at(2026, 1, 1)), "2026-W01");
+        assert_eq!(format_iso_week(at(1970, 1, 1)), "1970-W01");
+    }
 
     #[test]
     fn formats_utc_dates() {

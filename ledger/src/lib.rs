@@ -15,6 +15,7 @@
 //!     daily rollup, accumulated per transaction and written once per row;
 //!   - [`balances`]: balance rows from a snapshot of allocations and totals;
 //!   - [`report`]: usage report grouping and assembly;
+//!   - [`finance`]: account statements (reconciling to the micro) and top users/jobs;
 //!   - [`tree`], [`calendar`]: the account tree in memory; UTC days and months in integers.
 //! - [`storage`]: the [`Storage`] trait, one transaction per method.
 //! - [`sqlite`]: [`SqliteStorage`], the SQLite backend; the only place with SQL. Its
@@ -29,6 +30,7 @@
 pub mod balances;
 pub mod calendar;
 pub mod error;
+pub mod finance;
 pub mod materialize;
 pub mod model;
 pub mod names;

@@ -352,6 +352,9 @@ pub enum GroupKey {
     Qos,
     /// `YYYY-MM` of `effective_at`, UTC.
     Month,
+    /// ISO 8601 week of `effective_at`, UTC: `YYYY-Www` (weeks start on Monday; the year is
+    /// the ISO week-numbering year).
+    Week,
     /// `YYYY-MM-DD` of `effective_at`, UTC.
     Day,
 }
@@ -365,6 +368,7 @@ impl GroupKey {
             GroupKey::Partition => "partition",
             GroupKey::Qos => "qos",
             GroupKey::Month => "month",
+            GroupKey::Week => "week",
             GroupKey::Day => "day",
         }
     }
@@ -381,10 +385,11 @@ impl FromStr for GroupKey {
             "partition" => GroupKey::Partition,
             "qos" => GroupKey::Qos,
             "month" => GroupKey::Month,
+            "week" => GroupKey::Week,
             "day" => GroupKey::Day,
             other => {
                 return Err(LedgerError::Invalid(format!(
-                    "{other:?} is not a report grouping (account, user, cluster, partition, qos, month, day)"
+                    "{other:?} is not a report grouping (account, user, cluster, partition, qos, month, week, day)"
                 )))
             }
         })

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use bursar_pricing::Currency;
 
-use crate::calendar::{format_day, format_month};
+use crate::calendar::{format_day, format_iso_week, format_month};
 use crate::error::{add, LedgerError, Result};
 use crate::model::{GroupKey, UsageReport, UsageRow};
 
@@ -16,7 +16,7 @@ pub struct UsageGrouping {
     pub cluster: bool,
     pub partition: bool,
     pub qos: bool,
-    /// The UTC day of `effective_at` (for both `Day` and `Month`).
+    /// The UTC day of `effective_at` (for `Day`, `Week` and `Month`).
     pub day: bool,
 }
 
@@ -28,7 +28,7 @@ impl UsageGrouping {
             cluster: has(GroupKey::Cluster),
             partition: has(GroupKey::Partition),
             qos: has(GroupKey::Qos),
-            day: has(GroupKey::Day) || has(GroupKey::Month),
+            day: has(GroupKey::Day) || has(GroupKey::Week) || has(GroupKey::Month),
         }
     }
 }
@@ -71,6 +71,7 @@ pub fn assemble(
                 GroupKey::Partition => line.partition.clone().unwrap_or_default(),
                 GroupKey::Qos => line.qos.clone().unwrap_or_default(),
                 GroupKey::Month => line.day.map(format_month).unwrap_or_default(),
+                GroupKey::Week => line.day.map(format_iso_week).unwrap_or_default(),
                 GroupKey::Day => line.day.map(format_day).unwrap_or_default(),
             };
             keys.insert(key, value);
@@ -113,4 +114,57 @@ pub fn assemble(
             .map(|(c, amount)| (Currency::new(&c), amount))
             .collect(),
     })
+}
+
+/// The report with every account's rows including its subtree's usage: each row is added to
+/// the matching row (same currency and keys) of every ancestor. Totals stay the usage itself
+/// (each entry once), so the rows of a rolled-up report overlap and do not sum to the totals.
+pub fn roll_up(
+    report: UsageReport,
+    tree: &crate::tree::AccountTree<String>,
+) -> Result<UsageReport> {
+    let mut groups: BTreeMap<Group, (i64, u64)> = BTreeMap::new();
+    let with_account = report
+        .rows
+        .iter()
+        .any(|r| r.keys.contains_key(&GroupKey::Account));
+    for row in &report.rows {
+        let mut chain: Vec<&String> = tree.ancestors_or_self(&row.account);
+        if chain.is_empty() {
+            chain.push(&row.account);
+        }
+        // The account is the group's own; the other keys must match.
+        let mut keys = row.keys.clone();
+        keys.remove(&GroupKey::Account);
+        for account in chain {
+            let sum = groups
+                .entry((
+                    account.clone(),
+                    row.currency.as_str().to_string(),
+                    keys.clone(),
+                ))
+                .or_default();
+            sum.0 = add(sum.0, row.amount, "rolled-up amount")?;
+            sum.1 = sum
+                .1
+                .checked_add(row.jobs)
+                .ok_or_else(|| LedgerError::Invalid("rolled-up job count overflows".to_string()))?;
+        }
+    }
+    let rows = groups
+        .into_iter()
+        .map(|((account, currency, mut keys), (amount, jobs))| {
+            if with_account {
+                keys.insert(GroupKey::Account, account.clone());
+            }
+            UsageRow {
+                account,
+                currency: Currency::new(&currency),
+                amount,
+                jobs,
+                keys,
+            }
+        })
+        .collect();
+    Ok(UsageReport { rows, ..report })
 }

@@ -81,7 +81,10 @@ pub(super) async fn list(
         accounts.retain(|a| visible.contains(&a.name));
         associations.retain(|a| visible.contains(&a.account));
     }
-    Ok(Json(accounts_json(&accounts, &associations)))
+    let blocked = crate::enforce::blocked_by_account(app)
+        .await
+        .map_err(|e| ApiError::internal(format_args!("{e:#}")))?;
+    Ok(Json(accounts_json(&accounts, &associations, &blocked)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -115,6 +118,9 @@ pub(super) struct UsageQuery {
     to: String,
     /// Comma-separated grouping keys; default `account`.
     by: Option<String>,
+    /// Each account's rows include its subtree's usage.
+    #[serde(default)]
+    rollup: bool,
 }
 
 /// `GET /v1/reports/usage?from=&to=&by=`: finance and admin; as `bursar report usage
@@ -132,6 +138,14 @@ pub(super) async fn usage_report(
     }
     let by = query.by.as_deref().unwrap_or("account");
     let keys = parse_group_keys(&[by]).map_err(|e| ApiError::bad_request(format!("by: {e}")))?;
-    let report = state.app.ledger.usage_report(from, to, &keys).await?;
+    let report = if query.rollup {
+        state
+            .app
+            .ledger
+            .usage_report_rollup(from, to, &keys)
+            .await?
+    } else {
+        state.app.ledger.usage_report(from, to, &keys).await?
+    };
     Ok(Json(usage_report_json(&state.app, &report, &keys)))
 }

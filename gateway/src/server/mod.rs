@@ -6,7 +6,7 @@
 //!   admission service behind [`AdmissionApi`] (`None`: the job endpoints answer 503).
 //! - [`ApiError`] is every refusal, as `{"error", "message", "details"}`; the extractors in
 //!   [`extract`] turn bad tokens, bodies, query strings and paths into one.
-//! - Handlers: [`accounts`] (tree, balances, reports), [`admin`] (changes, audited; the audit
+//! - Handlers: [`accounts`] (tree, balances, reports), `finance` (statements, top users/jobs), [`admin`] (changes, audited; the audit
 //!   log), [`jobs`] (quotes and jobs, through [`AdmissionApi`]), [`meta`] (health, metrics,
 //!   OpenAPI).
 //! - [`serve`]: binds, prints `bursar listening on http://ADDR`, runs the collection loop and
@@ -17,6 +17,7 @@ pub mod admin;
 pub mod admission;
 mod error;
 pub mod extract;
+mod finance;
 pub mod jobs;
 pub mod meta;
 pub mod metrics;
@@ -109,6 +110,12 @@ fn routes() -> Vec<Route> {
             "/v1/reports/usage",
             get(accounts::usage_report),
         ),
+        route(
+            Method::GET,
+            "/v1/accounts/{name}/statement",
+            get(finance::statement),
+        ),
+        route(Method::GET, "/v1/reports/top", get(finance::top)),
         route(Method::POST, "/v1/associations", post(admin::associate)),
         route(Method::POST, "/v1/allocations", post(admin::set_allocation)),
         route(Method::GET, "/v1/audit", get(admin::audit_log)),
