@@ -51,5 +51,5 @@ if [ -n "$stack_pid" ]; then
 fi
 
 step "cargo test"
-cargo test --workspace --locked
+cargo test --workspace --locked --no-fail-fast
 step "done"

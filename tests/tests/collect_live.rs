@@ -274,10 +274,11 @@ fn collect_charges_every_job_sacct_lists_through_slurmrestd_and_through_sacct() 
 #[test]
 fn a_collect_killed_halfway_and_restarted_ends_with_identical_balances() {
     let dev = DevStack::get();
-    // The jobs sit in the middle of a two-day window read in one-hour slices (each slurmdbd
-    // query takes ~0.1 s here), so there is time to kill the pass between its first charges
-    // and its last.
-    let until = now() + 86_400;
+    // A two-day window read in one-hour slices that ends now: jobs that start later are
+    // outside it, so both passes see the same finished records even if the cluster is busy.
+    // Each slurmdbd query takes ~0.1 s here and the clusters are read one after the other
+    // (cloud, then onprem), so the kill lands after cloud's charges and before onprem's.
+    let until = now();
     let since = until - 2 * 86_400;
     let window = [
         "--since".to_string(),
