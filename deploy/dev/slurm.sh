@@ -11,7 +11,7 @@
 # When it succeeds it writes $BURSAR_DEV_DIR/slurm/env.sh (source it in tests).
 #
 # Needs root (packages, users, root slurmd, mknod). Debian 12 (bookworm) packages.
-# Settings are those proven in /work/shared/reference/slurm-22.05/REPORT.md; the "why"
+# Settings are those proven in shared/reference/slurm-22.05/REPORT.md; the "why"
 # of each unusual one is in the comment next to it.
 #
 # Knobs: BURSAR_DEV_DIR (/var/tmp/bursar-dev), BURSAR_DEV_PORT_OFFSET (0).
