@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The HTTP API benchmark of docs/benchmarks.md ("HTTP API: quotes and admissions"): quotes/s and
+# admissions/s with p50/p99 latency at 64 concurrent keep-alive clients on loopback, against
+# bursar's own router served by axum on 127.0.0.1:0 (see gateway/src/bin/bursar-bench-api.rs):
+#
+#   healthz       GET /healthz — what HTTP and the load generator alone cost on this machine
+#   quotes        POST /v1/quotes (two clusters quoted)
+#   admit-stub    POST /v1/jobs forwarded to an in-process stub that answers at once
+#   admit-slurm   POST /v1/jobs forwarded to the dev stack's real slurmrestd (onprem)
+#   direct-slurm  the same jobs straight to that slurmrestd: the baseline of bursar's overhead
+#
+# Prints machine facts, a markdown table (median of BENCH_RUNS runs) and whether each target
+# is met. The Slurm scenarios submit one-minute `true` jobs as alice and cancel every one of
+# them afterwards; they need the dev stack (sudo deploy/dev/up.sh).
+#
+#   deploy/bench/api.sh [extra bursar-bench-api flags, e.g. --scenarios quotes,admit-stub]
+#
+# Environment:
+#   BENCH_DIR        work directory: the measured binary and logs (default /var/tmp/bursar-bench)
+#   BENCH_RUNS       runs of each scenario; the table shows the median (default 3)
+#   BENCH_SECONDS    measured seconds of each local scenario (default 10)
+#   BENCH_SLURM_JOBS measured submissions of each Slurm scenario (default 200)
+#   BENCH_IDLE_BUSY  if set (e.g. 10), wait before each run until other processes use less than
+#                    that percentage of the CPU (for at most BENCH_IDLE_WAIT seconds, default
+#                    600). What others used during each run is reported either way.
+#   BENCH_BIN        a folder holding an already built `bursar-bench-api` to measure instead of
+#                    building
+#   CARGO_TARGET_DIR as for cargo
+set -euo pipefail
+
+RUNS=${BENCH_RUNS:-3}
+SECONDS_EACH=${BENCH_SECONDS:-10}
+SLURM_JOBS=${BENCH_SLURM_JOBS:-200}
+BENCH_DIR=${BENCH_DIR:-/var/tmp/bursar-bench}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SLURM_ENV=${BURSAR_DEV_DIR:-/var/tmp/bursar-dev}/slurm/env.sh
+
+say() { printf '%s\n' "$*" >&2; }
+
+mkdir -p "$BENCH_DIR"/{bin,logs}
+
+if [[ -n ${BENCH_BIN:-} ]]; then
+    BUILT=$BENCH_BIN
+else
+    say "building the release benchmark binary"
+    (cd "$ROOT" && cargo build --release --quiet -p bursar-gateway --bin bursar-bench-api)
+    BUILT=${CARGO_TARGET_DIR:-$ROOT/target}/release
+fi
+# A private copy: a concurrent rebuild can't swap the binary mid-run.
+BENCH=$BENCH_DIR/bin/bursar-bench-api
+[[ $BUILT/bursar-bench-api -ef $BENCH ]] || cp "$BUILT/bursar-bench-api" "$BENCH"
+
+idle=()
+[[ -n ${BENCH_IDLE_BUSY:-} ]] && idle=(--idle-below "$BENCH_IDLE_BUSY" --idle-wait "${BENCH_IDLE_WAIT:-600}")
+
+if [[ -r $SLURM_ENV ]]; then
+    # shellcheck disable=SC1090
+    . "$SLURM_ENV"
+    queued_before=$(SLURM_CONF=$BURSAR_DEV_ONPREM_CONF squeue -h -n bursar-bench-api 2>/dev/null | wc -l || echo "?")
+else
+    say "no $SLURM_ENV: the Slurm scenarios will fail (start the dev stack: sudo deploy/dev/up.sh)"
+    queued_before="?"
+fi
+
+LOG=$BENCH_DIR/logs/api-$(date -u +%Y%m%dT%H%M%SZ).log
+say "machine: $(nproc) cores ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)), \
+$(awk '/MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo) RAM, $(uname -sr), \
+load average $(cut -d' ' -f1-3 /proc/loadavg)"
+say "measuring $BENCH (sha256 $(sha256sum "$BENCH" | cut -c1-12)) at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'); progress in $LOG"
+
+"$BENCH" --runs "$RUNS" --seconds "$SECONDS_EACH" --slurm-jobs "$SLURM_JOBS" \
+    --slurm-env "$SLURM_ENV" "${idle[@]}" "$@" 2> >(tee "$LOG" >&2)
+
+if [[ -r $SLURM_ENV ]]; then
+    left=$(SLURM_CONF=$BURSAR_DEV_ONPREM_CONF squeue -h -n bursar-bench-api 2>/dev/null | wc -l || echo "?")
+    say "onprem queue: $queued_before bursar-bench-api jobs before, $left after"
+fi
+say "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

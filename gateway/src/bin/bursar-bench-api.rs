@@ -1,0 +1,1192 @@
+//! `bursar-bench-api`: throughput and latency of bursar's HTTP API under concurrent clients
+//! (docs/benchmarks.md, "HTTP API: quotes and admissions"; `deploy/bench/api.sh` runs it).
+//!
+//! The server is bursar's own: [`router`] over a [`ServerState`] built the way `bursar serve`
+//! builds it (the configuration loaded from a file, the SQLite ledger in a scratch folder, the
+//! HS256 verifier, the admission service, the hold-expiry loop), served by `axum::serve` on a
+//! `127.0.0.1:0` listener in its own runtime. The clients are tokio tasks in another runtime,
+//! each with its own keep-alive `reqwest` connection, so every request crosses real loopback
+//! TCP. Scenarios:
+//!
+//! - `quotes`: `POST /v1/quotes`, two clusters quoted (su and usd) for one account with
+//!   allocations on it and on its parent.
+//! - `admit-stub`: `POST /v1/jobs` with a fresh `Idempotency-Key` (as `bursar submit` sends),
+//!   forwarded to an in-process stub [`Forwarder`] that answers at once with increasing job
+//!   ids: quote, hold, record, link — everything bursar does itself.
+//! - `admit-slurm`: `POST /v1/jobs` forwarded to the real slurmrestd of the dev stack
+//!   (`deploy/dev/`, cluster `onprem`): a one-minute `true` job per request.
+//! - `direct-slurm`: the same jobs sent straight to that slurmrestd with the same client code
+//!   (`SlurmRestClient::submit_job`, a per-user token minted from the same key), the same body
+//!   (`slurm_submission` of the same `ForwardJob`) and the same concurrency: the baseline
+//!   bursar's overhead is measured against.
+//!
+//! `healthz` (`GET /healthz`: no token, no ledger) measures what HTTP and the load generator
+//! alone cost on this machine, the ceiling of every other scenario. The local scenarios run for `--seconds` after `--warmup` seconds; the
+//! Slurm ones for `--slurm-jobs` submissions after one warm-up submission per client, and every
+//! job they submitted is cancelled afterwards. Each scenario runs `--runs` times (the Slurm
+//! pair one after the other within a run) and the table shows the median of each column.
+//! Besides latency, each run reports the CPU time bursar's threads (server runtime, SQLite
+//! workers) spent per request and how much of the machine other processes used meanwhile,
+//! both from `/proc`. Nothing here asserts a time: this is a measurement, not a test.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use async_trait::async_trait;
+use bursar_collectors::slurmrestd::{
+    ApiSelection, ApiVersion, JobSubmission, SlurmAuth, SlurmRestClient, SlurmRestConfig,
+};
+use bursar_gateway::admission::forward::{forwarders_from_config, slurm_submission};
+use bursar_gateway::admission::{Admission, ForwardError, ForwardJob, Forwarded, Forwarder};
+use bursar_gateway::app::App;
+use bursar_gateway::auth::{generate_key_file, Role, TokenIssuer, TokenVerifier};
+use bursar_gateway::config::Config;
+use bursar_gateway::request::JobRequest;
+use bursar_gateway::server::{expiry_loop, router, AdmissionApi, ServerState};
+use bursar_pricing::Currency;
+use clap::{Parser, ValueEnum};
+use secrecy::ExposeSecret;
+use serde_json::{json, Value};
+use tokio::runtime::Runtime;
+use tokio::sync::oneshot;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bursar-bench-api",
+    about = "Quotes/s and admissions/s of bursar's HTTP API, with latency percentiles"
+)]
+struct Args {
+    /// Scenarios to run, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Scenario::ALL)]
+    scenarios: Vec<Scenario>,
+    /// Concurrent clients (one keep-alive connection each).
+    #[arg(long, default_value_t = 64)]
+    clients: usize,
+    /// Measured seconds of each local scenario (`quotes`, `admit-stub`).
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Seconds of unmeasured load before each local scenario.
+    #[arg(long, default_value_t = 2)]
+    warmup: u64,
+    /// Measured submissions of each Slurm scenario (all cancelled afterwards).
+    #[arg(long, default_value_t = 200)]
+    slurm_jobs: u64,
+    /// Seconds to wait after cancelling a Slurm run's jobs: longer than slurmctld's
+    /// `MinJobAge` (30 s on the dev stack), so each run starts on a purged controller.
+    #[arg(long, default_value_t = 35)]
+    slurm_settle: u64,
+    /// Runs of each scenario; the table shows the median of each column.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// The dev stack's Slurm env file (`deploy/dev/slurm.sh` writes it).
+    #[arg(long, default_value = "/var/tmp/bursar-dev/slurm/env.sh")]
+    slurm_env: PathBuf,
+    /// Worker threads of the server's runtime (default: one per core, as `bursar serve`).
+    #[arg(long)]
+    server_threads: Option<usize>,
+    /// Worker threads of the clients' runtime.
+    #[arg(long, default_value_t = 2)]
+    client_threads: usize,
+    /// Before each run, wait until other processes use less than this percentage of the
+    /// machine (sampled over 2 s), for at most `--idle-wait` seconds. What they used during
+    /// each run is reported either way.
+    #[arg(long)]
+    idle_below: Option<u64>,
+    /// The longest wait for `--idle-below`, in seconds.
+    #[arg(long, default_value_t = 600)]
+    idle_wait: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    Healthz,
+    Quotes,
+    AdmitStub,
+    AdmitSlurm,
+    DirectSlurm,
+}
+
+impl Scenario {
+    const ALL: [Scenario; 5] = [
+        Scenario::Healthz,
+        Scenario::Quotes,
+        Scenario::AdmitStub,
+        Scenario::AdmitSlurm,
+        Scenario::DirectSlurm,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Scenario::Healthz => "`GET /healthz` (HTTP floor: no auth, no ledger)",
+            Scenario::Quotes => "`POST /v1/quotes`",
+            Scenario::AdmitStub => "`POST /v1/jobs`, stub forwarder",
+            Scenario::AdmitSlurm => "`POST /v1/jobs` → slurmrestd (bursar end to end)",
+            Scenario::DirectSlurm => "slurmrestd `job/submit` directly (baseline)",
+        }
+    }
+
+    fn is_slurm(self) -> bool {
+        matches!(self, Scenario::AdmitSlurm | Scenario::DirectSlurm)
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // The same logging as the `bursar` binary (BURSAR_LOG, default `warn`).
+    bursar_gateway::telemetry::init();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bursar-bench-api: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> anyhow::Result<()> {
+    if args.clients == 0 || args.runs == 0 {
+        bail!("--clients and --runs must be at least 1");
+    }
+    let mut server_rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.server_threads {
+        server_rt.worker_threads(n);
+    }
+    let server_rt = server_rt
+        .thread_name("server")
+        .enable_all()
+        .build()
+        .context("the server runtime")?;
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.client_threads.max(1))
+        .thread_name("client")
+        .enable_all()
+        .build()
+        .context("the client runtime")?;
+    let rts = Runtimes {
+        server: server_rt,
+        client: client_rt,
+    };
+    let slurm = if args.scenarios.iter().any(|s| s.is_slurm()) {
+        Some(SlurmTarget::from_env_file(&args.slurm_env)?)
+    } else {
+        None
+    };
+
+    let mut results: BTreeMap<usize, (Scenario, Vec<Summary>)> = BTreeMap::new();
+    let order: Vec<(usize, Scenario)> = Scenario::ALL
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, s)| args.scenarios.contains(s))
+        .collect();
+    for run in 1..=args.runs {
+        for &(i, scenario) in &order {
+            eprintln!("run {run}/{}: {}", args.runs, scenario.label());
+            if let Some(percent) = args.idle_below {
+                wait_idle(percent, Duration::from_secs(args.idle_wait));
+            }
+            let summary = match scenario {
+                Scenario::Healthz | Scenario::Quotes | Scenario::AdmitStub => {
+                    run_local(&rts, args, scenario, run).context(scenario.label())?
+                }
+                Scenario::AdmitSlurm | Scenario::DirectSlurm => {
+                    let slurm = slurm.as_ref().context("the Slurm target")?;
+                    run_slurm(&rts, args, scenario, run, slurm).context(scenario.label())?
+                }
+            };
+            eprintln!("  {}", summary.line());
+            results
+                .entry(i)
+                .or_insert_with(|| (scenario, Vec::new()))
+                .1
+                .push(summary);
+        }
+    }
+    print!("{}", report(args, &results));
+    Ok(())
+}
+
+/// Waits until other processes use less than `percent` of the machine over 2 s, or `limit`.
+fn wait_idle(percent: u64, limit: Duration) {
+    let started = Instant::now();
+    loop {
+        let Some(before) = CpuSample::now() else {
+            return;
+        };
+        std::thread::sleep(Duration::from_secs(2));
+        let Some(after) = CpuSample::now() else {
+            return;
+        };
+        let others = after.since(&before).others_permille().unwrap_or(0);
+        if others < percent * 10 || started.elapsed() >= limit {
+            if started.elapsed() > Duration::from_secs(3) {
+                eprintln!(
+                    "  waited {} s for other processes to calm down (now {}.{}%)",
+                    started.elapsed().as_secs(),
+                    others / 10,
+                    others % 10
+                );
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+}
+
+struct Runtimes {
+    server: Runtime,
+    client: Runtime,
+}
+
+// --- the site: configuration, ledger, tokens -------------------------------------------------
+
+/// A scratch folder with bursar's configuration, key and ledger; removed on drop.
+struct Site {
+    dir: PathBuf,
+}
+
+impl Site {
+    fn new(tag: &str) -> anyhow::Result<Site> {
+        let dir =
+            std::env::temp_dir().join(format!("bursar-bench-api-{}-{tag}", std::process::id()));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("removing a stale {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Site { dir })
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Two clusters priced like `deploy/examples/bursar.yaml` (onprem in su, cloud in usd), both
+/// taking submissions; `onprem_slurmrestd` adds onprem's real slurmrestd.
+fn config_yaml(dir: &Path, onprem_slurmrestd: Option<&SlurmTarget>) -> String {
+    let slurmrestd = onprem_slurmrestd.map_or_else(String::new, |s| {
+        format!(
+            "      slurmrestd: {{url: \"{}\", jwt_key_file: \"{}\", api_version: v0.0.38}}\n",
+            s.url,
+            s.key_file.display()
+        )
+    });
+    format!(
+        r#"database: sqlite://{db}
+auth:
+  hs256_key_file: {key}
+currencies:
+  su: {{decimals: 2, description: "service units (core-hours)"}}
+  usd: {{decimals: 2, description: "US dollars"}}
+accounts:
+  org: {{}}
+  physics: {{parent: org}}
+  chemistry: {{parent: org}}
+users:
+  alice: {{default_account: physics, accounts: [physics]}}
+  bob: {{default_account: chemistry, accounts: [chemistry]}}
+  carol: {{default_account: physics, accounts: [physics, chemistry]}}
+clusters:
+  onprem:
+    kind: slurm
+    currency: su
+    timezone: UTC
+    partitions:
+      batch: {{weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0"}}
+    qos:
+      premium: {{usage_factor: 2.0}}
+    submit:
+{slurmrestd}      default_partition: batch
+      partitions:
+        batch: {{max_time: 1d, default_time: 1h, def_mem_per_cpu_mb: 1000, max_nodes: 2}}
+  cloud:
+    kind: slurm
+    currency: usd
+    timezone: UTC
+    partitions:
+      gpu: {{weights: "CPU=0.0425,Mem=0.0053G,GRES/gpu=2.50"}}
+    qos:
+      premium: {{usage_factor: 2.0}}
+    submit:
+      default_partition: gpu
+      partitions:
+        gpu: {{max_time: 2d, default_time: 1h}}
+routing:
+  prefer: [onprem, cloud]
+"#,
+        db = dir.join("ledger.db").display(),
+        key = dir.join("jwt.key").display(),
+    )
+}
+
+/// The job every scenario sends: one CPU for one minute running `true`, charged to physics,
+/// its output thrown away. No partition: each cluster quotes its default one.
+fn job_request() -> Value {
+    json!({
+        "account": "physics",
+        "ntasks": 1,
+        "time_limit_min": 1,
+        "job_name": "bursar-bench-api",
+        "script": "#!/bin/sh\ntrue\n",
+        "working_dir": "/tmp",
+        "output": "/dev/null",
+    })
+}
+
+/// A running bursar: its address, the token clients send, and how to stop it.
+struct Server {
+    url: String,
+    bearer: String,
+    stop: oneshot::Sender<()>,
+    done: tokio::task::JoinHandle<anyhow::Result<()>>,
+    _site: Site,
+}
+
+/// How the admission service forwards.
+enum Forwarding {
+    /// Both clusters to a [`StubForwarder`].
+    Stub,
+    /// What the configuration says (onprem: the real slurmrestd).
+    Config,
+}
+
+/// Starts bursar on `127.0.0.1:0` in `rt`: configuration loaded from a file, ledger opened and
+/// migrated, allocations large enough for every run (10⁹ su and usd on physics and on org),
+/// a user token for alice.
+fn start_server(
+    rt: &Runtime,
+    tag: &str,
+    forwarding: Forwarding,
+    slurm: Option<&SlurmTarget>,
+) -> anyhow::Result<Server> {
+    let site = Site::new(tag)?;
+    let config_path = site.dir.join("bursar.yaml");
+    std::fs::write(&config_path, config_yaml(&site.dir, slurm)).context("writing the config")?;
+    generate_key_file(site.dir.join("jwt.key")).context("the HS256 key")?;
+    rt.block_on(async {
+        let config = Config::load(Some(&config_path))?;
+        let auth = config.auth.clone().context("the auth section")?;
+        let verifier = TokenVerifier::from_config(&auth)?;
+        let issuer = TokenIssuer::from_config(&auth)?.context("an HS256 key")?;
+        let app = Arc::new(App::open(config).await?);
+        let now = bursar_gateway::timefmt::now();
+        for account in ["physics", "org"] {
+            for currency in ["su", "usd"] {
+                app.ledger
+                    .set_allocation(
+                        account,
+                        &Currency::new(currency),
+                        1_000_000_000_000_000,
+                        now - 86_400,
+                        now + 30 * 86_400,
+                    )
+                    .await?;
+            }
+        }
+        let forwarders: BTreeMap<String, Arc<dyn Forwarder>> = match forwarding {
+            Forwarding::Stub => ["onprem", "cloud"]
+                .into_iter()
+                .map(|c| {
+                    let stub: Arc<dyn Forwarder> = Arc::new(StubForwarder::default());
+                    (c.to_string(), stub)
+                })
+                .collect(),
+            Forwarding::Config => forwarders_from_config(&app.config)?,
+        };
+        let admission: Arc<dyn AdmissionApi> = Arc::new(Admission::new(app.clone(), forwarders));
+        let state = ServerState::new(app.clone(), Arc::new(verifier), Some(admission));
+        let bearer = format!(
+            "Bearer {}",
+            issuer
+                .issue(
+                    "alice",
+                    Role::User,
+                    Duration::from_secs(3600),
+                    chrono::Utc::now()
+                )?
+                .expose_secret()
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let done = tokio::spawn(async move {
+            let (stop_expiry, expiry_stopped) = oneshot::channel::<()>();
+            let expiring = tokio::spawn(expiry_loop(app, async {
+                let _ = expiry_stopped.await;
+            }));
+            let served = axum::serve(listener, router(state))
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .context("the HTTP server");
+            let _ = stop_expiry.send(());
+            let _ = expiring.await;
+            served
+        });
+        Ok(Server {
+            url,
+            bearer,
+            stop,
+            done,
+            _site: site,
+        })
+    })
+}
+
+impl Server {
+    fn stop(self, rt: &Runtime) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        rt.block_on(self.done).context("the server task")?
+    }
+}
+
+/// Answers at once: job ids from 1 up.
+#[derive(Default)]
+struct StubForwarder {
+    next: AtomicU64,
+}
+
+#[async_trait]
+impl Forwarder for StubForwarder {
+    async fn submit(&self, _job: &ForwardJob) -> Result<Forwarded, ForwardError> {
+        let id = (self.next.fetch_add(1, Ordering::Relaxed) + 1).to_string();
+        Ok(Forwarded {
+            cluster_job_id: id.clone(),
+            settle_ref: id,
+            message: None,
+        })
+    }
+
+    async fn cancel(&self, _user: &str, _cluster_job_id: &str) -> Result<(), ForwardError> {
+        Ok(())
+    }
+}
+
+// --- the load generator ------------------------------------------------------------------------
+
+/// When the clients stop taking new requests.
+#[derive(Clone)]
+enum Budget {
+    Until(Instant),
+    Requests(Arc<AtomicU64>),
+}
+
+impl Budget {
+    fn requests(n: u64) -> Budget {
+        Budget::Requests(Arc::new(AtomicU64::new(n)))
+    }
+
+    /// Whether one more request may start.
+    fn take(&self) -> bool {
+        match self {
+            Budget::Until(deadline) => Instant::now() < *deadline,
+            Budget::Requests(left) => left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok(),
+        }
+    }
+}
+
+/// One run's measurements.
+#[derive(Debug, Clone, Default)]
+struct Summary {
+    ok: u64,
+    errors: u64,
+    /// Successful requests per second.
+    per_second: u64,
+    p50_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
+    /// CPU time of bursar's threads (server runtime, SQLite workers) per successful request.
+    server_cpu_ns: Option<u64>,
+    /// How much of the machine (‰ of all CPUs) processes other than this one used meanwhile.
+    others_permille: Option<u64>,
+    first_error: Option<String>,
+}
+
+impl Summary {
+    fn line(&self) -> String {
+        let mut line = format!(
+            "{} ok, {} errors, {}/s, p50 {} ms, p99 {} ms, max {} ms",
+            self.ok,
+            self.errors,
+            self.per_second,
+            ms(self.p50_ns),
+            ms(self.p99_ns),
+            ms(self.max_ns)
+        );
+        if let Some(cpu) = self.server_cpu_ns {
+            let _ = write!(line, ", bursar CPU {} µs/request", cpu / 1_000);
+        }
+        if let Some(others) = self.others_permille {
+            let _ = write!(
+                line,
+                ", other processes used {}.{}% of the machine",
+                others / 10,
+                others % 10
+            );
+        }
+        if let Some(e) = &self.first_error {
+            let _ = write!(line, " (first error: {e})");
+        }
+        line
+    }
+}
+
+/// Nanoseconds as milliseconds with three decimals.
+fn ms(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1_000_000, (ns % 1_000_000) / 1_000)
+}
+
+/// The nearest-rank `percent` percentile of sorted values.
+fn percentile(sorted: &[u64], percent: u64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let n = u64::try_from(sorted.len()).unwrap_or(u64::MAX);
+    let rank = (percent.saturating_mul(n).div_ceil(100)).clamp(1, n);
+    sorted[usize::try_from(rank - 1).unwrap_or(0)]
+}
+
+/// Runs `clients` tasks in `rt`, each calling `request(client, seq)` until `budget` says stop;
+/// every call is timed from before sending to the end of the answer.
+fn drive<F, Fut>(rt: &Runtime, clients: usize, budget: Budget, request: F) -> Summary
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let request = Arc::new(request);
+    rt.block_on(async move {
+        let cpu_before = CpuSample::now();
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..clients)
+            .map(|client| {
+                let request = request.clone();
+                let budget = budget.clone();
+                tokio::spawn(async move {
+                    let mut latencies: Vec<u64> = Vec::with_capacity(4096);
+                    let (mut errors, mut first_error) = (0u64, None);
+                    let mut seq = 0u64;
+                    while budget.take() {
+                        let t0 = Instant::now();
+                        let outcome = request(client, seq).await;
+                        let took = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                        seq += 1;
+                        match outcome {
+                            Ok(()) => latencies.push(took),
+                            Err(e) => {
+                                errors += 1;
+                                first_error.get_or_insert(e);
+                            }
+                        }
+                    }
+                    (latencies, errors, first_error)
+                })
+            })
+            .collect();
+        let mut all: Vec<u64> = Vec::new();
+        let (mut errors, mut first_error) = (0u64, None);
+        for task in tasks {
+            match task.await {
+                Ok((latencies, e, first)) => {
+                    all.extend(latencies);
+                    errors += e;
+                    if first_error.is_none() {
+                        first_error = first;
+                    }
+                }
+                Err(e) => {
+                    errors += 1;
+                    first_error.get_or_insert(format!("client task: {e}"));
+                }
+            }
+        }
+        let elapsed = u128::max(started.elapsed().as_nanos(), 1);
+        // /proc counts in ticks of 10 ms: shorter runs (a burst of Slurm jobs) say nothing.
+        let cpu = cpu_before
+            .zip(CpuSample::now())
+            .map(|(a, b)| b.since(&a))
+            .filter(|_| elapsed >= 1_000_000_000);
+        all.sort_unstable();
+        let ok = u64::try_from(all.len()).unwrap_or(u64::MAX);
+        Summary {
+            server_cpu_ns: cpu.and_then(|c| c.server_ns_per(elapsed, ok)),
+            others_permille: cpu.and_then(|c| c.others_permille()),
+            ok,
+            errors,
+            per_second: u64::try_from(u128::from(ok) * 1_000_000_000 / elapsed).unwrap_or(u64::MAX),
+            p50_ns: percentile(&all, 50),
+            p99_ns: percentile(&all, 99),
+            max_ns: all.last().copied().unwrap_or(0),
+            first_error,
+        }
+    })
+}
+
+/// CPU ticks as Linux's `/proc` counts them: the whole machine's, and this process's split into
+/// the clients' threads and the rest (bursar: the server runtime and the SQLite workers).
+#[derive(Debug, Clone, Copy)]
+struct CpuSample {
+    cpus: u64,
+    /// All CPUs, busy or not.
+    total: u64,
+    /// All CPUs, busy (everything but idle and iowait).
+    busy: u64,
+    server: u64,
+    client: u64,
+}
+
+impl CpuSample {
+    /// `None` where `/proc` cannot be read.
+    fn now() -> Option<CpuSample> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let mut lines = stat.lines();
+        let all: Vec<u64> = lines
+            .next()?
+            .strip_prefix("cpu ")?
+            .split_whitespace()
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        let cpus = u64::try_from(lines.filter(|l| l.starts_with("cpu")).count()).ok()?;
+        let total: u64 = all.iter().sum();
+        // user nice system idle iowait irq softirq steal …
+        let idle = all.get(3).copied().unwrap_or(0) + all.get(4).copied().unwrap_or(0);
+        let (mut server, mut client) = (0, 0);
+        for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else {
+                continue; // the thread just ended
+            };
+            let Some((head, tail)) = text.rsplit_once(')') else {
+                continue;
+            };
+            let fields: Vec<&str> = tail.split_whitespace().collect();
+            // After the name: state(0) … utime(11) stime(12).
+            let ticks = [11, 12]
+                .iter()
+                .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+                .sum::<u64>();
+            if head.ends_with("(client") {
+                client += ticks;
+            } else {
+                server += ticks;
+            }
+        }
+        Some(CpuSample {
+            cpus: cpus.max(1),
+            total,
+            busy: total.saturating_sub(idle),
+            server,
+            client,
+        })
+    }
+
+    /// The ticks between `earlier` and this sample.
+    fn since(&self, earlier: &CpuSample) -> CpuSample {
+        CpuSample {
+            cpus: self.cpus,
+            total: self.total.saturating_sub(earlier.total),
+            busy: self.busy.saturating_sub(earlier.busy),
+            server: self.server.saturating_sub(earlier.server),
+            client: self.client.saturating_sub(earlier.client),
+        }
+    }
+
+    /// bursar's CPU time per request over an interval of `elapsed_ns` (the machine's ticks over
+    /// the interval are `cpus × elapsed`, which sets the length of a tick).
+    fn server_ns_per(&self, elapsed_ns: u128, requests: u64) -> Option<u64> {
+        if self.total == 0 || requests == 0 {
+            return None;
+        }
+        let ns =
+            u128::from(self.server) * elapsed_ns * u128::from(self.cpus) / u128::from(self.total);
+        u64::try_from(ns / u128::from(requests)).ok()
+    }
+
+    /// ‰ of the machine used by other processes over the interval.
+    fn others_permille(&self) -> Option<u64> {
+        (self.total > 0)
+            .then(|| self.busy.saturating_sub(self.server + self.client) * 1000 / self.total)
+    }
+}
+
+/// A client of bursar's API: one keep-alive connection, alice's token, and a fixed JSON body
+/// to POST (none: a GET).
+#[derive(Clone)]
+struct ApiClient {
+    http: reqwest::Client,
+    url: String,
+    bearer: Arc<str>,
+    body: Option<Arc<str>>,
+}
+
+impl ApiClient {
+    fn new(server: &Server, path: &str, body: Option<&Value>) -> anyhow::Result<ApiClient> {
+        Ok(ApiClient {
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(1)
+                .build()
+                .context("the HTTP client")?,
+            url: format!("{}{path}", server.url),
+            bearer: server.bearer.as_str().into(),
+            body: body.map(|b| b.to_string().into()),
+        })
+    }
+
+    /// Sends the request (with `Idempotency-Key: key` when given); the answer's JSON when the
+    /// status is `expected`, else an error naming status and body.
+    async fn call(&self, key: Option<String>, expected: u16) -> Result<Value, String> {
+        let mut request = match &self.body {
+            Some(body) => self
+                .http
+                .post(&self.url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_string()),
+            None => self.http.get(&self.url),
+        }
+        .header(reqwest::header::AUTHORIZATION, &*self.bearer);
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        let response = request.send().await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.map_err(|e| e.to_string())?;
+        if status != expected {
+            return Err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&bytes)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
+            ));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| format!("the answer is not JSON: {e}"))
+    }
+}
+
+/// One client per task, all against `server`.
+fn api_clients(
+    server: &Server,
+    path: &str,
+    body: Option<&Value>,
+    n: usize,
+) -> anyhow::Result<Arc<Vec<ApiClient>>> {
+    (0..n)
+        .map(|_| ApiClient::new(server, path, body))
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map(Arc::new)
+}
+
+// --- local scenarios -----------------------------------------------------------------------------
+
+fn run_local(
+    rts: &Runtimes,
+    args: &Args,
+    scenario: Scenario,
+    run: usize,
+) -> anyhow::Result<Summary> {
+    let server = start_server(
+        &rts.server,
+        &format!("{scenario:?}-{run}"),
+        Forwarding::Stub,
+        None,
+    )?;
+    let job = job_request();
+    let (path, body, expected) = match scenario {
+        Scenario::Healthz => ("/healthz", None, 200),
+        Scenario::Quotes => ("/v1/quotes", Some(&job), 200),
+        _ => ("/v1/jobs", Some(&job), 201),
+    };
+    let clients = api_clients(&server, path, body, args.clients)?;
+    let submit = scenario == Scenario::AdmitStub;
+    let load = |phase: &'static str, seconds: u64| {
+        let clients = clients.clone();
+        drive(
+            &rts.client,
+            args.clients,
+            Budget::Until(Instant::now() + Duration::from_secs(seconds)),
+            move |client, seq| {
+                let c = clients[client].clone();
+                async move {
+                    let key = submit.then(|| format!("bench-{phase}-{run}-{client}-{seq}"));
+                    c.call(key, expected).await.map(drop)
+                }
+            },
+        )
+    };
+    let warm = load("warmup", args.warmup);
+    if warm.ok == 0 && args.warmup > 0 {
+        bail!("no request succeeded while warming up: {}", warm.line());
+    }
+    let summary = load("measured", args.seconds);
+    server.stop(&rts.server)?;
+    Ok(summary)
+}
+
+// --- Slurm scenarios -----------------------------------------------------------------------------
+
+/// The dev stack's onprem slurmrestd and its JWT key.
+struct SlurmTarget {
+    url: String,
+    key_file: PathBuf,
+}
+
+impl SlurmTarget {
+    /// Reads `BURSAR_DEV_ONPREM_REST` and `BURSAR_DEV_JWT_KEY` from the env file.
+    fn from_env_file(path: &Path) -> anyhow::Result<SlurmTarget> {
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "cannot read {} (start the dev stack: sudo deploy/dev/up.sh)",
+                path.display()
+            )
+        })?;
+        let mut vars = BTreeMap::new();
+        for line in text.lines() {
+            let Some((key, value)) = line
+                .trim()
+                .strip_prefix("export ")
+                .and_then(|r| r.split_once('='))
+            else {
+                continue;
+            };
+            let value = value.split('#').next().unwrap_or(value).trim();
+            vars.insert(key.to_string(), value.trim_matches('"').to_string());
+        }
+        let var = |key: &str| {
+            vars.get(key)
+                .cloned()
+                .ok_or_else(|| anyhow!("{key} is not in {}", path.display()))
+        };
+        Ok(SlurmTarget {
+            url: var("BURSAR_DEV_ONPREM_REST")?,
+            key_file: var("BURSAR_DEV_JWT_KEY")?.into(),
+        })
+    }
+
+    /// A client configured as bursar's forwarder configures it (`forwarders_from_config`):
+    /// tokens minted per user from the key, five-minute lifetime, v0.0.38, 30 s per call.
+    fn client(&self) -> anyhow::Result<SlurmRestClient> {
+        let mut config = SlurmRestConfig::new(
+            self.url.clone(),
+            "onprem",
+            SlurmAuth::JwtKey {
+                key_file: self.key_file.clone(),
+                user: "slurm".to_string(),
+                lifetime: Duration::from_secs(300),
+            },
+        );
+        config.api = ApiSelection::Fixed(ApiVersion::V0_0_38);
+        SlurmRestClient::new(config).context("the slurmrestd client")
+    }
+}
+
+/// The submission bursar forwards for [`job_request`] (onprem, batch, one minute, as alice).
+fn direct_submission() -> anyhow::Result<JobSubmission> {
+    let request: JobRequest = serde_json::from_value(job_request())?;
+    let job = ForwardJob {
+        cluster: "onprem".to_string(),
+        user: "alice".to_string(),
+        account: "physics".to_string(),
+        partition: "batch".to_string(),
+        qos: None,
+        time_limit_min: 1,
+        working_dir: "/tmp".to_string(),
+        request,
+    };
+    slurm_submission(&job).map_err(|e| anyhow!("{e}"))
+}
+
+fn run_slurm(
+    rts: &Runtimes,
+    args: &Args,
+    scenario: Scenario,
+    run: usize,
+    slurm: &SlurmTarget,
+) -> anyhow::Result<Summary> {
+    let submitted: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let note = {
+        let submitted = submitted.clone();
+        move |id: u64| {
+            submitted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(id);
+        }
+    };
+    // One warm-up job per client: every connection (client → bursar → slurmrestd, or client
+    // → slurmrestd) is open and alice's token minted before the measured jobs.
+    let warmup_jobs = u64::try_from(args.clients).unwrap_or(u64::MAX);
+    let summary = match scenario {
+        Scenario::AdmitSlurm => {
+            let server = start_server(
+                &rts.server,
+                &format!("slurm-{run}"),
+                Forwarding::Config,
+                Some(slurm),
+            )?;
+            let clients = api_clients(&server, "/v1/jobs", Some(&job_request()), args.clients)?;
+            let load = |phase: &'static str, n: u64| {
+                let clients = clients.clone();
+                let note = note.clone();
+                drive(
+                    &rts.client,
+                    args.clients,
+                    Budget::requests(n),
+                    move |client, seq| {
+                        let c = clients[client].clone();
+                        let note = note.clone();
+                        async move {
+                            let key = format!("bench-{phase}-{run}-{client}-{seq}");
+                            let answer = c.call(Some(key), 201).await?;
+                            let id = answer["cluster_job_id"]
+                                .as_str()
+                                .and_then(|id| id.parse().ok())
+                                .ok_or_else(|| format!("no Slurm job id in {answer}"))?;
+                            note(id);
+                            Ok(())
+                        }
+                    },
+                )
+            };
+            load("warmup", warmup_jobs);
+            let summary = load("measured", args.slurm_jobs);
+            server.stop(&rts.server)?;
+            summary
+        }
+        _ => {
+            let client = Arc::new(slurm.client()?);
+            let submission = Arc::new(direct_submission()?);
+            let load = |n: u64| {
+                let client = client.clone();
+                let submission = submission.clone();
+                let note = note.clone();
+                drive(
+                    &rts.client,
+                    args.clients,
+                    Budget::requests(n),
+                    move |_, _| {
+                        let client = client.clone();
+                        let submission = submission.clone();
+                        let note = note.clone();
+                        async move {
+                            let job = client
+                                .submit_job("alice", &submission)
+                                .await
+                                .map_err(|e| e.to_string())?;
+                            note(job.job_id);
+                            Ok(())
+                        }
+                    },
+                )
+            };
+            load(warmup_jobs);
+            load(args.slurm_jobs)
+        }
+    };
+    let ids = std::mem::take(&mut *submitted.lock().unwrap_or_else(PoisonError::into_inner));
+    cancel_all(rts, slurm, &ids, Duration::from_secs(args.slurm_settle))?;
+    Ok(summary)
+}
+
+/// Cancels every job the run submitted (a job that already ended is fine), then waits
+/// `settle` so that slurmctld has purged them (it keeps ended jobs for `MinJobAge`) and the
+/// next run meets the same, empty controller.
+fn cancel_all(
+    rts: &Runtimes,
+    slurm: &SlurmTarget,
+    ids: &[u64],
+    settle: Duration,
+) -> anyhow::Result<()> {
+    let client = Arc::new(slurm.client()?);
+    let failures = rts.client.block_on(async {
+        let mut failures = Vec::new();
+        for chunk in ids.chunks(16) {
+            let calls: Vec<_> = chunk
+                .iter()
+                .map(|&id| {
+                    let client = client.clone();
+                    tokio::spawn(async move { (id, client.cancel_job("alice", id).await) })
+                })
+                .collect();
+            for call in calls {
+                match call.await {
+                    Ok((_, Ok(()))) => {}
+                    // Gone already: ended and purged, or done.
+                    Ok((_, Err(e)))
+                        if e.slurm_error_number()
+                            .is_some_and(|n| n == 2017 || n == 2021) => {}
+                    Ok((id, Err(e))) => failures.push(format!("job {id}: {e}")),
+                    Err(e) => failures.push(format!("a cancel task: {e}")),
+                }
+            }
+        }
+        tokio::time::sleep(settle).await;
+        failures
+    });
+    eprintln!("  cancelled {} jobs", ids.len() - failures.len());
+    if let Some(first) = failures.first() {
+        bail!(
+            "{} jobs could not be cancelled, e.g. {first}",
+            failures.len()
+        );
+    }
+    Ok(())
+}
+
+// --- the report ------------------------------------------------------------------------------------
+
+/// The middle value (the lower middle of an even count).
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values
+        .get(values.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Markdown: one row per scenario (medians over the runs), then bursar's overhead on a
+/// slurmrestd submission when both Slurm scenarios ran.
+fn report(args: &Args, results: &BTreeMap<usize, (Scenario, Vec<Summary>)>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n{} clients, {} runs per scenario, median of each column; local scenarios {} s \
+         after {} s of warm-up, Slurm scenarios {} jobs after {} warm-up jobs.\n",
+        args.clients, args.runs, args.seconds, args.warmup, args.slurm_jobs, args.clients
+    );
+    let _ = writeln!(
+        out,
+        "| scenario | requests/s | p50 ms | p99 ms | max ms | bursar CPU µs/request | \
+         other processes' CPU | ok | errors |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut medians: Vec<(Scenario, Summary)> = Vec::new();
+    for (scenario, runs) in results.values() {
+        let col = |f: fn(&Summary) -> u64| median(runs.iter().map(f).collect());
+        let opt = |f: fn(&Summary) -> Option<u64>| {
+            let values: Vec<u64> = runs.iter().filter_map(f).collect();
+            (!values.is_empty()).then(|| median(values))
+        };
+        let m = Summary {
+            ok: col(|s| s.ok),
+            errors: col(|s| s.errors),
+            per_second: col(|s| s.per_second),
+            p50_ns: col(|s| s.p50_ns),
+            p99_ns: col(|s| s.p99_ns),
+            max_ns: col(|s| s.max_ns),
+            server_cpu_ns: opt(|s| s.server_cpu_ns),
+            others_permille: opt(|s| s.others_permille),
+            first_error: runs.iter().find_map(|s| s.first_error.clone()),
+        };
+        // The baseline runs no bursar: its "bursar CPU" is the idle server runtime.
+        let cpu = match (scenario, m.server_cpu_ns) {
+            (Scenario::DirectSlurm, _) | (_, None) => "–".to_string(),
+            (_, Some(ns)) => (ns / 1_000).to_string(),
+        };
+        let others = m
+            .others_permille
+            .map_or_else(|| "–".to_string(), |p| format!("{}.{}%", p / 10, p % 10));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {cpu} | {others} | {} | {} |",
+            scenario.label(),
+            m.per_second,
+            ms(m.p50_ns),
+            ms(m.p99_ns),
+            ms(m.max_ns),
+            m.ok,
+            m.errors
+        );
+        medians.push((*scenario, m));
+    }
+    let median_of = |s: Scenario| medians.iter().find(|(x, _)| *x == s).map(|(_, m)| m);
+    let mut targets = Vec::new();
+    if let Some(q) = median_of(Scenario::Quotes) {
+        targets.push(format!(
+            "≥ 20,000 quotes/s: {}/s, {}",
+            q.per_second,
+            verdict(q.per_second >= 20_000 && q.errors == 0)
+        ));
+    }
+    if let Some(a) = median_of(Scenario::AdmitStub) {
+        targets.push(format!(
+            "≥ 5,000 admissions/s with p99 < 10 ms (stub forwarder): {}/s, p99 {} ms, {}",
+            a.per_second,
+            ms(a.p99_ns),
+            verdict(a.per_second >= 5_000 && a.p99_ns < 10_000_000 && a.errors == 0)
+        ));
+    }
+    if let (Some(b), Some(d)) = (
+        median_of(Scenario::AdmitSlurm),
+        median_of(Scenario::DirectSlurm),
+    ) {
+        let _ = writeln!(
+            out,
+            "\nbursar on top of a direct slurmrestd submission: p50 {} ({} ms), p99 {}, \
+             throughput {}.",
+            change(b.p50_ns, d.p50_ns),
+            signed_ms(b.p50_ns, d.p50_ns),
+            change(b.p99_ns, d.p99_ns),
+            change(b.per_second, d.per_second),
+        );
+        // "Adds < 10%": to the latency of a submission, and as much throughput taken away.
+        let latency_ok = u128::from(b.p50_ns) * 10 < u128::from(d.p50_ns) * 11;
+        let throughput_ok = u128::from(b.per_second) * 10 > u128::from(d.per_second) * 9;
+        targets.push(format!(
+            "bursar adds < 10% to an end-to-end slurmrestd submission: p50 {}, throughput {}, {}",
+            change(b.p50_ns, d.p50_ns),
+            change(b.per_second, d.per_second),
+            verdict(latency_ok && throughput_ok && b.errors == 0)
+        ));
+    }
+    if !targets.is_empty() {
+        let _ = writeln!(out);
+        for t in targets {
+            let _ = writeln!(out, "- {t}");
+        }
+    }
+    for (scenario, m) in &medians {
+        if let Some(e) = &m.first_error {
+            let _ = writeln!(out, "\n{}: first error: {e}", scenario.label());
+        }
+    }
+    out
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+/// `+1.234` / `-0.500`: `value - base` nanoseconds in milliseconds.
+fn signed_ms(value: u64, base: u64) -> String {
+    if value >= base {
+        format!("+{}", ms(value - base))
+    } else {
+        format!("-{}", ms(base - value))
+    }
+}
+
+/// `+4.2%` / `-1.0%`: `value` against `base`, to a tenth of a percent.
+fn change(value: u64, base: u64) -> String {
+    if base == 0 {
+        return "n/a".to_string();
+    }
+    let (v, b) = (i128::from(value), i128::from(base));
+    let tenths = (v - b) * 1000 / b;
+    let sign = if tenths < 0 { "-" } else { "+" };
+    format!("{sign}{}.{}%", tenths.abs() / 10, tenths.abs() % 10)
+}
