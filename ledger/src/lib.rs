@@ -47,10 +47,10 @@ use bursar_pricing::Currency;
 
 pub use crate::error::{LedgerError, Result};
 pub use crate::model::{
-    AccountRow, AllocationRow, ApiJob, AssociationRow, AuditEntry, BalanceRow, EntryKind, GroupKey,
-    HoldRow, HoldState, JobRow, JournalEntry, JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold,
-    PostOutcome, QuarantineItem, QuarantineRow, ReportSource, UsageCharge, UsageReport, UsageRow,
-    UserRow,
+    AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
+    BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState, JobRow, JournalEntry,
+    JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, PostOutcome,
+    QuarantineItem, QuarantineRow, ReportSource, UsageCharge, UsageReport, UsageRow, UserRow,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
@@ -302,6 +302,74 @@ impl Ledger {
     pub async fn try_place_hold(&self, hold: &NewHold) -> Result<HoldRow> {
         check_hold(hold)?;
         self.storage.place_hold(hold, true).await
+    }
+
+    /// Admits a batch of submissions in one write transaction (group commit): for each, in
+    /// order, the hold is placed only if every allocation on the chain covering its
+    /// `placed_at` can take it after the submissions before it in the batch (as
+    /// [`Ledger::try_place_hold`] checks), and the API job is recorded with it. A submission
+    /// whose job idempotency key was used before gets [`AdmitOutcome::Existing`]; a refused
+    /// one [`LedgerError::InsufficientAllocation`] or [`LedgerError::NoAllocation`]; one
+    /// repeating the key of an earlier submission of the same batch a
+    /// [`LedgerError::Conflict`]. One outcome per submission, in order; an `Err` of the whole
+    /// call means nothing was written.
+    pub async fn admit(
+        &self,
+        batch: &[NewAdmission],
+        now: i64,
+    ) -> Result<Vec<Result<AdmitOutcome>>> {
+        for admission in batch {
+            if let Some(hold) = &admission.hold {
+                check_hold(hold)?;
+                if hold.account != admission.job.account
+                    || hold.currency != admission.job.currency
+                    || hold.cluster != admission.job.cluster
+                {
+                    return Err(LedgerError::Invalid(
+                        "a submission's hold and job name different accounts, currencies or \
+                         clusters"
+                            .to_string(),
+                    ));
+                }
+            }
+        }
+        self.storage.admit(batch, now).await
+    }
+
+    /// Records jobs their clusters accepted, in one transaction: each hold is linked to the
+    /// cluster's job (unless already linked) and each API job gets its cluster job id.
+    /// Returns how many holds were linked.
+    pub async fn record_forwarded(&self, jobs: &[ForwardedJob]) -> Result<u64> {
+        for job in jobs {
+            check_present("job id", &job.settle_ref)?;
+            check_present("job id", &job.cluster_job_id)?;
+        }
+        self.storage.record_forwarded(jobs).await
+    }
+
+    /// The account a submission of `user` is charged to (`account`, else the user's
+    /// default), whether the user is associated with it, its chain and the chain's
+    /// allocations in force at `at`: everything a quote reads, in one snapshot.
+    pub async fn admission_view(
+        &self,
+        user: &str,
+        account: Option<&str>,
+        at: i64,
+    ) -> Result<AdmissionView> {
+        self.storage.admission_view(user, account, at, true).await
+    }
+
+    /// [`Ledger::admission_view`], possibly from a cache that every write through this
+    /// ledger empties at once and that a write by another process (another `bursar` on the
+    /// same database) empties for the next read (see `sqlite::view_cache`). For previews
+    /// (quotes), not decisions: admission decides in [`Ledger::admit`], on the data itself.
+    pub async fn admission_view_cached(
+        &self,
+        user: &str,
+        account: Option<&str>,
+        at: i64,
+    ) -> Result<AdmissionView> {
+        self.storage.admission_view(user, account, at, false).await
     }
 
     /// Records the cluster's job id of a hold placed before the job was forwarded.

@@ -130,6 +130,37 @@ impl<'t> Effects<'t> {
             .collect()
     }
 
+    /// [`Effects::covering`] with what each allocation has left once the entries fed so far
+    /// are counted: `amount − charged − held`, deltas included.
+    pub fn covering_remaining(
+        &mut self,
+        account: Id,
+        currency: Id,
+        t: i64,
+    ) -> Result<Vec<(&'t AllocSpan, i64)>> {
+        let allocs = self.allocs;
+        let indexes: Vec<usize> = self
+            .chain(account, currency)
+            .iter()
+            .copied()
+            .filter(|&i| allocs[i].covers(t))
+            .collect();
+        indexes
+            .into_iter()
+            .map(|i| {
+                let (charged, held) = self.alloc_deltas.get(&i).copied().unwrap_or_default();
+                let remaining = allocs[i]
+                    .remaining()?
+                    .checked_sub(charged)
+                    .and_then(|r| r.checked_sub(held))
+                    .ok_or_else(|| {
+                        LedgerError::Overflow(format!("remaining of allocation {}", allocs[i].id))
+                    })?;
+                Ok((&allocs[i], remaining))
+            })
+            .collect()
+    }
+
     /// Whether entries at (`a`, `t_a`) and (`b`, `t_b`) in `currency` draw on the same
     /// allocations.
     pub fn same_cover(&mut self, currency: Id, a: Id, t_a: i64, b: Id, t_b: i64) -> bool {

@@ -517,3 +517,53 @@ pub struct ApiJob {
     pub submitted_at: i64,
     pub updated_at: i64,
 }
+
+/// One submission for [`crate::Ledger::admit`]: the hold to place for it (checked against
+/// every allocation on the account's chain, as [`crate::Ledger::try_place_hold`] does; none
+/// when the estimate is 0) and the API job to record with it, in the same transaction.
+/// `job.hold_id` is ignored: the placed hold's id is recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAdmission {
+    pub hold: Option<NewHold>,
+    pub job: NewApiJob,
+}
+
+/// What [`crate::Ledger::admit`] did with one submission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdmitOutcome {
+    /// The hold is placed and the job recorded.
+    Admitted {
+        job: ApiJob,
+        hold: Option<Box<HoldRow>>,
+    },
+    /// The job's idempotency key was already used: the job recorded with it, nothing done.
+    Existing(ApiJob),
+}
+
+/// A job its cluster accepted, for [`crate::Ledger::record_forwarded`]: link the hold to the
+/// cluster's job (`settle_ref`, what the collector will report it as) and note the cluster's
+/// job id on the API job, whose state becomes `held`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardedJob {
+    pub job: i64,
+    pub hold: Option<i64>,
+    pub settle_ref: String,
+    pub cluster_job_id: String,
+    pub at: i64,
+}
+
+/// What admission needs to know about a user and an account at a moment, read in one
+/// snapshot by [`crate::Ledger::admission_view`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionView {
+    /// The account asked for, else the user's default account; `None` when neither exists.
+    pub account: Option<String>,
+    /// Whether the user is associated with `account`.
+    pub associated: bool,
+    /// `account`, its parent, …, `root` (empty when the account does not exist).
+    pub chain: Vec<String>,
+    /// The allocations on the chain active at the moment, as balance rows (`allocated`,
+    /// `charged`, `held`, `remaining` and `period` set; `available` is the least remaining
+    /// of the row's own chain in its currency).
+    pub allocations: Vec<BalanceRow>,
+}

@@ -11,9 +11,9 @@ use bursar_pricing::Currency;
 use crate::balances::BalanceSnapshot;
 use crate::error::Result;
 use crate::model::{
-    AccountRow, AllocationRow, ApiJob, AssociationRow, AuditEntry, HoldRow, JobRow, JournalEntry,
-    JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold, PostOutcome, QuarantineItem,
-    QuarantineRow, UsageCharge, UserRow,
+    AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
+    ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
+    NewEntry, NewHold, PostOutcome, QuarantineItem, QuarantineRow, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 
@@ -102,4 +102,19 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         at: i64,
     ) -> Result<()>;
     async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>>;
+
+    /// What a quote reads about `user` and `account` (else the user's default) at `at`, in
+    /// one snapshot. Unless `fresh`, it may come from a cache that every write of this
+    /// storage empties and that writes of other processes empty within a moment.
+    async fn admission_view(
+        &self,
+        user: &str,
+        account: Option<&str>,
+        at: i64,
+        fresh: bool,
+    ) -> Result<AdmissionView>;
+    /// Admits a batch of submissions in one transaction (see [`crate::Ledger::admit`]).
+    async fn admit(&self, batch: &[NewAdmission], now: i64) -> Result<Vec<Result<AdmitOutcome>>>;
+    /// Records forwarded jobs in one transaction; returns how many holds were linked.
+    async fn record_forwarded(&self, jobs: &[ForwardedJob]) -> Result<u64>;
 }

@@ -21,12 +21,15 @@
 //!   over the time limit the job is forwarded with (the request's, else the partition's
 //!   `default_time`, else its `max_time`), from `now`: the code that prices the charge.
 //! - **No overspending.** The quote's balances are a preview; the decision is
-//!   [`bursar_ledger::Ledger::try_place_hold`], which checks the account and every ancestor
-//!   and places the hold in one serialized transaction. A submission that loses the race for
-//!   the last of an allocation tries the next cluster of its route, else gets a 402.
-//! - **Nothing left behind.** The hold is placed before forwarding and released when
-//!   forwarding fails; the work runs in its own task, so a client that hangs up does not cut
-//!   it short between hold and record.
+//!   [`bursar_ledger::Ledger::admit`], which checks the account and every ancestor, places
+//!   the hold and records the job in one serialized transaction. Concurrent submissions are
+//!   group-committed (`batch`): one transaction takes every submission queued meanwhile and
+//!   decides them one after the other, as separate transactions would. A submission that
+//!   loses the race for the last of an allocation tries the next cluster of its route, else
+//!   gets a 402.
+//! - **Nothing left behind.** The hold is placed (with the job's record) before forwarding
+//!   and released when forwarding fails; the work runs in its own task, so a client that
+//!   hangs up does not cut it short between hold and forwarding.
 //! - **Idempotency.** A retry with the same `Idempotency-Key` (per user) and the same request
 //!   gets the first 201 again; with another request, 409. A key whose first submission failed
 //!   is spent (409): nothing was held, submit again with a new key.
@@ -37,6 +40,7 @@
 //!   entries (charge, adjustments, refunds) for that cluster job id.
 
 mod api;
+mod batch;
 pub mod forward;
 pub mod quote;
 pub mod route;
@@ -45,7 +49,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bursar_ledger::{ApiJob, HoldRow, HoldState, JournalQuery, LedgerError, NewApiJob, NewHold};
+use bursar_ledger::{
+    AdmitOutcome, ApiJob, ForwardedJob, HoldRow, HoldState, JournalQuery, LedgerError,
+    NewAdmission, NewApiJob, NewHold,
+};
 use bursar_pricing::format_micros;
 use serde_json::{json, Value};
 
@@ -53,6 +60,7 @@ use crate::app::App;
 use crate::auth::{Principal, Role};
 use crate::request::JobRequest;
 use crate::timefmt::{format_instant, now};
+use batch::AdmissionWriter;
 
 pub use forward::{ForwardError, ForwardJob, Forwarded, Forwarder};
 pub use quote::{ClusterQuote, Funding};
@@ -323,6 +331,7 @@ struct Inner {
     app: Arc<App>,
     forwarders: BTreeMap<String, Arc<dyn Forwarder>>,
     grace: Duration,
+    writer: AdmissionWriter,
 }
 
 impl std::fmt::Debug for Admission {
@@ -337,31 +346,20 @@ impl std::fmt::Debug for Admission {
     }
 }
 
-/// A job that passed admission: its quote, the cluster chosen, the hold placed (none for an
-/// estimate of 0) and the route taken.
+/// A job that passed admission: its quote, the cluster chosen, its record (state `held`,
+/// with the hold placed for it; none for an estimate of 0) and the route taken.
 struct Admitted {
     quote: Quote,
     chosen: ClusterQuote,
-    hold_id: Option<i64>,
+    job: ApiJob,
     route: Route,
 }
 
-/// What recording an admitted job gave.
-enum Recorded {
-    Job(ApiJob),
-    /// A twin with the same key was recorded first: its answer.
-    Twin(Result<Submitted>),
-}
-
-/// How a hold attempt on one cluster ended.
-enum HoldOutcome {
-    /// Held (`None`: the estimate is 0, nothing to hold).
-    Held(Option<HoldRow>),
-    /// The ledger refused: someone else took the money since the quote.
-    Refused {
-        account: String,
-        remaining: Option<i64>,
-    },
+/// How admission ended when it did not refuse.
+enum Admit {
+    Admitted(Box<Admitted>),
+    /// The `Idempotency-Key` was used before: that submission's answer.
+    Replay(Box<ApiJob>),
 }
 
 impl Admission {
@@ -370,11 +368,13 @@ impl Admission {
     /// holds.grace` after they are placed.
     pub fn new(app: Arc<App>, forwarders: BTreeMap<String, Arc<dyn Forwarder>>) -> Admission {
         let grace = app.config.holds.grace();
+        let writer = AdmissionWriter::new(app.ledger.clone());
         Admission {
             inner: Arc::new(Inner {
                 app,
                 forwarders,
                 grace,
+                writer,
             }),
         }
     }
@@ -399,14 +399,17 @@ impl Admission {
 
     /// Quotes every configured cluster (only the pinned ones when the request pins some).
     pub async fn quote(&self, principal: &Principal, request: &JobRequest) -> Result<Quote> {
-        self.quote_at(principal, request, now()).await
+        self.quote_at(principal, request, now(), true).await
     }
 
+    /// The quote at `at`; `cached`: balances may come from the ledger's view cache (a
+    /// preview), else they are read now (admission).
     async fn quote_at(
         &self,
         principal: &Principal,
         request: &JobRequest,
         at: i64,
+        cached: bool,
     ) -> Result<Quote> {
         request
             .validate()
@@ -426,9 +429,26 @@ impl Admission {
                 )));
             }
         }
-        let account = self.account_for(principal, request).await?;
-        let chain = app.ledger.ancestors_or_self(&account).await?;
-        let balances = app.ledger.balances(at).await?;
+        let (user, account) = (&principal.user, request.account.as_deref());
+        let view = if cached {
+            app.ledger.admission_view_cached(user, account, at).await?
+        } else {
+            app.ledger.admission_view(user, account, at).await?
+        };
+        let Some(account) = view.account else {
+            return Err(AdmissionError::Forbidden(format!(
+                "user {user} has no default account and the request names none; \
+                 ask an admin to associate {user} with an account"
+            )));
+        };
+        if !view.associated {
+            return Err(AdmissionError::NoAssociation {
+                user: user.clone(),
+                account,
+            });
+        }
+        let chain = view.chain;
+        let balances = view.allocations;
         let order = route::route_order(config, &request.clusters, &chain);
         let ctx = quote::QuoteContext {
             config,
@@ -457,40 +477,6 @@ impl Admission {
         })
     }
 
-    /// The request's account (else the user's default), after checking that the caller is
-    /// associated with it.
-    async fn account_for(&self, principal: &Principal, request: &JobRequest) -> Result<String> {
-        let ledger = &self.inner.app.ledger;
-        let user = &principal.user;
-        let account = match &request.account {
-            Some(a) => a.clone(),
-            None => ledger
-                .users()
-                .await?
-                .into_iter()
-                .find(|u| &u.name == user)
-                .map(|u| u.default_account)
-                .ok_or_else(|| {
-                    AdmissionError::Forbidden(format!(
-                        "user {user} has no default account and the request names none; \
-                         ask an admin to associate {user} with an account"
-                    ))
-                })?,
-        };
-        let associated = ledger
-            .associations()
-            .await?
-            .iter()
-            .any(|a| &a.user == user && a.account == account);
-        if !associated {
-            return Err(AdmissionError::NoAssociation {
-                user: user.clone(),
-                account,
-            });
-        }
-        Ok(account)
-    }
-
     // --- submit -------------------------------------------------------------------------------
 
     /// Admits, routes, holds and forwards a job (see the module documentation). Runs in its
@@ -517,8 +503,6 @@ impl Admission {
         request: JobRequest,
         idempotency_key: Option<String>,
     ) -> Result<Submitted> {
-        let app = &*self.inner.app;
-        let ledger = &app.ledger;
         let at = now();
         request
             .validate()
@@ -540,137 +524,148 @@ impl Admission {
             // Keys are per user: user names have no spaces, so this cannot collide.
             Some(k) => Some(format!("{} {k}", principal.user)),
         };
-        if let Some(key) = &stored_key {
-            if let Some(job) = ledger.api_job_by_key(key).await? {
-                return self.replay(&job, &request_json);
-            }
-        }
-
-        let admitted = self
-            .admit(
-                principal,
-                &request,
-                &request_json,
-                stored_key.as_deref(),
-                at,
-            )
-            .await?;
-        let job = match self
-            .record(principal, &admitted, stored_key, &request_json, at)
+        match self
+            .admit(principal, &request, &request_json, stored_key, at)
             .await?
         {
-            Recorded::Job(job) => job,
-            Recorded::Twin(answer) => return answer,
-        };
-        self.forward(principal, admitted, job, request).await
+            Admit::Admitted(admitted) => self.forward(principal, *admitted, request).await,
+            Admit::Replay(job) => self.replay(&job, &request_json),
+        }
     }
 
-    /// Quotes, then holds the estimate on the first cluster in route order that fits and
-    /// that the ledger lets it pay for; else the refusal (402 or 422).
+    /// Quotes, then holds the estimate and records the job on the first cluster in route
+    /// order that fits and that the ledger lets it pay for; else the refusal (402 or 422).
+    /// A used `Idempotency-Key` gives the submission it was used for instead.
     async fn admit(
         &self,
         principal: &Principal,
         request: &JobRequest,
         request_json: &str,
-        stored_key: Option<&str>,
+        stored_key: Option<String>,
         at: i64,
-    ) -> Result<Admitted> {
-        let quote = self.quote_at(principal, request, at).await?;
+    ) -> Result<Admit> {
+        let quote = match self.quote_at(principal, request, at, false).await {
+            Ok(quote) => quote,
+            // A retry is answered as the first attempt was, whatever changed since.
+            Err(e) => return self.earlier(stored_key.as_deref()).await?.ok_or(e),
+        };
         let mut explanation = Explanation::new(&quote.order);
         let mut lost: Vec<Value> = Vec::new();
+        let mut tried = false;
         for q in &quote.clusters {
             if !q.eligible() {
                 explanation.skip(&q.cluster, q.all_reasons(&quote.account).join("; "));
                 continue;
             }
-            match self.hold(&quote, q, request_json, stored_key, at).await? {
-                HoldOutcome::Held(hold) => {
-                    explanation.choose(&q.cluster, chosen_reason(q));
-                    let chosen = q.clone();
-                    return Ok(Admitted {
-                        route: explanation.finish(),
-                        hold_id: hold.map(|h| h.id),
-                        chosen,
-                        quote,
-                    });
+            tried = true;
+            let mut chosen = explanation.clone();
+            chosen.choose(&q.cluster, chosen_reason(q));
+            let route = chosen.finish();
+            let admission = self.admission(&quote, q, request_json, &stored_key, &route, at)?;
+            // A twin with the same key in the same batch: once it is written, ask again.
+            let mut outcome = self.inner.writer.admit(admission.clone()).await;
+            for _ in 0..3 {
+                if !matches!(outcome, Err(LedgerError::Conflict(_))) {
+                    break;
                 }
-                HoldOutcome::Refused { account, remaining } => {
-                    let estimate = q.estimate.unwrap_or(0);
-                    let why = match remaining {
-                        Some(r) => format!(
-                            "another submission took the allocation first: {account} has {} \
-                             left, the job needs {}",
-                            q.amount_with_unit(r.max(0)),
-                            q.amount_with_unit(estimate)
-                        ),
-                        None => format!(
-                            "{account} and its parents no longer have an allocation in {}",
-                            q.currency
-                        ),
-                    };
-                    lost.push(json!({
-                        "cluster": q.cluster,
-                        "account": account,
-                        "currency": q.currency.as_str(),
-                        "estimate": q.amount(estimate),
-                        "remaining": q.amount(remaining.unwrap_or(0)),
-                        "reason": why,
-                    }));
+                outcome = self.inner.writer.admit(admission.clone()).await;
+            }
+            match outcome {
+                Ok(AdmitOutcome::Admitted { job, .. }) => {
+                    return Ok(Admit::Admitted(Box::new(Admitted {
+                        chosen: q.clone(),
+                        quote,
+                        job,
+                        route,
+                    })))
+                }
+                Ok(AdmitOutcome::Existing(job)) => return Ok(Admit::Replay(Box::new(job))),
+                Err(LedgerError::InsufficientAllocation {
+                    account, remaining, ..
+                }) => {
+                    let why = format!(
+                        "another submission took the allocation first: {account} has {} \
+                         left, the job needs {}",
+                        q.amount_with_unit(remaining.max(0)),
+                        q.amount_with_unit(q.estimate.unwrap_or(0))
+                    );
+                    lost.push(lost_race(q, &account, remaining, &why));
                     explanation.skip(&q.cluster, why);
                 }
+                Err(LedgerError::NoAllocation { account, .. }) => {
+                    let why = format!(
+                        "{account} and its parents no longer have an allocation in {}",
+                        q.currency
+                    );
+                    lost.push(lost_race(q, &account, 0, &why));
+                    explanation.skip(&q.cluster, why);
+                }
+                Err(e) => {
+                    return Err(AdmissionError::Internal(format!(
+                        "placing the hold and recording the job: {e}"
+                    )))
+                }
+            }
+        }
+        if !tried {
+            if let Some(earlier) = self.earlier(stored_key.as_deref()).await? {
+                return Ok(earlier);
             }
         }
         Err(refusal(&quote, lost))
     }
 
-    /// Records the admitted job (state `held`). A twin submission with the same key that
-    /// recorded first gets its answer instead; our hold is given back unless it is the twin's
-    /// (the same derived hold key).
-    async fn record(
+    /// The submission recorded under `key`, if any.
+    async fn earlier(&self, key: Option<&str>) -> Result<Option<Admit>> {
+        let Some(key) = key else { return Ok(None) };
+        let job = self.inner.app.ledger.api_job_by_key(key).await?;
+        Ok(job.map(|job| Admit::Replay(Box::new(job))))
+    }
+
+    /// The hold (none for an estimate of 0) and the record of a job admitted on `q`.
+    fn admission(
         &self,
-        principal: &Principal,
-        admitted: &Admitted,
-        stored_key: Option<String>,
+        quote: &Quote,
+        q: &ClusterQuote,
         request_json: &str,
+        stored_key: &Option<String>,
+        route: &Route,
         at: i64,
-    ) -> Result<Recorded> {
-        let ledger = &self.inner.app.ledger;
-        let route_json = serde_json::to_string(&admitted.route)
+    ) -> Result<NewAdmission> {
+        let estimate = q.estimate.unwrap_or(0);
+        let minutes = q.time_limit_min.unwrap_or(0);
+        let lifetime = i64::try_from(minutes.saturating_mul(60))
+            .unwrap_or(i64::MAX)
+            .saturating_add(i64::try_from(self.inner.grace.as_secs()).unwrap_or(i64::MAX));
+        let route_json = serde_json::to_string(route)
             .map_err(|e| AdmissionError::Internal(format!("serializing the route: {e}")))?;
-        let q = &admitted.chosen;
-        let created = ledger
-            .create_api_job(&NewApiJob {
+        Ok(NewAdmission {
+            hold: (estimate > 0).then(|| NewHold {
+                account: quote.account.clone(),
+                currency: q.currency.clone(),
+                amount: estimate,
+                cluster: q.cluster.clone(),
+                job_ref: None,
+                placed_at: at,
+                expires_at: at.saturating_add(lifetime),
+                idempotency_key: format!("api:{}", random_hex(16)),
+                note: Some(format!("api submission by {}", quote.user)),
+            }),
+            job: NewApiJob {
                 idempotency_key: stored_key.clone(),
-                actor: principal.user.clone(),
-                user: principal.user.clone(),
-                account: admitted.quote.account.clone(),
+                actor: quote.user.clone(),
+                user: quote.user.clone(),
+                account: quote.account.clone(),
                 cluster: q.cluster.clone(),
                 currency: q.currency.clone(),
-                estimate: q.estimate.unwrap_or(0),
-                hold_id: admitted.hold_id,
+                estimate,
+                hold_id: None,
                 state: "held".to_string(),
                 request_json: request_json.to_string(),
                 route_json,
                 at,
-            })
-            .await;
-        let e = match created {
-            Ok(job) => return Ok(Recorded::Job(job)),
-            Err(e) => e,
-        };
-        let twin = match (&e, &stored_key) {
-            (LedgerError::Conflict(_), Some(key)) => ledger.api_job_by_key(key).await?,
-            _ => None,
-        };
-        if let Some(h) = admitted.hold_id {
-            if twin.as_ref().and_then(|t| t.hold_id) != Some(h) {
-                self.release(h, "the job could not be recorded").await;
-            }
-        }
-        match twin {
-            Some(twin) => Ok(Recorded::Twin(self.replay(&twin, request_json))),
-            None => Err(AdmissionError::Internal(format!("recording the job: {e}"))),
-        }
+            },
+        })
     }
 
     /// Hands the recorded job to its cluster: on success links the hold to the cluster's job
@@ -679,16 +674,16 @@ impl Admission {
         &self,
         principal: &Principal,
         admitted: Admitted,
-        job: ApiJob,
         request: JobRequest,
     ) -> Result<Submitted> {
         let ledger = &self.inner.app.ledger;
         let Admitted {
             quote,
             chosen: q,
-            hold_id,
+            job,
             route,
         } = admitted;
+        let hold_id = job.hold_id;
         let forward_job = ForwardJob {
             cluster: q.cluster.clone(),
             user: principal.user.clone(),
@@ -731,18 +726,21 @@ impl Admission {
         };
         // The job runs now: failing to note it must not turn into an error the client would
         // retry (that would run it twice). The hold then expires instead of settling.
-        if let Some(h) = hold_id {
-            if let Err(e) = ledger.link_hold(h, &forwarded.settle_ref).await {
-                tracing::error!(hold = h, job = job.id, error = %e,
-                    "the job was forwarded but its hold could not be linked; it will expire instead of settling");
-            }
-        }
-        if let Err(e) = ledger
-            .update_api_job(job.id, "held", Some(&forwarded.cluster_job_id), now())
+        if let Err(e) = self
+            .inner
+            .writer
+            .forwarded(ForwardedJob {
+                job: job.id,
+                hold: hold_id,
+                settle_ref: forwarded.settle_ref.clone(),
+                cluster_job_id: forwarded.cluster_job_id.clone(),
+                at: now(),
+            })
             .await
         {
             tracing::error!(job = job.id, cluster_job_id = %forwarded.cluster_job_id, error = %e,
-                "the job was forwarded but its cluster job id could not be recorded");
+                "the job was forwarded but could not be linked to its hold; the hold will expire \
+                 instead of settling");
         }
         let estimate = q.estimate.unwrap_or(0);
         tracing::info!(job = job.id, cluster = %q.cluster, cluster_job_id = %forwarded.cluster_job_id,
@@ -757,80 +755,6 @@ impl Admission {
             route,
             decimals: q.decimals,
         })
-    }
-
-    /// Places the hold for `q` through the ledger's serialized check of the whole chain.
-    async fn hold(
-        &self,
-        quote: &Quote,
-        q: &ClusterQuote,
-        request_json: &str,
-        stored_key: Option<&str>,
-        at: i64,
-    ) -> Result<HoldOutcome> {
-        let estimate = q.estimate.unwrap_or(0);
-        if estimate == 0 {
-            return Ok(HoldOutcome::Held(None));
-        }
-        let minutes = q.time_limit_min.unwrap_or(0);
-        let lifetime = i64::try_from(minutes.saturating_mul(60))
-            .unwrap_or(i64::MAX)
-            .saturating_add(i64::try_from(self.inner.grace.as_secs()).unwrap_or(i64::MAX));
-        // With a client key the hold key is derived from it (and the request and cluster), so
-        // twins racing with one key share one hold; a stale hold of an earlier attempt under the
-        // same key (closed) is not reused.
-        let derived = stored_key.map(|key| {
-            let mut h = blake3::Hasher::new();
-            for part in [key, request_json, &q.cluster] {
-                h.update(part.as_bytes());
-                h.update(&[0]);
-            }
-            format!("api:{}", &h.finalize().to_hex()[..32])
-        });
-        let mut keys = derived.into_iter().collect::<Vec<_>>();
-        keys.push(format!("api:{}", random_hex(16)));
-        for key in keys {
-            let placed = self
-                .inner
-                .app
-                .ledger
-                .try_place_hold(&NewHold {
-                    account: quote.account.clone(),
-                    currency: q.currency.clone(),
-                    amount: estimate,
-                    cluster: q.cluster.clone(),
-                    job_ref: None,
-                    placed_at: at,
-                    expires_at: at.saturating_add(lifetime),
-                    idempotency_key: key,
-                    note: Some(format!("api submission by {}", quote.user)),
-                })
-                .await;
-            match placed {
-                Ok(hold) if hold.state == HoldState::Active => {
-                    return Ok(HoldOutcome::Held(Some(hold)))
-                }
-                Ok(_) => continue,
-                Err(LedgerError::InsufficientAllocation {
-                    account, remaining, ..
-                }) => {
-                    return Ok(HoldOutcome::Refused {
-                        account,
-                        remaining: Some(remaining),
-                    })
-                }
-                Err(LedgerError::NoAllocation { account, .. }) => {
-                    return Ok(HoldOutcome::Refused {
-                        account,
-                        remaining: None,
-                    })
-                }
-                Err(e) => return Err(AdmissionError::Internal(format!("placing the hold: {e}"))),
-            }
-        }
-        Err(AdmissionError::Internal(
-            "placing the hold: the ledger returned a closed hold for a fresh key".to_string(),
-        ))
     }
 
     /// Releases a hold, logging (not failing) when the ledger cannot.
@@ -1082,6 +1006,18 @@ impl Admission {
 /// The error when no cluster took the job: 402 when some fit and only money stood in the way
 /// (the quote's verdict, or the ledger's when another submission took the money first), else
 /// 422 with every cluster's reasons.
+/// One cluster lost to a concurrent submission, for the 402's `details.clusters[]`.
+fn lost_race(q: &ClusterQuote, account: &str, remaining: i64, why: &str) -> Value {
+    json!({
+        "cluster": q.cluster,
+        "account": account,
+        "currency": q.currency.as_str(),
+        "estimate": q.amount(q.estimate.unwrap_or(0)),
+        "remaining": q.amount(remaining),
+        "reason": why,
+    })
+}
+
 fn refusal(quote: &Quote, lost: Vec<Value>) -> AdmissionError {
     let mut clusters = lost;
     let mut lines: Vec<String> = Vec::new();

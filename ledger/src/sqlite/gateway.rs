@@ -57,11 +57,12 @@ pub(super) async fn audit_log(
         .collect()
 }
 
-const API_JOB_SELECT: &str = "select id, idempotency_key, actor, user_name, account, cluster, \
+pub(super) const API_JOB_SELECT: &str =
+    "select id, idempotency_key, actor, user_name, account, cluster, \
      cluster_job_id, currency, estimate, hold_id, state, request_json, route_json, \
      submitted_at, updated_at from api_jobs";
 
-fn api_job_row(row: &SqliteRow) -> Result<ApiJob> {
+pub(super) fn api_job_row(row: &SqliteRow) -> Result<ApiJob> {
     Ok(ApiJob {
         id: col(row, 0)?,
         idempotency_key: col(row, 1)?,

@@ -7,6 +7,8 @@
 //! - `holds.rs`: placing, linking, releasing, expiring holds.
 //! - `read.rs`: balance snapshots, usage lines, verification, quarantine, cursors.
 //! - `gateway.rs`: the audit log and the jobs submitted through the gateway's API.
+//! - `admit.rs`: the admission fast path (one-statement quote view, group-committed holds
+//!   and jobs); `view_cache.rs`: the quote view's cache and how it learns of changes.
 //!
 //! One writer: all writes go through a pool of exactly one connection and open their
 //! transaction with `BEGIN IMMEDIATE`, so they are serialized (admission checks included) and a
@@ -20,12 +22,14 @@
 //! next statement's parameters are bound (`journal::pipelined`), passes lists as one JSON
 //! parameter (`json_each`), and gets a batch's lookups back packed into one text.
 
+mod admit;
 mod gateway;
 mod holds;
 mod journal;
 mod labels;
 mod read;
 mod tree;
+mod view_cache;
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -43,9 +47,9 @@ use sqlx::{Row, Sqlite, Transaction};
 use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
 use crate::model::{
-    AccountRow, AllocationRow, ApiJob, AssociationRow, AuditEntry, HoldRow, JobRow, JournalEntry,
-    JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold, PostOutcome, QuarantineItem,
-    QuarantineRow, UsageCharge, UserRow,
+    AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
+    ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
+    NewEntry, NewHold, PostOutcome, QuarantineItem, QuarantineRow, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 use crate::storage::{Storage, UsageSource};
@@ -90,6 +94,7 @@ impl SqliteTarget {
 pub struct SqliteStorage {
     write: SqlitePool,
     read: SqlitePool,
+    views: Arc<view_cache::ViewCache>,
 }
 
 impl SqliteStorage {
@@ -125,6 +130,7 @@ impl SqliteStorage {
             .connect_with(base.clone())
             .await
             .map_err(db)?;
+        let base_watch = base.clone();
         sqlx::migrate!("./migrations/sqlite")
             .run(&write)
             .await
@@ -139,12 +145,38 @@ impl SqliteStorage {
                 .await
                 .map_err(db)?,
         };
-        Ok(SqliteStorage { write, read })
+        // `PRAGMA data_version` counts other connections' commits per connection: one
+        // connection of its own watches for changes made outside this storage.
+        let watch = match target {
+            SqliteTarget::Memory => None,
+            SqliteTarget::File(_) => Some(
+                SqlitePoolOptions::new()
+                    .test_before_acquire(false)
+                    .max_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    .connect_with(base_watch)
+                    .await
+                    .map_err(db)?,
+            ),
+        };
+        Ok(SqliteStorage {
+            write,
+            read,
+            views: Arc::new(view_cache::ViewCache::new(watch)),
+        })
     }
 
     /// A write transaction: serialized with every other writer.
     async fn begin(&self) -> Result<Transaction<'static, Sqlite>> {
         self.write.begin_with("BEGIN IMMEDIATE").await.map_err(db)
+    }
+
+    /// Commits a write transaction and tells the quote view cache that the data changed.
+    async fn commit(&self, tx: Transaction<'static, Sqlite>) -> Result<()> {
+        let done = tx.commit().await.map_err(db);
+        self.views.changed();
+        done
     }
 
     /// A read transaction: one consistent snapshot.
@@ -286,7 +318,7 @@ impl Storage for SqliteStorage {
     async fn ensure_account(&self, name: &str, parent: &str, now: i64) -> Result<bool> {
         let mut tx = self.begin().await?;
         let created = tree::ensure_account(&mut tx, name, parent, now).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(created)
     }
 
@@ -294,7 +326,7 @@ impl Storage for SqliteStorage {
     async fn set_parent(&self, name: &str, parent: &str) -> Result<()> {
         let mut tx = self.begin().await?;
         tree::set_parent(&mut tx, name, parent).await?;
-        tx.commit().await.map_err(db)
+        self.commit(tx).await
     }
 
     async fn accounts(&self) -> Result<Vec<AccountRow>> {
@@ -306,7 +338,7 @@ impl Storage for SqliteStorage {
     async fn upsert_user(&self, name: &str, default_account: &str, now: i64) -> Result<bool> {
         let mut tx = self.begin().await?;
         let created = tree::upsert_user(&mut tx, name, default_account, now).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(created)
     }
 
@@ -314,7 +346,7 @@ impl Storage for SqliteStorage {
     async fn associate(&self, user: &str, account: &str, now: i64) -> Result<bool> {
         let mut tx = self.begin().await?;
         let created = tree::associate(&mut tx, user, account, now).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(created)
     }
 
@@ -340,7 +372,7 @@ impl Storage for SqliteStorage {
     ) -> Result<AllocationRow> {
         let mut tx = self.begin().await?;
         let row = tree::set_allocation(&mut tx, account, currency, amount, start, end, now).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(row)
     }
 
@@ -353,7 +385,7 @@ impl Storage for SqliteStorage {
     async fn post_usage(&self, batch: &[UsageCharge], posted_at: i64) -> Result<PostOutcome> {
         let mut tx = self.begin().await?;
         let outcome = journal::post_usage(&mut tx, batch, posted_at).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(outcome)
     }
 
@@ -361,7 +393,7 @@ impl Storage for SqliteStorage {
     async fn post_entry(&self, entry: &NewEntry, posted_at: i64) -> Result<bool> {
         let mut tx = self.begin().await?;
         let posted = journal::post_entry(&mut tx, entry, posted_at).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(posted)
     }
 
@@ -379,7 +411,7 @@ impl Storage for SqliteStorage {
     async fn place_hold(&self, hold: &NewHold, check: bool) -> Result<HoldRow> {
         let mut tx = self.begin().await?;
         let row = holds::place(&mut tx, hold, check).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(row)
     }
 
@@ -387,14 +419,14 @@ impl Storage for SqliteStorage {
     async fn link_hold(&self, id: i64, job_ref: &str) -> Result<()> {
         let mut tx = self.begin().await?;
         holds::link(&mut tx, id, job_ref).await?;
-        tx.commit().await.map_err(db)
+        self.commit(tx).await
     }
 
     #[tracing::instrument(skip_all)]
     async fn release_hold(&self, id: i64, reason: &str, at: i64) -> Result<bool> {
         let mut tx = self.begin().await?;
         let released = holds::release(&mut tx, id, reason, at).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(released)
     }
 
@@ -402,7 +434,7 @@ impl Storage for SqliteStorage {
     async fn expire_holds(&self, now: i64) -> Result<u64> {
         let mut tx = self.begin().await?;
         let expired = holds::expire(&mut tx, now).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(expired)
     }
 
@@ -414,7 +446,7 @@ impl Storage for SqliteStorage {
     async fn balance_snapshot(&self) -> Result<BalanceSnapshot> {
         let mut tx = self.begin_read().await?;
         let snapshot = read::balance_snapshot(&mut tx).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(snapshot)
     }
 
@@ -432,7 +464,7 @@ impl Storage for SqliteStorage {
     async fn quarantine_add(&self, items: &[QuarantineItem], now: i64) -> Result<u64> {
         let mut tx = self.begin().await?;
         let added = read::quarantine_add(&mut tx, items, now).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(added)
     }
 
@@ -449,13 +481,13 @@ impl Storage for SqliteStorage {
     async fn set_cursor(&self, cluster: &str, value: &str, now: i64) -> Result<()> {
         let mut tx = self.begin().await?;
         read::set_cursor(&mut tx, cluster, value, now).await?;
-        tx.commit().await.map_err(db)
+        self.commit(tx).await
     }
 
     async fn verify(&self) -> Result<Vec<String>> {
         let mut tx = self.begin_read().await?;
         let problems = read::verify(&mut tx).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(problems)
     }
 
@@ -463,7 +495,7 @@ impl Storage for SqliteStorage {
     async fn audit(&self, entry: &NewAudit) -> Result<i64> {
         let mut tx = self.begin().await?;
         let id = gateway::audit(&mut tx, entry).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(id)
     }
 
@@ -476,7 +508,7 @@ impl Storage for SqliteStorage {
     async fn create_api_job(&self, job: &NewApiJob) -> Result<ApiJob> {
         let mut tx = self.begin().await?;
         let row = gateway::create_api_job(&mut tx, job).await?;
-        tx.commit().await.map_err(db)?;
+        self.commit(tx).await?;
         Ok(row)
     }
 
@@ -500,12 +532,45 @@ impl Storage for SqliteStorage {
     ) -> Result<()> {
         let mut tx = self.begin().await?;
         gateway::update_api_job(&mut tx, id, state, cluster_job_id, at).await?;
-        tx.commit().await.map_err(db)
+        self.commit(tx).await
     }
 
     async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         gateway::api_jobs(&mut conn, user, account).await
+    }
+
+    async fn admission_view(
+        &self,
+        user: &str,
+        account: Option<&str>,
+        at: i64,
+        fresh: bool,
+    ) -> Result<AdmissionView> {
+        let generation = self.views.generation(fresh).await?;
+        if !fresh {
+            if let Some(view) = self.views.get(generation, user, account, at) {
+                return Ok(view);
+            }
+        }
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        let view = admit::view(&mut conn, user, account, at).await?;
+        self.views.put(generation, user, account, at, &view);
+        Ok(view)
+    }
+
+    async fn admit(&self, batch: &[NewAdmission], now: i64) -> Result<Vec<Result<AdmitOutcome>>> {
+        let mut tx = self.begin().await?;
+        let outcomes = admit::admit(&mut tx, batch, now).await?;
+        self.commit(tx).await?;
+        Ok(outcomes)
+    }
+
+    async fn record_forwarded(&self, jobs: &[ForwardedJob]) -> Result<u64> {
+        let mut tx = self.begin().await?;
+        let linked = admit::record_forwarded(&mut tx, jobs).await?;
+        self.commit(tx).await?;
+        Ok(linked)
     }
 }
 

@@ -1,0 +1,340 @@
+//! The admission fast path: a batch of submissions admitted in one transaction decides each
+//! exactly as one transaction per submission would, records job and hold together, and the
+//! quote's one-statement view agrees with the balances.
+
+mod common;
+
+use bursar_ledger::{
+    AdmitOutcome, ForwardedJob, HoldState, Ledger, LedgerError, NewAdmission, NewApiJob, NewHold,
+};
+use common::{record, su, temp_ledger, DAY, HOUR, T0, UNIT};
+
+fn admission(n: usize, account: &str, units: i64, key: Option<&str>) -> NewAdmission {
+    NewAdmission {
+        hold: (units > 0).then(|| NewHold {
+            account: account.to_string(),
+            currency: su(),
+            amount: units * UNIT,
+            cluster: "alpha".to_string(),
+            job_ref: None,
+            placed_at: T0 + HOUR,
+            expires_at: T0 + DAY,
+            idempotency_key: format!("api:{n}"),
+            note: Some(format!("submission {n}")),
+        }),
+        job: NewApiJob {
+            idempotency_key: key.map(str::to_string),
+            actor: "alice".to_string(),
+            user: "alice".to_string(),
+            account: account.to_string(),
+            cluster: "alpha".to_string(),
+            currency: su(),
+            estimate: units * UNIT,
+            hold_id: None,
+            state: "held".to_string(),
+            request_json: format!("{{\"n\":{n}}}"),
+            route_json: "{}".to_string(),
+            at: T0 + HOUR,
+        },
+    }
+}
+
+async fn setup() -> (tempfile::TempDir, Ledger) {
+    let (dir, ledger) = temp_ledger().await;
+    ledger.ensure_account("org", None).await.unwrap();
+    ledger.ensure_account("physics", Some("org")).await.unwrap();
+    ledger
+        .ensure_account("chemistry", Some("org"))
+        .await
+        .unwrap();
+    ledger.upsert_user("alice", "physics").await.unwrap();
+    ledger
+        .set_allocation("org", &su(), 100 * UNIT, T0, T0 + 30 * DAY)
+        .await
+        .unwrap();
+    ledger
+        .set_allocation("physics", &su(), 80 * UNIT, T0, T0 + 30 * DAY)
+        .await
+        .unwrap();
+    (dir, ledger)
+}
+
+fn admitted(outcome: &Result<AdmitOutcome, LedgerError>) -> (i64, Option<i64>) {
+    match outcome {
+        Ok(AdmitOutcome::Admitted { job, hold }) => (job.id, hold.as_ref().map(|h| h.id)),
+        other => panic!("expected an admission, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_batch_admits_in_order_until_the_tightest_link_is_spent() {
+    let (_dir, ledger) = setup().await;
+    // physics 80 under org 100: 30 + 30 fit, the third 30 does not (physics 20 left), the
+    // chemistry 30 does (org 40 left), the next chemistry 15 does not (org 10 left).
+    let batch = vec![
+        admission(1, "physics", 30, None),
+        admission(2, "physics", 30, None),
+        admission(3, "physics", 30, None),
+        admission(4, "chemistry", 30, None),
+        admission(5, "chemistry", 15, None),
+        admission(6, "physics", 0, None),
+    ];
+    let out = ledger.admit(&batch, T0 + HOUR).await.unwrap();
+    assert_eq!(out.len(), 6);
+    let (j1, h1) = admitted(&out[0]);
+    let (j2, h2) = admitted(&out[1]);
+    match &out[2] {
+        Err(LedgerError::InsufficientAllocation {
+            account,
+            estimate,
+            remaining,
+            ..
+        }) => assert_eq!(
+            (account.as_str(), *estimate, *remaining),
+            ("physics", 30 * UNIT, 20 * UNIT)
+        ),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let (j4, _) = admitted(&out[3]);
+    match &out[4] {
+        Err(LedgerError::InsufficientAllocation {
+            account, remaining, ..
+        }) => assert_eq!((account.as_str(), *remaining), ("org", 10 * UNIT)),
+        other => panic!("expected a refusal naming org, got {other:?}"),
+    }
+    // A free job is recorded without a hold.
+    let (j6, h6) = admitted(&out[5]);
+    assert_eq!(h6, None);
+    assert_eq!((j2, j4, j6), (j1 + 1, j1 + 2, j1 + 3));
+    assert_eq!(h2, h1.map(|h| h + 1));
+
+    let org = &ledger.balance("org", T0 + HOUR).await.unwrap()[0];
+    assert_eq!((org.held, org.remaining), (90 * UNIT, Some(10 * UNIT)));
+    let stored = ledger.api_job(j2).await.unwrap().unwrap();
+    assert_eq!((stored.hold_id, stored.state.as_str()), (h2, "held"));
+    assert_eq!(stored.estimate, 30 * UNIT);
+    let holds = ledger.holds(true).await.unwrap();
+    assert_eq!(holds.len(), 3);
+    assert_eq!(holds[0].note.as_deref(), Some("submission 1"));
+    assert!(ledger.verify().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_idempotency_key_admits_once_across_and_within_batches() {
+    let (_dir, ledger) = setup().await;
+    let first = ledger
+        .admit(&[admission(1, "physics", 10, Some("k1"))], T0 + HOUR)
+        .await
+        .unwrap();
+    let (job, _) = admitted(&first[0]);
+    let again = ledger
+        .admit(
+            &[
+                admission(2, "physics", 10, Some("k1")),
+                admission(3, "physics", 10, Some("k2")),
+                admission(4, "physics", 10, Some("k2")),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    match &again[0] {
+        Ok(AdmitOutcome::Existing(existing)) => assert_eq!(existing.id, job),
+        other => panic!("expected the existing job, got {other:?}"),
+    }
+    admitted(&again[1]);
+    assert!(matches!(again[2], Err(LedgerError::Conflict(_))));
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(b.held, 20 * UNIT);
+}
+
+#[tokio::test]
+async fn unknown_accounts_and_missing_allocations_are_refused_alone() {
+    let (_dir, ledger) = setup().await;
+    ledger.ensure_account("astro", None).await.unwrap();
+    let out = ledger
+        .admit(
+            &[
+                admission(1, "nobody", 1, None),
+                admission(2, "astro", 1, None),
+                admission(3, "physics", 1, None),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(out[0], Err(LedgerError::NotFound { .. })));
+    assert!(matches!(out[1], Err(LedgerError::NoAllocation { .. })));
+    admitted(&out[2]);
+    assert_eq!(ledger.holds(true).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
+    let (_dir, ledger) = setup().await;
+    let out = ledger
+        .admit(
+            &[
+                admission(1, "physics", 30, None),
+                admission(2, "physics", 0, None),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    let (j1, h1) = admitted(&out[0]);
+    let (j2, _) = admitted(&out[1]);
+    let linked = ledger
+        .record_forwarded(&[
+            ForwardedJob {
+                job: j1,
+                hold: h1,
+                settle_ref: "5".to_string(),
+                cluster_job_id: "5".to_string(),
+                at: T0 + HOUR,
+            },
+            ForwardedJob {
+                job: j2,
+                hold: None,
+                settle_ref: "6".to_string(),
+                cluster_job_id: "6".to_string(),
+                at: T0 + HOUR,
+            },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(linked, 1);
+    assert_eq!(
+        ledger
+            .api_job(j2)
+            .await
+            .unwrap()
+            .unwrap()
+            .cluster_job_id
+            .as_deref(),
+        Some("6")
+    );
+    ledger
+        .post_usage(
+            &[record("5", "r1", "physics", 12, T0 + 2 * HOUR)],
+            T0 + 2 * HOUR,
+        )
+        .await
+        .unwrap();
+    let hold = &ledger.holds(false).await.unwrap()[0];
+    assert_eq!(hold.state, HoldState::Settled);
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!((b.charged, b.held), (12 * UNIT, 0));
+    // A job that is not there is an error, and nothing of the call is kept.
+    let missing = ledger
+        .record_forwarded(&[ForwardedJob {
+            job: 999,
+            hold: None,
+            settle_ref: "7".to_string(),
+            cluster_job_id: "7".to_string(),
+            at: T0 + HOUR,
+        }])
+        .await;
+    assert!(missing.is_err());
+}
+
+#[tokio::test]
+async fn the_admission_view_reads_what_the_balances_say() {
+    let (_dir, ledger) = setup().await;
+    ledger
+        .admit(&[admission(1, "physics", 30, None)], T0 + HOUR)
+        .await
+        .unwrap();
+    // Default account, association, chain and allocations of physics.
+    let view = ledger
+        .admission_view("alice", None, T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(view.account.as_deref(), Some("physics"));
+    assert!(view.associated);
+    assert_eq!(view.chain, ["physics", "org", "root"]);
+    let balances = ledger.balances(T0 + HOUR).await.unwrap();
+    for row in &view.allocations {
+        let same = balances
+            .iter()
+            .find(|b| b.account == row.account && b.currency == row.currency)
+            .unwrap();
+        assert_eq!(row, same);
+    }
+    assert_eq!(view.allocations.len(), 2);
+    assert_eq!(view.allocations[0].available, Some(50 * UNIT));
+    // Another account: not associated; an unknown one: no chain; outside the period: none.
+    let other = ledger
+        .admission_view("alice", Some("chemistry"), T0 + HOUR)
+        .await
+        .unwrap();
+    assert!(!other.associated);
+    assert_eq!(other.chain, ["chemistry", "org", "root"]);
+    assert_eq!(other.allocations.len(), 1);
+    let unknown = ledger
+        .admission_view("bob", Some("nope"), T0)
+        .await
+        .unwrap();
+    assert_eq!(unknown.account.as_deref(), Some("nope"));
+    assert!(!unknown.associated && unknown.chain.is_empty());
+    let nobody = ledger.admission_view("bob", None, T0).await.unwrap();
+    assert_eq!(nobody.account, None);
+    let later = ledger
+        .admission_view("alice", None, T0 + 31 * DAY)
+        .await
+        .unwrap();
+    assert!(later.allocations.is_empty());
+}
+
+#[tokio::test]
+async fn the_cached_view_follows_writes_here_and_in_other_processes() {
+    let (dir, ledger) = setup().await;
+    let remaining = |view: &bursar_ledger::AdmissionView| {
+        view.allocations
+            .iter()
+            .map(|b| (b.account.clone(), b.remaining.unwrap()))
+            .collect::<Vec<_>>()
+    };
+    let first = ledger
+        .admission_view_cached("alice", None, T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(
+        remaining(&first),
+        [
+            ("physics".to_string(), 80 * UNIT),
+            ("org".to_string(), 100 * UNIT)
+        ]
+    );
+    // A write through this ledger is seen by the next read.
+    ledger
+        .admit(&[admission(1, "physics", 30, None)], T0 + HOUR)
+        .await
+        .unwrap();
+    let after = ledger
+        .admission_view_cached("alice", None, T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(after.allocations[0].remaining, Some(50 * UNIT));
+
+    // Another process on the same file: seen by the next read.
+    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let other = Ledger::open(&url).await.unwrap();
+    other
+        .set_allocation("physics", &su(), 200 * UNIT, T0, T0 + 30 * DAY)
+        .await
+        .unwrap();
+    let seen = ledger
+        .admission_view_cached("alice", None, T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(seen.allocations[0].remaining, Some(170 * UNIT));
+    // The uncached read always agrees.
+    assert_eq!(
+        ledger
+            .admission_view("alice", None, T0 + HOUR)
+            .await
+            .unwrap(),
+        seen
+    );
+}
