@@ -336,6 +336,15 @@ impl Ledger {
         self.storage.admit(batch, now).await
     }
 
+    /// Moves committed data from the write-ahead log into the database, beside the writer
+    /// instead of in its way. After the first call, writes no longer do this at commit (which
+    /// stalls every queued write for as long as the copy and sync take), so a long-running
+    /// process that calls it must keep calling it, e.g. every second (`bursar serve` does).
+    /// Short-lived processes need not call it at all.
+    pub async fn checkpoint(&self) -> Result<()> {
+        self.storage.checkpoint().await
+    }
+
     /// Records jobs their clusters accepted, in one transaction: each hold is linked to the
     /// cluster's job (unless already linked) and each API job gets its cluster job id.
     /// Returns how many holds were linked.

@@ -117,4 +117,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn admit(&self, batch: &[NewAdmission], now: i64) -> Result<Vec<Result<AdmitOutcome>>>;
     /// Records forwarded jobs in one transaction; returns how many holds were linked.
     async fn record_forwarded(&self, jobs: &[ForwardedJob]) -> Result<u64>;
+    /// Moves committed data from the write-ahead log into the database without blocking
+    /// writers. The first call also stops writers from doing it themselves at commit time,
+    /// so a long-running server calls it periodically (see [`crate::Ledger::checkpoint`]).
+    async fn checkpoint(&self) -> Result<()>;
 }

@@ -338,3 +338,28 @@ async fn the_cached_view_follows_writes_here_and_in_other_processes() {
         seen
     );
 }
+
+#[tokio::test]
+async fn a_checkpoint_moves_committed_data_into_the_database_file() {
+    let (dir, ledger) = setup().await;
+    ledger
+        .admit(&[admission(1, "physics", 30, None)], T0 + HOUR)
+        .await
+        .unwrap();
+    ledger.checkpoint().await.unwrap();
+    // Writes go on after the writer stopped checkpointing by itself, and are moved too.
+    ledger
+        .admit(&[admission(2, "physics", 10, None)], T0 + HOUR)
+        .await
+        .unwrap();
+    ledger.checkpoint().await.unwrap();
+    // The database file alone (no write-ahead log beside it) has both holds.
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(dir.path().join("ledger.db"), &copy).unwrap();
+    let alone = Ledger::open(&format!("sqlite://{}", copy.display()))
+        .await
+        .unwrap();
+    let b = &alone.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(b.held, 40 * UNIT);
+    assert!(alone.verify().await.unwrap().is_empty());
+}

@@ -3,7 +3,7 @@
 //!
 //! The server is bursar's own: [`router`] over a [`ServerState`] built the way `bursar serve`
 //! builds it (the configuration loaded from a file, the SQLite ledger in a scratch folder, the
-//! HS256 verifier, the admission service, the hold-expiry loop), served by `axum::serve` on a
+//! HS256 verifier, the admission service, the hold-expiry and checkpoint loops), served by `axum::serve` on a
 //! `127.0.0.1:0` listener in its own runtime. The clients are tokio tasks in another runtime,
 //! each with its own keep-alive `reqwest` connection, so every request crosses real loopback
 //! TCP. Scenarios:
@@ -49,7 +49,7 @@ use bursar_gateway::app::App;
 use bursar_gateway::auth::{generate_key_file, Role, TokenIssuer, TokenVerifier};
 use bursar_gateway::config::Config;
 use bursar_gateway::request::JobRequest;
-use bursar_gateway::server::{expiry_loop, router, AdmissionApi, ServerState};
+use bursar_gateway::server::{checkpoint_loop, expiry_loop, router, AdmissionApi, ServerState};
 use bursar_pricing::Currency;
 use clap::{Parser, ValueEnum};
 use secrecy::ExposeSecret;
@@ -421,6 +421,10 @@ fn start_server(
         let (stop, stopped) = oneshot::channel::<()>();
         let done = tokio::spawn(async move {
             let (stop_expiry, expiry_stopped) = oneshot::channel::<()>();
+            let (stop_checkpoints, checkpoints_stopped) = oneshot::channel::<()>();
+            let checkpointing = tokio::spawn(checkpoint_loop(app.clone(), async {
+                let _ = checkpoints_stopped.await;
+            }));
             let expiring = tokio::spawn(expiry_loop(app, async {
                 let _ = expiry_stopped.await;
             }));
@@ -431,7 +435,9 @@ fn start_server(
                 .await
                 .context("the HTTP server");
             let _ = stop_expiry.send(());
+            let _ = stop_checkpoints.send(());
             let _ = expiring.await;
+            let _ = checkpointing.await;
             served
         });
         Ok(Server {

@@ -10,7 +10,7 @@
 //!   log), [`jobs`] (quotes and jobs, through [`AdmissionApi`]), [`meta`] (health, metrics,
 //!   OpenAPI).
 //! - [`serve`]: binds, prints `bursar listening on http://ADDR`, runs the collection loop and
-//!   the hold-expiry loop beside the server, and stops gracefully on SIGINT or SIGTERM.
+//!   the hold-expiry and checkpoint loops beside the server, and stops gracefully on SIGINT or SIGTERM.
 
 pub mod accounts;
 pub mod admin;
@@ -223,6 +223,7 @@ pub async fn serve(app: App, listen: &str, out: &mut impl Write) -> anyhow::Resu
         until_stopped(stopped.clone()),
     ));
     let expiring = tokio::spawn(expiry_loop(app.clone(), until_stopped(stopped.clone())));
+    let checkpointing = tokio::spawn(checkpoint_loop(app.clone(), until_stopped(stopped.clone())));
 
     let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown_signal())
@@ -235,6 +236,9 @@ pub async fn serve(app: App, listen: &str, out: &mut impl Write) -> anyhow::Resu
             Ok(Err(e)) => tracing::error!("collection loop: {e:#}"),
             Err(e) => tracing::error!("collection loop: {e}"),
             Ok(Ok(())) => {}
+        }
+        if let Err(e) = checkpointing.await {
+            tracing::error!("checkpoint loop: {e}");
         }
         if let Err(e) = expiring.await {
             tracing::error!("hold-expiry loop: {e}");
@@ -280,6 +284,27 @@ async fn shutdown_signal() {
     tokio::select! {
         () = interrupt => tracing::info!("SIGINT received"),
         () = terminate => tracing::info!("SIGTERM received"),
+    }
+}
+
+/// How often a server moves the ledger's write-ahead log into the database
+/// ([`bursar_ledger::Ledger::checkpoint`]).
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Every [`CHECKPOINT_INTERVAL`], checkpoints the ledger beside its writer (instead of the
+/// writer doing it at commit, stalling the admissions queued behind it) until `shutdown`.
+pub async fn checkpoint_loop(app: Arc<App>, shutdown: impl Future<Output = ()>) {
+    let mut ticks = tokio::time::interval(CHECKPOINT_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return,
+            _ = ticks.tick() => {}
+        }
+        if let Err(e) = app.ledger.checkpoint().await {
+            tracing::error!("checkpointing the ledger: {e}");
+        }
     }
 }
 

@@ -13,17 +13,15 @@ use std::collections::{HashMap, HashSet};
 use bursar_pricing::Currency;
 use sqlx::SqliteConnection;
 
-use super::gateway::{api_job_row, API_JOB_SELECT};
-use super::journal::{insert_entries, write_effects};
 use super::labels::intern;
-use super::tree::load_context;
 use super::{col, db, json_ints, json_strings, value_rows, MAX_PARAMS};
 use crate::error::{LedgerError, Result};
-use crate::materialize::{Effects, Id};
+use crate::materialize::{AllocSpan, Effects, Id};
 use crate::model::{
     AdmissionView, AdmitOutcome, ApiJob, BalanceRow, ForwardedJob, HoldRow, HoldState, NewAdmission,
 };
 use crate::posting::{hold_entry, OpenHold};
+use crate::tree::AccountTree;
 
 /// One statement: a header row (kind 0: the account, whether the user is associated), the
 /// chain (kind 1, by depth) and the chain's allocations covering `at` (kind 2).
@@ -138,105 +136,153 @@ struct Placed {
     cluster: Id,
 }
 
+/// Everything a batch is decided on, read in one statement (kinded rows):
+/// 0 a used job key (key), 1 a used hold key (key), 2 an account (name, id), 3 a label
+/// (value, id), 4 the tree above the batch's accounts (id, parent), 5 the allocations on it,
+/// 6 the largest ids of holds, API jobs and journal entries.
+const CONTEXT_SQL: &str = "with recursive
+    named (id) as materialized (
+        select id from accounts where name in (select value from json_each(?3))
+    ),
+    chain (id, parent_id) as materialized (
+        select id, parent_id from accounts where id = 1 or id in (select id from named)
+        union
+        select a.id, a.parent_id from accounts a join chain c on a.id = c.parent_id
+    )
+    select 0, idempotency_key, id, null, null, null, null, null, null, null from api_jobs
+        where idempotency_key in (select value from json_each(?1))
+    union all
+    select 1, idempotency_key, null, null, null, null, null, null, null, null from holds
+        where idempotency_key in (select value from json_each(?2))
+    union all
+    select 2, name, id, null, null, null, null, null, null, null from accounts
+        where id in (select id from named)
+    union all
+    select 3, value, id, null, null, null, null, null, null, null from labels
+        where value in (select value from json_each(?4))
+    union all
+    select 4, null, id, parent_id, null, null, null, null, null, null from chain
+    union all
+    select 5, null, id, account_id, currency_id, amount, period_start, period_end,
+           charged, held
+        from allocations where account_id in (select id from chain)
+    union all
+    select 6, null, (select coalesce(max(id), 0) from holds),
+           (select coalesce(max(id), 0) from api_jobs),
+           (select coalesce(max(id), 0) from journal), null, null, null, null, null";
+
+/// What [`CONTEXT_SQL`] read.
+#[derive(Default)]
+struct Context {
+    used_job_keys: HashMap<String, i64>,
+    used_hold_keys: HashSet<String>,
+    accounts: HashMap<String, Id>,
+    labels: HashMap<String, Id>,
+    tree: Vec<(Id, Option<Id>)>,
+    allocs: Vec<AllocSpan>,
+    max_ids: (Id, Id, Id),
+}
+
+async fn context(conn: &mut SqliteConnection, batch: &[NewAdmission]) -> Result<Context> {
+    let job_keys = json_strings(
+        batch
+            .iter()
+            .filter_map(|a| a.job.idempotency_key.as_deref()),
+    );
+    let holds = || batch.iter().filter_map(|a| a.hold.as_ref());
+    let hold_keys = json_strings(holds().map(|h| h.idempotency_key.as_str()));
+    let accounts = json_strings(holds().map(|h| h.account.as_str()));
+    let labels = json_strings(holds().flat_map(|h| [h.currency.as_str(), h.cluster.as_str()]));
+    let rows = sqlx::query(CONTEXT_SQL)
+        .bind(job_keys)
+        .bind(hold_keys)
+        .bind(accounts)
+        .bind(labels)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    let mut ctx = Context::default();
+    for row in &rows {
+        match col::<i64>(row, 0)? {
+            0 => {
+                ctx.used_job_keys.insert(col(row, 1)?, col(row, 2)?);
+            }
+            1 => {
+                ctx.used_hold_keys.insert(col(row, 1)?);
+            }
+            2 => {
+                ctx.accounts.insert(col(row, 1)?, col(row, 2)?);
+            }
+            3 => {
+                ctx.labels.insert(col(row, 1)?, col(row, 2)?);
+            }
+            4 => ctx.tree.push((col(row, 2)?, col(row, 3)?)),
+            5 => {
+                ctx.allocs.push(AllocSpan {
+                    id: col(row, 2)?,
+                    account: col(row, 3)?,
+                    currency: col(row, 4)?,
+                    amount: col(row, 5)?,
+                    start: col(row, 6)?,
+                    end: col(row, 7)?,
+                    charged: col(row, 8)?,
+                    held: col(row, 9)?,
+                });
+            }
+            _ => ctx.max_ids = (col(row, 2)?, col(row, 3)?, col(row, 4)?),
+        }
+    }
+    ctx.allocs.sort_unstable_by_key(|a| a.id);
+    Ok(ctx)
+}
+
 pub(super) async fn admit(
     conn: &mut SqliteConnection,
     batch: &[NewAdmission],
     now: i64,
 ) -> Result<Vec<Result<AdmitOutcome>>> {
     let mut outcomes: Vec<Option<Result<AdmitOutcome>>> = vec![None; batch.len()];
+    let mut ctx = context(conn, batch).await?;
 
-    // Idempotency keys already used by recorded jobs, and hold keys already used.
-    let job_keys: Vec<&str> = batch
+    // Labels seen for the first time (a new cluster or currency) are created the slow way.
+    let mut missing: Vec<&str> = batch
         .iter()
-        .filter_map(|a| a.job.idempotency_key.as_deref())
+        .filter_map(|a| a.hold.as_ref())
+        .flat_map(|h| [h.currency.as_str(), h.cluster.as_str()])
+        .filter(|v| !ctx.labels.contains_key(*v))
         .collect();
-    let mut existing: HashMap<String, ApiJob> = HashMap::new();
-    if !job_keys.is_empty() {
-        let sql =
-            format!("{API_JOB_SELECT} where idempotency_key in (select value from json_each(?))");
-        let rows = sqlx::query(&sql)
-            .bind(json_strings(job_keys.iter().copied()))
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db)?;
-        for row in &rows {
-            let job = api_job_row(row)?;
-            if let Some(key) = job.idempotency_key.clone() {
-                existing.insert(key, job);
-            }
+    missing.sort_unstable();
+    missing.dedup();
+    if !missing.is_empty() {
+        for (value, id) in intern(conn, &missing).await? {
+            ctx.labels.insert(value.to_string(), id);
         }
     }
-    let holds: Vec<(usize, &crate::model::NewHold)> = batch
-        .iter()
-        .enumerate()
-        .filter_map(|(i, a)| a.hold.as_ref().map(|h| (i, h)))
-        .collect();
-    let mut used_hold_keys: HashSet<String> = HashSet::new();
-    let mut account_ids: HashMap<String, Id> = HashMap::new();
-    if !holds.is_empty() {
-        let rows = sqlx::query(
-            "select idempotency_key from holds
-             where idempotency_key in (select value from json_each(?))",
-        )
-        .bind(json_strings(
-            holds.iter().map(|(_, h)| h.idempotency_key.as_str()),
-        ))
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db)?;
-        for row in &rows {
-            used_hold_keys.insert(col(row, 0)?);
-        }
-        let rows = sqlx::query(
-            "select name, id from accounts where name in (select value from json_each(?))",
-        )
-        .bind(json_strings(holds.iter().map(|(_, h)| h.account.as_str())))
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db)?;
-        for row in &rows {
-            account_ids.insert(col(row, 0)?, col(row, 1)?);
-        }
-    }
-    let mut label_values: Vec<&str> = holds
-        .iter()
-        .flat_map(|(_, h)| [h.currency.as_str(), h.cluster.as_str()])
-        .collect();
-    label_values.sort_unstable();
-    label_values.dedup();
-    let labels = intern(conn, &label_values).await?;
     let label = |v: &str| {
-        labels
+        ctx.labels
             .get(v)
             .copied()
             .ok_or_else(|| LedgerError::Storage(format!("label {v:?} was not created")))
     };
-    let mut ids: Vec<Id> = account_ids.values().copied().collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let (tree, allocs) = load_context(conn, &ids).await?;
-    let mut effects = Effects::new(&tree, &allocs);
-
-    let (mut next_hold, mut next_job): (Id, Id) = {
-        let row = sqlx::query(
-            "select (select coalesce(max(id), 0) from holds),
-                    (select coalesce(max(id), 0) from api_jobs)",
-        )
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db)?;
-        (col::<Id>(&row, 0)? + 1, col::<Id>(&row, 1)? + 1)
-    };
+    let mut tree = AccountTree::new();
+    for &(id, parent) in &ctx.tree {
+        tree.insert(id, parent);
+    }
+    let mut effects = Effects::new(&tree, &ctx.allocs);
+    let (max_hold, max_job, max_entry) = ctx.max_ids;
+    let (mut next_hold, mut next_job) = (max_hold + 1, max_job + 1);
 
     // Decide each submission in order, against the allocations as the earlier ones left them.
     let mut names: Option<HashMap<Id, String>> = None;
     let mut seen_keys: HashSet<&str> = HashSet::new();
+    let mut used_hold_keys = ctx.used_hold_keys.clone();
+    let mut existing: Vec<(usize, i64)> = Vec::new();
     let mut placed: Vec<Placed> = Vec::new();
     let mut recorded: Vec<(usize, Id, Option<Id>)> = Vec::new();
     for (i, admission) in batch.iter().enumerate() {
         if let Some(key) = admission.job.idempotency_key.as_deref() {
-            if let Some(job) = existing.get(key) {
-                outcomes[i] = Some(Ok(AdmitOutcome::Existing(job.clone())));
+            if let Some(&job) = ctx.used_job_keys.get(key) {
+                existing.push((i, job));
                 continue;
             }
             if !seen_keys.insert(key) {
@@ -255,7 +301,7 @@ pub(super) async fn admit(
                 ))));
                 continue;
             }
-            let Some(&account) = account_ids.get(&hold.account) else {
+            let Some(&account) = ctx.accounts.get(&hold.account) else {
                 outcomes[i] = Some(Err(LedgerError::not_found("account", &hold.account)));
                 continue;
             };
@@ -307,41 +353,14 @@ pub(super) async fn admit(
         next_job += 1;
     }
 
-    insert_holds(conn, batch, &placed).await?;
-    let open: Vec<OpenHold> = placed
-        .iter()
-        .map(|p| {
-            let hold = batch[p.item]
-                .hold
-                .as_ref()
-                .expect("placed holds have a hold");
-            OpenHold {
-                id: p.id,
-                account: p.account,
-                currency: p.currency,
-                cluster: p.cluster,
-                amount: hold.amount,
-                placed_at: hold.placed_at,
-            }
-        })
-        .collect();
-    let entries: Vec<_> = open
-        .iter()
-        .zip(&placed)
-        .map(|(o, p)| {
-            hold_entry(
-                o,
-                batch[p.item].hold.as_ref().and_then(|h| h.note.as_deref()),
-            )
-        })
-        .collect();
-    if !entries.is_empty() {
-        let refs: Vec<_> = entries.iter().collect();
-        insert_entries(conn, &refs, now).await?;
-        write_effects(conn, &effects, now).await?;
-    }
-    insert_jobs(conn, batch, &recorded).await?;
+    write(conn, batch, &placed, &recorded, &effects, max_entry, now).await?;
 
+    for (i, id) in existing {
+        let job = super::gateway::api_job(conn, id)
+            .await?
+            .ok_or_else(|| LedgerError::Storage(format!("api job {id} vanished")))?;
+        outcomes[i] = Some(Ok(AdmitOutcome::Existing(job)));
+    }
     for &(i, id, hold_id) in &recorded {
         let job = &batch[i].job;
         let hold = batch[i].hold.as_ref().zip(hold_id).map(|(h, id)| {
@@ -401,77 +420,147 @@ async fn account_names(
     rows.iter().map(|r| Ok((col(r, 0)?, col(r, 1)?))).collect()
 }
 
+const HOLD_COLUMNS: &str = "id, idempotency_key, account_id, currency_id, amount, cluster_id, \
+     job_ref, placed_at, expires_at, note";
 const HOLD_ARITY: usize = 10;
+const HOLD_ENTRY_COLUMNS: &str = "id, type, account_id, currency_id, amount, effective_at, \
+     posted_at, cluster_id, hold_id, key, note";
+const HOLD_ENTRY_ARITY: usize = 11;
+const JOB_COLUMNS: &str = "id, idempotency_key, actor, user_name, account, cluster, currency, \
+     estimate, hold_id, state, request_json, route_json, submitted_at, updated_at";
+const JOB_ARITY: usize = 14;
 
-async fn insert_holds(
+/// Rows per multi-row insert, under SQLite's limit on bound parameters.
+const ROWS: usize = MAX_PARAMS / 20;
+
+/// Writes a decided batch in one round trip to the database: the holds, their `hold` journal
+/// entries (ids from `max_entry + 1`, as the journal's own writer gives them), the held
+/// amounts of the allocations and totals they touch, and the jobs.
+async fn write(
     conn: &mut SqliteConnection,
     batch: &[NewAdmission],
     placed: &[Placed],
-) -> Result<()> {
-    for chunk in placed.chunks(MAX_PARAMS / HOLD_ARITY) {
-        let sql = format!(
-            "insert into holds (id, idempotency_key, account_id, currency_id, amount, cluster_id,
-                 job_ref, placed_at, expires_at, note) values {}",
-            value_rows(chunk.len(), HOLD_ARITY)
-        );
-        let mut query = sqlx::query(&sql).persistent(chunk.len() == 1);
-        for p in chunk {
-            let hold = batch[p.item]
-                .hold
-                .as_ref()
-                .expect("placed holds have a hold");
-            query = query
-                .bind(p.id)
-                .bind(&hold.idempotency_key)
-                .bind(p.account)
-                .bind(p.currency)
-                .bind(hold.amount)
-                .bind(p.cluster)
-                .bind(hold.job_ref.as_deref())
-                .bind(hold.placed_at)
-                .bind(hold.expires_at)
-                .bind(hold.note.as_deref());
-        }
-        query.execute(&mut *conn).await.map_err(db)?;
-    }
-    Ok(())
-}
-
-const JOB_ARITY: usize = 14;
-
-async fn insert_jobs(
-    conn: &mut SqliteConnection,
-    batch: &[NewAdmission],
     recorded: &[(usize, Id, Option<Id>)],
+    effects: &Effects<'_>,
+    max_entry: Id,
+    now: i64,
 ) -> Result<()> {
-    for chunk in recorded.chunks(MAX_PARAMS / JOB_ARITY) {
-        let sql = format!(
-            "insert into api_jobs (id, idempotency_key, actor, user_name, account, cluster,
-                 currency, estimate, hold_id, state, request_json, route_json, submitted_at,
-                 updated_at) values {}",
-            value_rows(chunk.len(), JOB_ARITY)
-        );
-        let mut query = sqlx::query(&sql).persistent(chunk.len() == 1);
-        for &(i, id, hold_id) in chunk {
-            let job = &batch[i].job;
-            query = query
-                .bind(id)
-                .bind(job.idempotency_key.as_deref())
-                .bind(&job.actor)
-                .bind(&job.user)
-                .bind(&job.account)
-                .bind(&job.cluster)
-                .bind(job.currency.as_str())
-                .bind(job.estimate)
-                .bind(hold_id)
-                .bind(&job.state)
-                .bind(&job.request_json)
-                .bind(&job.route_json)
-                .bind(job.at)
-                .bind(job.at);
-        }
-        query.execute(&mut *conn).await.map_err(db)?;
+    if recorded.is_empty() {
+        return Ok(());
     }
+    let updates = effects.allocation_updates()?;
+    let totals = effects.total_deltas();
+    let mut sql = String::new();
+    for chunk in placed.chunks(ROWS) {
+        sql.push_str(&format!(
+            "insert into holds ({HOLD_COLUMNS}) values {};\n",
+            value_rows(chunk.len(), HOLD_ARITY)
+        ));
+    }
+    for chunk in placed.chunks(ROWS) {
+        sql.push_str(&format!(
+            "insert into journal ({HOLD_ENTRY_COLUMNS}) values {};\n",
+            value_rows(chunk.len(), HOLD_ENTRY_ARITY)
+        ));
+    }
+    for _ in &updates {
+        sql.push_str(
+            "update allocations set charged = ?, held = ?, updated_at = ? where id = ?;\n",
+        );
+    }
+    for chunk in totals.chunks(ROWS) {
+        sql.push_str(&format!(
+            "insert into account_totals (account_id, currency_id, charged, held) values {}
+             on conflict (account_id, currency_id) do update set
+                 charged = charged + excluded.charged, held = held + excluded.held;\n",
+            value_rows(chunk.len(), 4)
+        ));
+    }
+    for chunk in recorded.chunks(ROWS) {
+        sql.push_str(&format!(
+            "insert into api_jobs ({JOB_COLUMNS}) values {};\n",
+            value_rows(chunk.len(), JOB_ARITY)
+        ));
+    }
+
+    let hold = |p: &Placed| {
+        batch[p.item]
+            .hold
+            .as_ref()
+            .expect("placed holds have a hold")
+    };
+    let open: Vec<OpenHold> = placed
+        .iter()
+        .map(|p| OpenHold {
+            id: p.id,
+            account: p.account,
+            currency: p.currency,
+            cluster: p.cluster,
+            amount: hold(p).amount,
+            placed_at: hold(p).placed_at,
+        })
+        .collect();
+    let entries: Vec<_> = open
+        .iter()
+        .zip(placed)
+        .map(|(o, p)| hold_entry(o, hold(p).note.as_deref()))
+        .collect();
+
+    // The statements' parameters, in the order of the text above.
+    let mut query = sqlx::query(&sql).persistent(false);
+    for p in placed {
+        let h = hold(p);
+        query = query
+            .bind(p.id)
+            .bind(&h.idempotency_key)
+            .bind(p.account)
+            .bind(p.currency)
+            .bind(h.amount)
+            .bind(p.cluster)
+            .bind(h.job_ref.as_deref())
+            .bind(h.placed_at)
+            .bind(h.expires_at)
+            .bind(h.note.as_deref());
+    }
+    for (n, e) in (1..).zip(&entries) {
+        query = query
+            .bind(max_entry + n)
+            .bind(e.entry_type.code())
+            .bind(e.account)
+            .bind(e.currency)
+            .bind(e.amount)
+            .bind(e.effective_at)
+            .bind(now)
+            .bind(e.cluster)
+            .bind(e.hold_id)
+            .bind(e.key.as_deref())
+            .bind(e.note.as_deref());
+    }
+    for &(id, charged, held) in &updates {
+        query = query.bind(charged).bind(held).bind(now).bind(id);
+    }
+    for &((account, currency), (charged, held)) in &totals {
+        query = query.bind(account).bind(currency).bind(charged).bind(held);
+    }
+    for &(i, id, hold_id) in recorded {
+        let job = &batch[i].job;
+        query = query
+            .bind(id)
+            .bind(job.idempotency_key.as_deref())
+            .bind(&job.actor)
+            .bind(&job.user)
+            .bind(&job.account)
+            .bind(&job.cluster)
+            .bind(job.currency.as_str())
+            .bind(job.estimate)
+            .bind(hold_id)
+            .bind(&job.state)
+            .bind(&job.request_json)
+            .bind(&job.route_json)
+            .bind(job.at)
+            .bind(job.at);
+    }
+    query.execute(&mut *conn).await.map_err(db)?;
     Ok(())
 }
 

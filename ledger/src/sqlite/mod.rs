@@ -95,6 +95,10 @@ pub struct SqliteStorage {
     write: SqlitePool,
     read: SqlitePool,
     views: Arc<view_cache::ViewCache>,
+    /// The connection [`Storage::checkpoint`] runs on, once asked (file databases only).
+    checkpointer: Arc<tokio::sync::OnceCell<Option<SqlitePool>>>,
+    target: SqliteTarget,
+    options: SqliteConnectOptions,
 }
 
 impl SqliteStorage {
@@ -131,6 +135,7 @@ impl SqliteStorage {
             .await
             .map_err(db)?;
         let base_watch = base.clone();
+        let base_checkpoint = base.clone();
         sqlx::migrate!("./migrations/sqlite")
             .run(&write)
             .await
@@ -164,6 +169,9 @@ impl SqliteStorage {
             write,
             read,
             views: Arc::new(view_cache::ViewCache::new(watch)),
+            checkpointer: Arc::new(tokio::sync::OnceCell::new()),
+            target: target.clone(),
+            options: base_checkpoint,
         })
     }
 
@@ -564,6 +572,42 @@ impl Storage for SqliteStorage {
         let outcomes = admit::admit(&mut tx, batch, now).await?;
         self.commit(tx).await?;
         Ok(outcomes)
+    }
+
+    async fn checkpoint(&self) -> Result<()> {
+        let pool = self
+            .checkpointer
+            .get_or_try_init(|| async {
+                if self.target == SqliteTarget::Memory {
+                    return Ok(None);
+                }
+                // From now on the writer never checkpoints at commit: a checkpoint copies and
+                // syncs the database file, which can take tens of milliseconds that every
+                // queued write would wait for. (The pragma is per connection; the writer pool
+                // is that one connection, kept for the storage's life.)
+                sqlx::query("pragma wal_autocheckpoint = 0")
+                    .execute(&self.write)
+                    .await
+                    .map_err(db)?;
+                let pool = SqlitePoolOptions::new()
+                    .test_before_acquire(false)
+                    .max_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    .connect_with(self.options.clone())
+                    .await
+                    .map_err(db)?;
+                Ok::<_, LedgerError>(Some(pool))
+            })
+            .await?;
+        if let Some(pool) = pool {
+            // PASSIVE: copies what no reader still needs, waits for nobody.
+            sqlx::query("pragma wal_checkpoint(passive)")
+                .execute(pool)
+                .await
+                .map_err(db)?;
+        }
+        Ok(())
     }
 
     async fn record_forwarded(&self, jobs: &[ForwardedJob]) -> Result<u64> {
