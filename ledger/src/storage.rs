@@ -12,8 +12,8 @@ use crate::balances::BalanceSnapshot;
 use crate::error::Result;
 use crate::model::{
     AccountRow, AllocationRow, ApiJob, AssociationRow, AuditEntry, HoldRow, JobRow, JournalEntry,
-    JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold, PostOutcome, QuarantineItem,
-    QuarantineRow, UsageCharge, UserRow,
+    JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
+    QuarantineItem, QuarantineRow, StoredPriceTable, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 
@@ -102,4 +102,18 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         at: i64,
     ) -> Result<()>;
     async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>>;
+
+    /// Stores a price-table version and its audit entry in one transaction: `(true, row)`
+    /// when stored, `(false, row)` when the same version with the same content was there
+    /// already (nothing written), [`crate::LedgerError::Conflict`] when it is there with other
+    /// content.
+    async fn store_price_table(
+        &self,
+        table: &NewPriceTable,
+        audit: &NewAudit,
+    ) -> Result<(bool, StoredPriceTable)>;
+    /// Every stored price-table version, in the order they were stored.
+    async fn price_tables(&self) -> Result<Vec<StoredPriceTable>>;
+    /// `(count, highest id)` of the stored versions: cheap, and different after every store.
+    async fn price_tables_stamp(&self) -> Result<(i64, i64)>;
 }

@@ -7,6 +7,7 @@
 //! - `holds.rs`: placing, linking, releasing, expiring holds.
 //! - `read.rs`: balance snapshots, usage lines, verification, quarantine, cursors.
 //! - `gateway.rs`: the audit log and the jobs submitted through the gateway's API.
+//! - `prices.rs`: the price-table versions kept in the ledger.
 //!
 //! One writer: all writes go through a pool of exactly one connection and open their
 //! transaction with `BEGIN IMMEDIATE`, so they are serialized (admission checks included) and a
@@ -24,6 +25,7 @@ mod gateway;
 mod holds;
 mod journal;
 mod labels;
+mod prices;
 mod read;
 mod tree;
 
@@ -44,8 +46,8 @@ use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
 use crate::model::{
     AccountRow, AllocationRow, ApiJob, AssociationRow, AuditEntry, HoldRow, JobRow, JournalEntry,
-    JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold, PostOutcome, QuarantineItem,
-    QuarantineRow, UsageCharge, UserRow,
+    JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
+    QuarantineItem, QuarantineRow, StoredPriceTable, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 use crate::storage::{Storage, UsageSource};
@@ -470,6 +472,28 @@ impl Storage for SqliteStorage {
     async fn audit_log(&self, limit: Option<u32>) -> Result<Vec<AuditEntry>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         gateway::audit_log(&mut conn, limit).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn store_price_table(
+        &self,
+        table: &NewPriceTable,
+        audit: &NewAudit,
+    ) -> Result<(bool, StoredPriceTable)> {
+        let mut tx = self.begin().await?;
+        let outcome = prices::store(&mut tx, table, audit).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(outcome)
+    }
+
+    async fn price_tables(&self) -> Result<Vec<StoredPriceTable>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        prices::list(&mut conn).await
+    }
+
+    async fn price_tables_stamp(&self) -> Result<(i64, i64)> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        prices::stamp(&mut conn).await
     }
 
     #[tracing::instrument(skip_all)]
