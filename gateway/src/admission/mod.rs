@@ -430,10 +430,11 @@ impl Admission {
         let chain = app.ledger.ancestors_or_self(&account).await?;
         let balances = app.ledger.balances(at).await?;
         let order = route::route_order(config, &request.clusters, &chain);
+        let prices = app.price_book();
         let ctx = quote::QuoteContext {
             config,
             pricing: &app.pricing,
-            prices: &app.prices,
+            prices: &prices,
             forwarders: &self.inner.forwarders,
             request,
             chain: &chain,
