@@ -53,9 +53,13 @@ async fn imports_are_stored_once_and_conflicts_refused() {
     let run = home.bursar(&["prices", "import", path_str(&changed)]).await;
     assert!(!run.ok);
     assert!(
-        run.stderr
-            .contains("price table site@2026-12 is already stored with other content")
-            && run.stderr.contains("a changed price needs a new version"),
+        run.stderr.starts_with(
+            "bursar: price table site@2026-12 is already stored with other content \
+             (imported, stored 20"
+        ) && run.stderr.contains(
+            " by price-admin); a changed price needs a new version (`bursar prices show \
+             site@2026-12` shows what is stored)\n"
+        ),
         "{}",
         run.stderr
     );

@@ -188,7 +188,7 @@ fn describe(
             };
             anyhow!(
                 "AWS Price List API at {endpoint}: {what} ({}) while asking for {instance}",
-                DisplayErrorContext(&error)
+                causes(&error)
             )
         }
         SdkError::TimeoutError(_) => anyhow!(
@@ -197,11 +197,30 @@ fn describe(
         ),
         SdkError::ResponseError(_) => anyhow!(
             "AWS Price List API at {endpoint}: unreadable answer for {instance} ({})",
-            DisplayErrorContext(&error)
+            causes(&error)
         ),
         _ => anyhow!(
             "AWS Price List API at {endpoint}: GetProducts for {instance} failed: {}",
             DisplayErrorContext(&error)
         ),
+    }
+}
+
+/// The messages of `error`'s sources, outermost first, each once: `io error: client error
+/// (Connect): tcp connect error: Connection refused (os error 111)`.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    if parts.is_empty() {
+        error.to_string()
+    } else {
+        parts.join(": ")
     }
 }

@@ -459,10 +459,23 @@ pub async fn store(
         );
     }
     let stored = stored_tables(&app.ledger).await?;
-    if !stored.iter().any(|l| l.table.label() == &label) {
-        // Checked here for a clear message; the ledger's unique key is the guard.
-        let mut book = assemble(app.prices.fixed().iter().chain(&stored))?;
-        book.add_table(table.clone())?;
+    // Checked here for clear messages; the ledger's unique key and content check are the guard.
+    match stored.iter().find(|l| l.table.label() == &label) {
+        Some(existing) if existing.table.to_yaml() != table.to_yaml() => {
+            let (at, by) = existing.stored.clone().unwrap_or_default();
+            bail!(
+                "price table {label} is already stored with other content ({}, stored {} by \
+                 {by}); a changed price needs a new version (`bursar prices show {label}` \
+                 shows what is stored)",
+                existing.origin.as_str(),
+                format_instant(at)
+            );
+        }
+        Some(_) => {}
+        None => {
+            let mut book = assemble(app.prices.fixed().iter().chain(&stored))?;
+            book.add_table(table.clone())?;
+        }
     }
     let at = now();
     let after = json!({

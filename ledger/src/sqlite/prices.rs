@@ -48,13 +48,9 @@ pub(super) async fn store(
             return Ok((false, existing));
         }
         return Err(LedgerError::Conflict(format!(
-            "price table {}@{} is already stored with other content ({} by {}, at {}); \
+            "price table {}@{} is already stored with other content ({} by {}); \
              a changed price needs a new version",
-            existing.name,
-            existing.version,
-            existing.origin,
-            existing.imported_by,
-            existing.imported_at
+            existing.name, existing.version, existing.origin, existing.imported_by
         )));
     }
     let stored = sqlx::query(&format!(
