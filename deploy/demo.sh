@@ -10,7 +10,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 demo="${DEMO_DIR:-$root/demo}"
 
 if ! command -v cargo >/dev/null; then
-  echo "cargo is required (Rust 1.85 or newer): https://rustup.rs" >&2
+  echo "cargo is required (Rust 1.94.1 or newer): https://rustup.rs" >&2
   exit 1
 fi
 

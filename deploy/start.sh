@@ -22,7 +22,7 @@ die() { echo "deploy/start.sh: $*" >&2; exit 1; }
 run() { printf '\n$ %s\n' "$*"; "$@"; }
 
 [ "$(id -u)" -eq 0 ] || die "run it as root (the dev stack installs Debian packages, and bursar reads the clusters' JWT key): sudo $0"
-command -v cargo >/dev/null || die "cargo is required (Rust 1.85 or newer): https://rustup.rs"
+command -v cargo >/dev/null || die "cargo is required (Rust 1.94.1 or newer): https://rustup.rs"
 command -v curl >/dev/null || die "curl is required: apt-get install -y curl"
 
 # The servers install and start in the background while bursar compiles.

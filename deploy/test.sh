@@ -14,7 +14,7 @@ step() { printf '\n==> %s [%ss]\n' "$*" "$SECONDS"; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -E "$@"; fi; }
 
 if ! command -v cargo >/dev/null; then
-  echo "cargo is required (Rust 1.85 or newer): https://rustup.rs" >&2
+  echo "cargo is required (Rust 1.94.1 or newer): https://rustup.rs" >&2
   exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true

@@ -4,14 +4,17 @@ use std::collections::HashMap;
 
 use anyhow::Context;
 use bursar_ledger::Ledger;
-use bursar_pricing::{ClusterPricing, PriceBook};
+use bursar_pricing::ClusterPricing;
 
 use crate::config::Config;
+use crate::prices::Prices;
 
 pub struct App {
     pub config: Config,
     pub ledger: Ledger,
-    pub prices: PriceBook,
+    /// The instance price tables: shipped, config files and the ledger's versions
+    /// (`App::prices` for the book in use now).
+    pub prices: Prices,
     pub pricing: HashMap<String, ClusterPricing>,
 }
 
@@ -22,7 +25,6 @@ impl App {
         for warning in config.validate()? {
             tracing::debug!("{warning}");
         }
-        let prices = load_prices(&config)?;
         let pricing = config
             .clusters
             .iter()
@@ -32,6 +34,7 @@ impl App {
         let ledger = Ledger::open(&url)
             .await
             .with_context(|| format!("cannot open the ledger at {url}"))?;
+        let prices = Prices::load(&config, &ledger).await?;
         let app = App {
             config,
             ledger,
@@ -94,27 +97,13 @@ impl App {
         Ok(())
     }
 
+    /// The price book in use now (cheap; take one per batch or request).
+    pub fn price_book(&self) -> std::sync::Arc<bursar_pricing::PriceBook> {
+        self.prices.book()
+    }
+
     /// Decimal places to show for a currency.
     pub fn decimals(&self, currency: &str) -> u8 {
         self.config.decimals(currency)
     }
-}
-
-fn load_prices(config: &Config) -> anyhow::Result<PriceBook> {
-    let mut book = PriceBook::builtin();
-    for path in &config.price_tables {
-        let path = match config.source.as_ref().and_then(|s| s.parent()) {
-            Some(dir) if path.is_relative() => dir.join(path),
-            _ => path.clone(),
-        };
-        if path.is_dir() {
-            book.add_dir(&path)
-                .with_context(|| format!("price tables in {}", path.display()))?;
-        } else {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            book.add_yaml_str(&text, &path.display().to_string())?;
-        }
-    }
-    Ok(book)
 }

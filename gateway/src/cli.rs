@@ -96,6 +96,66 @@ pub enum Command {
     /// Copy accounts and users between a Slurm cluster and the ledger (never deletes).
     #[command(subcommand)]
     Sync(SyncCommand),
+    /// Instance price tables: the versions in use (shipped, config files, stored in the
+    /// ledger), importing new versions, and fetching current AWS EC2 prices.
+    #[command(subcommand)]
+    Prices(PricesCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PricesCommand {
+    /// Every price-table version: name, version, effective, currency, prices, where it comes
+    /// from (builtin, config file, imported, aws) and when it was stored.
+    List(FormatArgs),
+    /// One version's prices: `bursar prices show aws-ec2@20261122T101500Z`.
+    Show(PricesShowArgs),
+    /// Store a table version (the YAML format of pricing/tables/README.md) in the ledger.
+    /// Jobs that start at or after its `effective` are priced by it; earlier ones keep their
+    /// price. Importing the same version with the same content again changes nothing; the
+    /// same version with other content is refused.
+    Import(PricesImportArgs),
+    /// Fetch current EC2 Linux on-demand prices from the AWS Price List API and store them as
+    /// a new version (`aws-ec2@<fetch time>`). Credentials: AWS_ACCESS_KEY_ID and
+    /// AWS_SECRET_ACCESS_KEY (pricing:GetProducts).
+    Refresh(PricesRefreshArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PricesShowArgs {
+    /// NAME@VERSION, as `bursar prices list` and every instance-priced charge show it.
+    pub table: String,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct PricesImportArgs {
+    /// The table file (YAML).
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct PricesRefreshArgs {
+    /// Fetch from the AWS Price List API (the one source so far).
+    #[arg(long, required = true)]
+    pub aws: bool,
+    /// Region whose prices to fetch (default: prices.aws.region, else us-east-1).
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Instance types, comma-separated (default: prices.aws.instances, else the aws instance
+    /// types the price tables list for the region).
+    #[arg(long, value_delimiter = ',')]
+    pub instances: Option<Vec<String>>,
+    /// When the new prices take effect: YYYY-MM-DD or a UTC time (default: now). Jobs that
+    /// started before keep the prices they had.
+    #[arg(long)]
+    pub effective: Option<String>,
+    /// Price List API endpoint URL (default: prices.aws.endpoint, else AWS's).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Print what would change without storing anything.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

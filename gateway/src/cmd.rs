@@ -110,6 +110,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sync(command) => {
             crate::sync::command(&App::open(config).await?, command, &mut out).await?
         }
+        Command::Prices(command) => {
+            crate::prices::command(&App::open(config).await?, command, &mut out).await?
+        }
         Command::Serve(args) => {
             let listen = args.listen.unwrap_or_else(|| config.listen().to_string());
             crate::server::serve(App::open(config).await?, &listen, &mut out).await?

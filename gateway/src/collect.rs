@@ -247,6 +247,10 @@ pub async fn run_pass(
     window: PassWindow,
     progress: Progress<'_>,
 ) -> anyhow::Result<PassSummary> {
+    // Versions stored since the last pass (`bursar prices import`/`refresh`) price this one.
+    if let Err(e) = app.prices.reload_if_changed(&app.ledger).await {
+        tracing::warn!("price tables: {e:#}; the ones loaded before stay in use");
+    }
     let mut status = load_status(app, &collector.cluster).await?;
     status.source = collector.source.kind().to_string();
     status.last_attempt = Some(now());
@@ -540,9 +544,10 @@ async fn post(
     quarantined: Vec<RawQuarantine>,
     summary: &mut PassSummary,
 ) -> anyhow::Result<()> {
+    let prices = app.price_book();
     let mut pricer = Pricer {
         pricing: &app.pricing,
-        prices: &app.prices,
+        prices: &prices,
         amounts: HashMap::new(),
     };
     let mut items: Vec<QuarantineItem> = quarantined

@@ -29,9 +29,13 @@ pub struct Config {
     pub users: BTreeMap<String, UserConfig>,
     #[serde(default)]
     pub clusters: BTreeMap<String, ClusterConfig>,
-    /// Extra price-table folders or files, on top of the tables bursar ships.
+    /// Extra price-table folders or files, on top of the tables bursar ships (and the versions
+    /// stored in the ledger by `bursar prices import` and `prices refresh`).
     #[serde(default)]
     pub price_tables: Vec<PathBuf>,
+    /// `bursar prices refresh`: where and what to fetch. See [`PricesConfig`].
+    #[serde(default)]
+    pub prices: PricesConfig,
     /// Where a job that does not pin a cluster (`-M`) goes: see [`RoutingConfig`].
     #[serde(default)]
     pub routing: RoutingConfig,
@@ -48,6 +52,34 @@ pub struct Config {
     /// Where the file was read from (not a key).
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// `prices: {aws: {...}}`: defaults for `bursar prices refresh`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PricesConfig {
+    #[serde(default)]
+    pub aws: AwsPricesConfig,
+}
+
+/// `prices.aws`: the AWS Price List API (`bursar prices refresh --aws`); flags win.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AwsPricesConfig {
+    /// Endpoint URL instead of the SDK's (`https://api.pricing.us-east-1.amazonaws.com`): a
+    /// VPC endpoint, a proxy, or a local test server (`--endpoint`).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Region whose prices are fetched (`--region`). Default `us-east-1`.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Instance types to fetch (`--instances`). Default: the aws instance types the price
+    /// tables already list for the region.
+    #[serde(default)]
+    pub instances: Vec<String>,
+    /// Limit for one API call (default 30s).
+    #[serde(default, deserialize_with = "crate::timefmt::de_duration")]
+    pub timeout: Option<Duration>,
 }
 
 /// The address `bursar serve` listens on when neither `listen` nor `--listen` says.

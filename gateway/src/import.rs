@@ -78,7 +78,7 @@ pub async fn import_sacct(
 
     let (tx, mut rx) = tokio::sync::mpsc::channel::<anyhow::Result<Batch>>(2);
     let pricing = app.pricing.clone();
-    let prices = app.prices.clone();
+    let prices = app.price_book();
     let source_name = source.name.clone();
     let producer = tokio::task::spawn_blocking(
         move || -> anyhow::Result<(u64, u64, HashMap<String, i64>)> {

@@ -13,6 +13,8 @@
 //! - [`output`] renders tables, CSV and JSON; [`timefmt`] reads dates and durations.
 //! - [`telemetry`] sets up logging.
 //! - [`finance`]: `bursar statement`, `export focus` and `report top`.
+//! - [`prices`]: where the price book comes from (shipped, config files, versions stored in
+//!   the ledger) and `bursar prices` (list, show, import, refresh from AWS).
 //! - [`enforce`] blocks new jobs of exhausted accounts in Slurm; [`sync`] copies the account
 //!   tree between Slurm and the ledger.
 
@@ -28,6 +30,7 @@ pub mod enforce;
 pub mod finance;
 pub mod import;
 pub mod output;
+pub mod prices;
 pub mod reconcile;
 pub mod request;
 pub mod server;

@@ -426,13 +426,14 @@ pub async fn run(app: App, args: ReconcileArgs, out: &mut impl Write) -> anyhow:
         ..JournalQuery::default()
     };
     let postings = job_postings(app.ledger.journal(&query).await?);
+    let prices = app.price_book();
     let report = match cluster.kind {
         ClusterKind::Slurm => {
             let tools = SlurmTools::for_cluster(name, cluster)?;
             let inputs = SlurmInputs {
                 cluster: name,
                 pricing,
-                book: &app.prices,
+                book: &prices,
                 decimals: app.decimals(&cluster.currency),
                 from,
                 to,
@@ -483,7 +484,7 @@ pub async fn run(app: App, args: ReconcileArgs, out: &mut impl Write) -> anyhow:
             let inputs = DstackInputs {
                 cluster: name,
                 pricing,
-                book: &app.prices,
+                book: &prices,
                 decimals: app.decimals(&cluster.currency),
                 from,
                 to,

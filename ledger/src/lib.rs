@@ -49,8 +49,9 @@ pub use crate::error::{LedgerError, Result};
 pub use crate::model::{
     AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState, JobRow, JournalEntry,
-    JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, PostOutcome,
-    QuarantineItem, QuarantineRow, ReportSource, UsageCharge, UsageReport, UsageRow, UserRow,
+    JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
+    QuarantineItem, QuarantineRow, ReportSource, StoredPriceTable, UsageCharge, UsageReport,
+    UsageRow, UserRow,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
@@ -510,6 +511,42 @@ impl Ledger {
     /// The audit log, newest first, at most `limit` entries (all when `None`).
     pub async fn audit_log(&self, limit: Option<u32>) -> Result<Vec<AuditEntry>> {
         self.storage.audit_log(limit).await
+    }
+
+    // --- price tables ---------------------------------------------------------------------
+
+    /// Keeps a price-table version, with its audit entry in the same transaction. `Ok(true)`
+    /// when stored; `Ok(false)` when the same (name, version) with the same content was
+    /// stored already (nothing written, nothing audited); [`LedgerError::Conflict`] when that
+    /// version is stored with other content. The caller parses and validates the table.
+    pub async fn store_price_table(
+        &self,
+        table: &NewPriceTable,
+        audit: &NewAudit,
+    ) -> Result<(bool, StoredPriceTable)> {
+        check_present("price table name", &table.name)?;
+        check_present("price table version", &table.version)?;
+        check_currency(&table.currency)?;
+        if !matches!(table.origin.as_str(), "imported" | "aws") {
+            return Err(LedgerError::Invalid(format!(
+                "price table origin {:?} is neither imported nor aws",
+                table.origin
+            )));
+        }
+        check_present("audit actor", &audit.actor)?;
+        check_present("audit action", &audit.action)?;
+        self.storage.store_price_table(table, audit).await
+    }
+
+    /// Every stored price-table version, in the order they were stored.
+    pub async fn price_tables(&self) -> Result<Vec<StoredPriceTable>> {
+        self.storage.price_tables().await
+    }
+
+    /// Changes whenever a price-table version is stored: lets a long-running process reload
+    /// its prices only when there is something new.
+    pub async fn price_tables_stamp(&self) -> Result<(i64, i64)> {
+        self.storage.price_tables_stamp().await
     }
 
     // --- jobs submitted through the API ---------------------------------------------------

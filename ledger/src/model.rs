@@ -567,3 +567,35 @@ pub struct AdmissionView {
     /// of the row's own chain in its currency).
     pub allocations: Vec<BalanceRow>,
 }
+
+/// A price-table version to keep in the ledger (`0003_price_tables.sql`): `content` is the
+/// table's canonical YAML, the other fields what listings show without parsing it. `origin` is
+/// `imported` or `aws`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPriceTable {
+    pub name: String,
+    pub version: String,
+    /// Unix seconds from which the table applies.
+    pub effective: i64,
+    pub currency: Currency,
+    pub origin: String,
+    pub row_count: i64,
+    pub content: String,
+    pub imported_at: i64,
+    pub imported_by: String,
+}
+
+/// A price-table version as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPriceTable {
+    pub id: i64,
+    pub name: String,
+    pub version: String,
+    pub effective: i64,
+    pub currency: Currency,
+    pub origin: String,
+    pub row_count: i64,
+    pub content: String,
+    pub imported_at: i64,
+    pub imported_by: String,
+}

@@ -13,7 +13,8 @@ use crate::error::Result;
 use crate::model::{
     AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
-    NewEntry, NewHold, PostOutcome, QuarantineItem, QuarantineRow, UsageCharge, UserRow,
+    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, StoredPriceTable,
+    UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 
@@ -121,4 +122,17 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// writers. The first call also stops writers from doing it themselves at commit time,
     /// so a long-running server calls it periodically (see [`crate::Ledger::checkpoint`]).
     async fn checkpoint(&self) -> Result<()>;
+    /// Stores a price-table version and its audit entry in one transaction: `(true, row)`
+    /// when stored, `(false, row)` when the same version with the same content was there
+    /// already (nothing written), [`crate::LedgerError::Conflict`] when it is there with other
+    /// content.
+    async fn store_price_table(
+        &self,
+        table: &NewPriceTable,
+        audit: &NewAudit,
+    ) -> Result<(bool, StoredPriceTable)>;
+    /// Every stored price-table version, in the order they were stored.
+    async fn price_tables(&self) -> Result<Vec<StoredPriceTable>>;
+    /// `(count, highest id)` of the stored versions: cheap, and different after every store.
+    async fn price_tables_stamp(&self) -> Result<(i64, i64)>;
 }

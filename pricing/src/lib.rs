@@ -9,9 +9,12 @@
 //! - [`tables`]: instance price tables versioned by effective date, and the [`PriceBook`].
 //! - [`charge`]: [`ClusterPricing`]: what a job costs (rate × time × QOS factor, end-state
 //!   policy), exactly, rounded once; `estimate` for holds shares the same path.
+//! - [`aws`]: the AWS Price List API's `GetProducts` filters and items, read exactly (the
+//!   fetching is the gateway's).
 //! - [`error`]: [`PricingError`], the crate's one error type.
 #![deny(clippy::float_arithmetic)]
 
+pub mod aws;
 pub mod charge;
 pub mod decimal;
 pub mod error;

@@ -17,10 +17,10 @@
 //! A job is priced with the latest table whose `effective <= start` that lists its instance; the
 //! table's `name@version` is recorded with the charge so finance can reproduce it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::decimal::Decimal;
 use crate::money::Currency;
@@ -33,7 +33,7 @@ const BUILTIN_TABLES: [(&str, &str); 1] = [(
 )];
 
 /// One instance's on-demand price in a table.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct InstancePrice {
     pub provider: String,
@@ -43,24 +43,24 @@ pub struct InstancePrice {
     pub memory_gib: Decimal,
     #[serde(default)]
     pub gpus: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_model: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_memory_gib: Option<Decimal>,
     /// Per instance-hour, in the table's currency.
     pub price_per_hour: Decimal,
     /// Where this row came from; the table's `source` when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// When the price was read from its source (`YYYY-MM-DD`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrieved: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
-/// The file form of a table, before validation.
-#[derive(Deserialize)]
+/// The file form of a table, before validation (and, written back, its canonical form).
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct TableFile {
     name: String,
@@ -68,7 +68,7 @@ struct TableFile {
     effective: String,
     currency: Currency,
     source: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     note: Option<String>,
     prices: Vec<InstancePrice>,
 }
@@ -115,9 +115,58 @@ impl PriceTable {
         })
     }
 
+    /// A table from its parts, validated as a file would be.
+    pub fn new(
+        name: String,
+        version: String,
+        effective: i64,
+        currency: Currency,
+        source: String,
+        note: Option<String>,
+        prices: Vec<InstancePrice>,
+    ) -> Result<PriceTable, PricingError> {
+        let label: Arc<str> = Arc::from(format!("{name}@{version}"));
+        let error = |message: String| PricingError::Table {
+            origin: label.to_string(),
+            message,
+        };
+        if name.trim().is_empty() || version.trim().is_empty() {
+            return Err(error("name and version must not be empty".to_string()));
+        }
+        validate_rows(&prices).map_err(error)?;
+        Ok(PriceTable {
+            name,
+            version,
+            effective,
+            currency,
+            source,
+            note,
+            prices,
+            label,
+        })
+    }
+
     /// `name@version`, as recorded with each charge.
     pub fn label(&self) -> &Arc<str> {
         &self.label
+    }
+
+    /// The table in the file format, canonically: `effective` as `YYYY-MM-DDTHH:MM:SSZ`,
+    /// decimals as quoted exact strings, optional fields left out when absent. Two tables with
+    /// the same content give the same text, and the text parses back to an equal table.
+    pub fn to_yaml(&self) -> String {
+        let file = TableFile {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            effective: format_timestamp(self.effective),
+            currency: self.currency.clone(),
+            source: self.source.clone(),
+            note: self.note.clone(),
+            prices: self.prices.clone(),
+        };
+        // Strings, integers, decimals (as strings) and lists of them: nothing serde_yaml can
+        // refuse.
+        serde_yaml::to_string(&file).expect("a price table serializes to YAML")
     }
 }
 
@@ -207,24 +256,8 @@ impl PriceBook {
 
     /// Adds every `*.yaml` / `*.yml` file in `dir`, in file-name order.
     pub fn add_dir(&mut self, dir: &Path) -> Result<(), PricingError> {
-        let io_error = |path: &Path, e: std::io::Error| PricingError::Table {
-            origin: path.display().to_string(),
-            message: e.to_string(),
-        };
-        let mut paths = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(|e| io_error(dir, e))? {
-            let path = entry.map_err(|e| io_error(dir, e))?.path();
-            let is_yaml = path
-                .extension()
-                .is_some_and(|ext| ext == "yaml" || ext == "yml");
-            if is_yaml && path.is_file() {
-                paths.push(path);
-            }
-        }
-        paths.sort();
-        for path in paths {
-            let text = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
-            self.add_yaml_str(&text, &path.display().to_string())?;
+        for (_, table) in read_dir_tables(dir)? {
+            self.add_table(table)?;
         }
         Ok(())
     }
@@ -330,6 +363,65 @@ impl PriceBook {
                 }
             })
     }
+}
+
+/// Every `*.yaml` / `*.yml` table in `dir` (not recursive), in file-name order, with its path.
+pub fn read_dir_tables(dir: &Path) -> Result<Vec<(PathBuf, PriceTable)>, PricingError> {
+    let io_error = |path: &Path, e: std::io::Error| PricingError::Table {
+        origin: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| io_error(dir, e))? {
+        let path = entry.map_err(|e| io_error(dir, e))?.path();
+        let is_yaml = path
+            .extension()
+            .is_some_and(|ext| ext == "yaml" || ext == "yml");
+        if is_yaml && path.is_file() {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    let mut tables = Vec::with_capacity(paths.len());
+    for path in paths {
+        let text = std::fs::read_to_string(&path).map_err(|e| io_error(&path, e))?;
+        let table = PriceTable::from_yaml_str(&text, &path.display().to_string())?;
+        tables.push((path, table));
+    }
+    Ok(tables)
+}
+
+/// Unix seconds to `YYYY-MM-DDTHH:MM:SSZ` (the inverse of [`parse_timestamp`]).
+pub fn format_timestamp(at: i64) -> String {
+    let days = at.div_euclid(86_400);
+    let seconds = at.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (the inverse of
+/// [`days_from_civil`], after Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// `YYYY-MM-DD` (midnight UTC) or `YYYY-MM-DDTHH:MM:SSZ` to Unix seconds.
@@ -480,6 +572,81 @@ mod tests {
         assert!(book
             .lookup("aws", "us-east-1", "c5.xlarge", at - 1)
             .is_none());
+    }
+
+    #[test]
+    fn formats_timestamps_back() {
+        for text in [
+            "1970-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+            "2000-02-29T23:59:59Z",
+            "1969-12-31T23:59:59Z",
+            "2400-03-01T12:00:00Z",
+            "1900-02-28T01:02:03Z",
+        ] {
+            assert_eq!(format_timestamp(parse_timestamp(text).unwrap()), text);
+        }
+        for day in (-719_000..2_900_000i64).step_by(7) {
+            let at = day * 86_400 + 3_723;
+            assert_eq!(parse_timestamp(&format_timestamp(at)), Ok(at));
+        }
+    }
+
+    #[test]
+    fn canonical_yaml_parses_back_to_the_same_table() {
+        let book = PriceBook::builtin();
+        let shipped = &book.tables()[0];
+        let text = shipped.to_yaml();
+        let back = PriceTable::from_yaml_str(&text, "canonical").unwrap();
+        assert_eq!(&back, shipped);
+        assert_eq!(back.to_yaml(), text);
+        // Decimals are written as strings, so no reader takes them for floats, and a long
+        // one survives.
+        let long = table("t", "1", "2026-01-01", "1234567.123456789012");
+        let t = PriceTable::from_yaml_str(&long, "long").unwrap();
+        let text = t.to_yaml();
+        assert!(text.contains("'1234567.123456789012'"), "{text}");
+        assert!(text.contains("effective: 2026-01-01T00:00:00Z"), "{text}");
+        assert_eq!(PriceTable::from_yaml_str(&text, "again").unwrap(), t);
+        // Comments and key order do not change the content.
+        let reordered = format!("# a comment\n{}", long.replace("source: test\n", ""))
+            .replace("name: t\n", "name: t\nsource: test\n");
+        assert_eq!(
+            PriceTable::from_yaml_str(&reordered, "r")
+                .unwrap()
+                .to_yaml(),
+            text
+        );
+    }
+
+    #[test]
+    fn builds_tables_from_parts() {
+        let row = PriceTable::from_yaml_str(&table("t", "1", "2026-01-01", "2"), "a")
+            .unwrap()
+            .prices;
+        let t = PriceTable::new(
+            "aws-ec2".into(),
+            "20260301T000000Z".into(),
+            1_772_323_200,
+            Currency::new("usd"),
+            "test".into(),
+            None,
+            row.clone(),
+        )
+        .unwrap();
+        assert_eq!(t.label().as_ref(), "aws-ec2@20260301T000000Z");
+        let twice = [row.clone(), row].concat();
+        let error = PriceTable::new(
+            "x".into(),
+            "1".into(),
+            0,
+            Currency::new("usd"),
+            "s".into(),
+            None,
+            twice,
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("listed twice"), "{error}");
     }
 
     #[test]

@@ -450,10 +450,11 @@ impl Admission {
         let chain = view.chain;
         let balances = view.allocations;
         let order = route::route_order(config, &request.clusters, &chain);
+        let prices = app.price_book();
         let ctx = quote::QuoteContext {
             config,
             pricing: &app.pricing,
-            prices: &app.prices,
+            prices: &prices,
             forwarders: &self.inner.forwarders,
             request,
             chain: &chain,

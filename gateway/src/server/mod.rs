@@ -309,7 +309,8 @@ pub async fn checkpoint_loop(app: Arc<App>, shutdown: impl Future<Output = ()>) 
 }
 
 /// Every [`EXPIRY_INTERVAL`], expires the holds past their expiry (and, in the same ledger
-/// transaction, marks their API jobs `expired`) until `shutdown` resolves.
+/// transaction, marks their API jobs `expired`) and picks up new price-table versions, until
+/// `shutdown` resolves.
 pub async fn expiry_loop(app: Arc<App>, shutdown: impl Future<Output = ()>) {
     let mut ticks = tokio::time::interval(EXPIRY_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -323,6 +324,10 @@ pub async fn expiry_loop(app: Arc<App>, shutdown: impl Future<Output = ()>) {
             Ok(0) => {}
             Ok(n) => tracing::info!(expired = n, "holds expired"),
             Err(e) => tracing::error!("expiring holds: {e}"),
+        }
+        // Quotes use price-table versions stored since (`bursar prices import`/`refresh`).
+        if let Err(e) = app.prices.reload_if_changed(&app.ledger).await {
+            tracing::warn!("price tables: {e:#}; the ones loaded before stay in use");
         }
     }
 }

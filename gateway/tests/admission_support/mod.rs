@@ -188,7 +188,7 @@ impl Fixture {
                 &request.alloc_with_default_mem(def_mem),
                 minutes * 60,
                 now(),
-                &self.app.prices,
+                &self.app.price_book(),
             )
             .unwrap()
             .micros

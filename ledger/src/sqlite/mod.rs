@@ -9,6 +9,7 @@
 //! - `gateway.rs`: the audit log and the jobs submitted through the gateway's API.
 //! - `admit.rs`: the admission fast path (one-statement quote view, group-committed holds
 //!   and jobs); `view_cache.rs`: the quote view's cache and how it learns of changes.
+//! - `prices.rs`: the price-table versions kept in the ledger.
 //!
 //! One writer: all writes go through a pool of exactly one connection and open their
 //! transaction with `BEGIN IMMEDIATE`, so they are serialized (admission checks included) and a
@@ -27,6 +28,7 @@ mod gateway;
 mod holds;
 mod journal;
 mod labels;
+mod prices;
 mod read;
 mod tree;
 mod view_cache;
@@ -49,7 +51,8 @@ use crate::error::{LedgerError, Result};
 use crate::model::{
     AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
-    NewEntry, NewHold, PostOutcome, QuarantineItem, QuarantineRow, UsageCharge, UserRow,
+    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, StoredPriceTable,
+    UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 use crate::storage::{Storage, UsageSource};
@@ -510,6 +513,28 @@ impl Storage for SqliteStorage {
     async fn audit_log(&self, limit: Option<u32>) -> Result<Vec<AuditEntry>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         gateway::audit_log(&mut conn, limit).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn store_price_table(
+        &self,
+        table: &NewPriceTable,
+        audit: &NewAudit,
+    ) -> Result<(bool, StoredPriceTable)> {
+        let mut tx = self.begin().await?;
+        let outcome = prices::store(&mut tx, table, audit).await?;
+        self.commit(tx).await?;
+        Ok(outcome)
+    }
+
+    async fn price_tables(&self) -> Result<Vec<StoredPriceTable>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        prices::list(&mut conn).await
+    }
+
+    async fn price_tables_stamp(&self) -> Result<(i64, i64)> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        prices::stamp(&mut conn).await
     }
 
     #[tracing::instrument(skip_all)]
