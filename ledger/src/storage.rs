@@ -8,6 +8,7 @@
 use async_trait::async_trait;
 use bursar_pricing::Currency;
 
+use crate::alerts::{AlertRow, NewAlert};
 use crate::balances::BalanceSnapshot;
 use crate::error::Result;
 use crate::model::{
@@ -102,4 +103,19 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         at: i64,
     ) -> Result<()>;
     async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>>;
+
+    /// Every alert, by id.
+    async fn alerts(&self) -> Result<Vec<AlertRow>>;
+    /// Re-arms the open alerts `rearm` and records `fire` (each unless an alert of its
+    /// allocation and kind is open), in one transaction; returns the ids recorded.
+    async fn record_alerts(&self, fire: &[NewAlert], rearm: &[i64], now: i64) -> Result<Vec<i64>>;
+    /// Takes a pending alert for delivery until `until`; `false` if delivered or taken.
+    async fn claim_alert(&self, id: i64, now: i64, until: i64) -> Result<bool>;
+    /// Records a delivery: `Ok(via)` delivered, `Err(message)` failed.
+    async fn finish_alert(
+        &self,
+        id: i64,
+        outcome: std::result::Result<&str, &str>,
+        at: i64,
+    ) -> Result<()>;
 }

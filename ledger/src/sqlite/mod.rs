@@ -7,6 +7,7 @@
 //! - `holds.rs`: placing, linking, releasing, expiring holds.
 //! - `read.rs`: balance snapshots, usage lines, verification, quarantine, cursors.
 //! - `gateway.rs`: the audit log and the jobs submitted through the gateway's API.
+//! - `alerts.rs`: alerts fired on allocations and their delivery.
 //!
 //! One writer: all writes go through a pool of exactly one connection and open their
 //! transaction with `BEGIN IMMEDIATE`, so they are serialized (admission checks included) and a
@@ -20,6 +21,7 @@
 //! next statement's parameters are bound (`journal::pipelined`), passes lists as one JSON
 //! parameter (`json_each`), and gets a batch's lookups back packed into one text.
 
+mod alerts;
 mod gateway;
 mod holds;
 mod journal;
@@ -40,6 +42,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, Sqlite, Transaction};
 
+use crate::alerts::{AlertRow, NewAlert};
 use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
 use crate::model::{
@@ -506,6 +509,37 @@ impl Storage for SqliteStorage {
     async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         gateway::api_jobs(&mut conn, user, account).await
+    }
+
+    async fn alerts(&self) -> Result<Vec<AlertRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        alerts::list(&mut conn).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn record_alerts(&self, fire: &[NewAlert], rearm: &[i64], now: i64) -> Result<Vec<i64>> {
+        let mut tx = self.begin().await?;
+        let ids = alerts::record(&mut tx, fire, rearm, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(ids)
+    }
+
+    async fn claim_alert(&self, id: i64, now: i64, until: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let claimed = alerts::claim(&mut tx, id, now, until).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(claimed)
+    }
+
+    async fn finish_alert(
+        &self,
+        id: i64,
+        outcome: std::result::Result<&str, &str>,
+        at: i64,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        alerts::finish(&mut tx, id, outcome, at).await?;
+        tx.commit().await.map_err(db)
     }
 }
 
