@@ -13,10 +13,13 @@
 //! - [`output`] renders tables, CSV and JSON; [`timefmt`] reads dates and durations.
 //! - [`telemetry`] sets up logging.
 //! - [`finance`]: `bursar statement`, `export focus` and `report top`.
+//! - [`forecast`]: `bursar forecast` and the forecast of the balance API; [`alerts`]: alert
+//!   checks, webhook delivery, `bursar alerts check|list`.
 //! - [`enforce`] blocks new jobs of exhausted accounts in Slurm; [`sync`] copies the account
 //!   tree between Slurm and the ledger.
 
 pub mod admission;
+pub mod alerts;
 pub mod app;
 pub mod auth;
 pub mod cli;
@@ -26,6 +29,7 @@ pub mod collect;
 pub mod config;
 pub mod enforce;
 pub mod finance;
+pub mod forecast;
 pub mod import;
 pub mod output;
 pub mod reconcile;
