@@ -253,8 +253,11 @@ async fn post(client: &reqwest::Client, url: &str, body: &Value) -> anyhow::Resu
         return Ok(());
     }
     let text = response.text().await.unwrap_or_default();
-    let snippet: String = text.chars().take(200).collect();
-    anyhow::bail!("HTTP {status}: {}", snippet.trim())
+    let snippet: String = text.trim().chars().take(200).collect();
+    if snippet.is_empty() {
+        anyhow::bail!("HTTP {status}")
+    }
+    anyhow::bail!("HTTP {status}: {snippet}")
 }
 
 /// After a collection pass of `bursar serve`: one check, errors logged.
@@ -343,8 +346,8 @@ pub async fn command_check(
     })
 }
 
-/// `bursar alerts list`: the open alerts of allocations in force now, or every alert with
-/// `--all`.
+/// `bursar alerts list`: the open alerts of allocations whose period has not ended, or every
+/// alert with `--all`.
 pub async fn command_list(
     app: &App,
     args: AlertsListArgs,
@@ -353,7 +356,7 @@ pub async fn command_list(
     let at = now();
     let mut alerts = app.ledger.alerts().await?;
     if !args.all {
-        alerts.retain(|a| a.rearmed_at.is_none() && a.period.0 <= at && at < a.period.1);
+        alerts.retain(|a| a.rearmed_at.is_none() && at < a.period.1);
     }
     if args.format == Format::Json {
         let rows: Vec<Value> = alerts

@@ -126,7 +126,8 @@ pub enum AlertsCommand {
     /// to the webhook (for cron; `bursar serve` checks on its own). Exit 1 when a delivery
     /// failed (it is retried by the next check).
     Check(AlertsCheckArgs),
-    /// Alerts fired: the open ones of allocations in force (every one with --all).
+    /// Alerts fired: the open ones of allocations whose period has not ended (every one,
+    /// re-armed and past included, with --all).
     List(AlertsListArgs),
 }
 
