@@ -100,6 +100,12 @@ pub enum Command {
     /// ledger), importing new versions, and fetching current AWS EC2 prices.
     #[command(subcommand)]
     Prices(PricesCommand),
+    /// Burn rate per allocation over a window (holds of running jobs count as spent) and the
+    /// projected exhaustion date; flagged when it falls before the period ends.
+    Forecast(ForecastArgs),
+    /// Allocation alerts (50/80/100 % committed, projected to run out): check once, or list.
+    #[command(subcommand)]
+    Alerts(AlertsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -156,6 +162,51 @@ pub struct PricesRefreshArgs {
     /// Print what would change without storing anything.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ForecastArgs {
+    /// Only this account (one row per currency).
+    #[arg(long, short = 'A')]
+    pub account: Option<String>,
+    /// The window the burn rate is measured over: 14d, 7d, 36h, … (default: alerts.window,
+    /// else 14d).
+    #[arg(long)]
+    pub window: Option<String>,
+    /// The moment to forecast from (default: now): YYYY-MM-DD, a UTC time or @unix-seconds.
+    #[arg(long)]
+    pub at: Option<String>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AlertsCommand {
+    /// Evaluate the alert rules once, record and log what fired, and deliver pending alerts
+    /// to the webhook (for cron; `bursar serve` checks on its own). Exit 1 when a delivery
+    /// failed (it is retried by the next check).
+    Check(AlertsCheckArgs),
+    /// Alerts fired: the open ones of allocations whose period has not ended (every one,
+    /// re-armed and past included, with --all).
+    List(AlertsListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AlertsCheckArgs {
+    /// Evaluate as of this moment instead of now.
+    #[arg(long)]
+    pub at: Option<String>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct AlertsListArgs {
+    /// Every alert ever fired, re-armed ones and past periods included.
+    #[arg(long, short = 'a')]
+    pub all: bool,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]

@@ -113,6 +113,15 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Prices(command) => {
             crate::prices::command(&App::open(config).await?, command, &mut out).await?
         }
+        Command::Forecast(args) => {
+            crate::forecast::command(&App::open(config).await?, args, &mut out).await?
+        }
+        Command::Alerts(AlertsCommand::Check(args)) => {
+            return crate::alerts::command_check(&App::open(config).await?, args, &mut out).await
+        }
+        Command::Alerts(AlertsCommand::List(args)) => {
+            crate::alerts::command_list(&App::open(config).await?, args, &mut out).await?
+        }
         Command::Serve(args) => {
             let listen = args.listen.unwrap_or_else(|| config.listen().to_string());
             crate::server::serve(App::open(config).await?, &listen, &mut out).await?
@@ -465,7 +474,9 @@ async fn balance(app: &App, args: BalanceArgs, out: &mut impl Write) -> anyhow::
         None => app.ledger.balances(at).await?,
     };
     if args.format == Format::Json {
-        return Ok(write_json(out, &balance_json(app, &rows, at))?);
+        let window = crate::forecast::window(app, None)?;
+        let forecasts = app.ledger.forecasts_of(&rows, at, window).await?;
+        return Ok(write_json(out, &balance_json(app, &rows, &forecasts, at))?);
     }
     let mut table = Table::new(
         &[
@@ -499,11 +510,21 @@ async fn balance(app: &App, args: BalanceArgs, out: &mut impl Write) -> anyhow::
 }
 
 /// `{"at", "balances": [...]}`: `bursar balance --format json` and
-/// `GET /v1/accounts/{name}/balance`.
-pub fn balance_json(app: &App, rows: &[BalanceRow], at: i64) -> Value {
+/// `GET /v1/accounts/{name}/balance`. Each row has a `forecast` object when `forecasts` has
+/// one for it (the ledger's `forecasts_of(rows)`, in the rows' order).
+pub fn balance_json(
+    app: &App,
+    rows: &[BalanceRow],
+    forecasts: &[bursar_ledger::Forecast],
+    at: i64,
+) -> Value {
     let rows: Vec<Value> = rows
         .iter()
         .map(|r| {
+            let forecast = forecasts
+                .iter()
+                .find(|f| f.account == r.account && f.currency == r.currency)
+                .map(|f| crate::forecast::forecast_json(app, f));
             json!({
                 "account": r.account,
                 "currency": r.currency,
@@ -514,6 +535,7 @@ pub fn balance_json(app: &App, rows: &[BalanceRow], at: i64) -> Value {
                 "available": opt_money(app, &r.currency, r.available),
                 "period_start": r.period.map(|p| bound_json(p.0)),
                 "period_end": r.period.map(|p| bound_json(p.1)),
+                "forecast": forecast,
             })
         })
         .collect();

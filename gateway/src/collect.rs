@@ -664,6 +664,7 @@ pub async fn collect_loop(
                             started.elapsed()
                         );
                         crate::enforce::after_collection(&app).await;
+                        crate::alerts::after_collection(&app).await;
                     }
                     Err(e) => tracing::error!(cluster = %collector.cluster, "collection pass failed: {e:#}"),
                 }

@@ -49,6 +49,9 @@ pub struct Config {
     /// Holds placed at admission: `holds: {grace: 1h}`.
     #[serde(default)]
     pub holds: HoldsConfig,
+    /// Allocation alerts and forecasts: see [`AlertsConfig`].
+    #[serde(default)]
+    pub alerts: AlertsConfig,
     /// Where the file was read from (not a key).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -100,6 +103,169 @@ impl HoldsConfig {
     pub fn grace(&self) -> Duration {
         self.grace.unwrap_or(Duration::from_secs(3600))
     }
+}
+
+/// Alerts on allocations, and the forecast window:
+/// `alerts: {thresholds: [50, 80, 100], projected: true, window: 14d, interval: 5m,
+/// webhook: {url: …, format: json|slack, timeout: 10s}, accounts: {physics: {thresholds: [90]}}}`.
+/// Every key is optional; without the section alerts go to the log with the defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsConfig {
+    /// `false` turns alert checks off (`bursar serve` and `bursar alerts check`). Default on.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Percentages of an allocation committed (charged + held) that fire an alert, 1 to 1000.
+    /// Default `[50, 80, 100]`.
+    #[serde(default)]
+    pub thresholds: Option<Vec<u32>>,
+    /// Alert when the forecast runs out before the period ends. Default `true`.
+    #[serde(default)]
+    pub projected: Option<bool>,
+    /// The forecast window (burn rate over the last `window`), for alerts, balances and
+    /// `bursar forecast`. Default 14d; at least 1h.
+    #[serde(default, deserialize_with = "crate::timefmt::de_duration")]
+    pub window: Option<Duration>,
+    /// How often `bursar serve` checks, besides after every collection pass. Default 5m.
+    #[serde(default, deserialize_with = "crate::timefmt::de_duration")]
+    pub interval: Option<Duration>,
+    /// Where alerts are POSTed, besides the log.
+    #[serde(default)]
+    pub webhook: Option<WebhookConfig>,
+    /// Per-account policies (the allocation's own account); keys left out take the defaults.
+    #[serde(default)]
+    pub accounts: BTreeMap<String, AccountAlertsConfig>,
+}
+
+/// `alerts.webhook`: `{url: https://…, format: json, timeout: 10s}` or `{url_file: PATH}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// The URL to POST to.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// A file holding the URL (a Slack webhook URL is a secret); relative to the config file.
+    #[serde(default)]
+    pub url_file: Option<PathBuf>,
+    /// `json` (every field and a Slack-compatible `text`) or `slack` (`{"text"}` only).
+    #[serde(default)]
+    pub format: WebhookFormat,
+    /// Limit for one POST. Default 10s.
+    #[serde(default, deserialize_with = "crate::timefmt::de_duration")]
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookFormat {
+    #[default]
+    Json,
+    Slack,
+}
+
+/// `alerts.accounts.<name>`: `{thresholds: [90], projected: false}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountAlertsConfig {
+    #[serde(default)]
+    pub thresholds: Option<Vec<u32>>,
+    #[serde(default)]
+    pub projected: Option<bool>,
+}
+
+impl AlertsConfig {
+    pub fn enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
+
+    /// The forecast window, default 14 days.
+    pub fn window(&self) -> Duration {
+        self.window.unwrap_or(Duration::from_secs(14 * 86_400))
+    }
+
+    /// Time between checks of `bursar serve`, default 5 minutes.
+    pub fn interval(&self) -> Duration {
+        self.interval.unwrap_or(Duration::from_secs(300))
+    }
+
+    /// The ledger's rules for this section.
+    pub fn rules(&self) -> bursar_ledger::AlertRules {
+        let default = bursar_ledger::AlertPolicy {
+            thresholds: self.thresholds.clone().unwrap_or_else(|| vec![50, 80, 100]),
+            projected: self.projected.unwrap_or(true),
+        };
+        let accounts = self
+            .accounts
+            .iter()
+            .map(|(name, a)| {
+                let policy = bursar_ledger::AlertPolicy {
+                    thresholds: a
+                        .thresholds
+                        .clone()
+                        .unwrap_or_else(|| default.thresholds.clone()),
+                    projected: a.projected.unwrap_or(default.projected),
+                };
+                (name.clone(), policy)
+            })
+            .collect();
+        bursar_ledger::AlertRules {
+            default,
+            accounts,
+            window: i64::try_from(self.window().as_secs()).unwrap_or(i64::MAX),
+        }
+    }
+
+    fn validate(
+        &self,
+        warnings: &mut Vec<String>,
+        declared: &BTreeMap<String, AccountConfig>,
+    ) -> anyhow::Result<()> {
+        let lists = std::iter::once(("alerts.thresholds".to_string(), &self.thresholds)).chain(
+            self.accounts
+                .iter()
+                .map(|(a, c)| (format!("alerts.accounts.{a}.thresholds"), &c.thresholds)),
+        );
+        for (what, list) in lists {
+            for t in list.iter().flatten() {
+                if !(1..=1000).contains(t) {
+                    bail!("{what}: {t} is not a percentage from 1 to 1000");
+                }
+            }
+        }
+        if self.window().as_secs() < 3600 {
+            bail!("alerts.window: the forecast window must be at least 1h");
+        }
+        if self.interval().as_secs() == 0 {
+            bail!("alerts.interval must not be zero");
+        }
+        if let Some(w) = &self.webhook {
+            match (&w.url, &w.url_file) {
+                (Some(url), None) => check_webhook_url(url)?,
+                (None, Some(_)) => {}
+                _ => bail!("alerts.webhook needs exactly one of url and url_file"),
+            }
+            if w.timeout.is_some_and(|t| t.is_zero()) {
+                bail!("alerts.webhook.timeout must not be zero");
+            }
+        }
+        for account in self.accounts.keys() {
+            check_name("account", account)?;
+            if !declared.contains_key(account) {
+                warnings.push(format!(
+                    "alerts.accounts.{account}: account {account} is not declared under accounts"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A webhook URL must be http(s).
+pub fn check_webhook_url(url: &str) -> anyhow::Result<()> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        bail!("alerts.webhook.url must start with http:// or https://");
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -549,6 +715,16 @@ impl Config {
         else {
             return;
         };
+        if let Some(path) = self
+            .alerts
+            .webhook
+            .as_mut()
+            .and_then(|w| w.url_file.as_mut())
+        {
+            if path.is_relative() {
+                *path = dir.join(&*path);
+            }
+        }
         if let Some(auth) = &mut self.auth {
             for path in [&mut auth.hs256_key_file, &mut auth.jwks_file]
                 .into_iter()
@@ -694,6 +870,7 @@ impl Config {
                 }
             }
         }
+        self.alerts.validate(&mut warnings, &self.accounts)?;
         for account in self.routing.accounts.keys() {
             if !self.accounts.contains_key(account) {
                 warnings.push(format!(
@@ -799,6 +976,41 @@ mod tests {
         c.source = Some(PathBuf::from("/etc/bursar/bursar.yaml"));
         assert_eq!(c.database_url(), "sqlite:///etc/bursar/data/b.db");
         assert_eq!(Config::default().database_url(), "sqlite://bursar.db");
+    }
+
+    #[test]
+    fn alerts_sections_are_read_and_checked() {
+        let c = Config::parse(
+            "alerts:\n  thresholds: [75, 100]\n  window: 7d\n  webhook: {url: http://127.0.0.1:9/h, format: slack, timeout: 2s}\n  accounts:\n    physics: {projected: false}\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        let rules = c.alerts.rules();
+        assert_eq!(rules.default.thresholds, [75, 100]);
+        assert!(rules.default.projected);
+        assert_eq!(rules.window, 7 * 86_400);
+        assert_eq!(rules.accounts["physics"].thresholds, [75, 100]);
+        assert!(!rules.accounts["physics"].projected);
+        let webhook = c.alerts.webhook.as_ref().unwrap();
+        assert_eq!(webhook.format, WebhookFormat::Slack);
+        assert_eq!(webhook.timeout, Some(Duration::from_secs(2)));
+
+        let defaults = Config::default().alerts.rules();
+        assert_eq!(defaults.default.thresholds, [50, 80, 100]);
+        assert_eq!(defaults.window, 14 * 86_400);
+
+        let err = Config::parse("alerts:\n  treshold: [50]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("treshold"), "{err}");
+        for bad in [
+            "alerts: {thresholds: [0]}",
+            "alerts: {window: 30m}",
+            "alerts: {webhook: {url: ftp://x}}",
+            "alerts: {webhook: {format: json}}",
+        ] {
+            assert!(Config::parse(bad).unwrap().validate().is_err(), "{bad}");
+        }
     }
 
     #[test]

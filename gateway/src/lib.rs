@@ -15,10 +15,13 @@
 //! - [`finance`]: `bursar statement`, `export focus` and `report top`.
 //! - [`prices`]: where the price book comes from (shipped, config files, versions stored in
 //!   the ledger) and `bursar prices` (list, show, import, refresh from AWS).
+//! - [`forecast`]: `bursar forecast` and the forecast of the balance API; [`alerts`]: alert
+//!   checks, webhook delivery, `bursar alerts check|list`.
 //! - [`enforce`] blocks new jobs of exhausted accounts in Slurm; [`sync`] copies the account
 //!   tree between Slurm and the ledger.
 
 pub mod admission;
+pub mod alerts;
 pub mod app;
 pub mod auth;
 pub mod cli;
@@ -28,6 +31,7 @@ pub mod collect;
 pub mod config;
 pub mod enforce;
 pub mod finance;
+pub mod forecast;
 pub mod import;
 pub mod output;
 pub mod prices;

@@ -16,6 +16,8 @@
 //!   - [`balances`]: balance rows from a snapshot of allocations and totals;
 //!   - [`report`]: usage report grouping and assembly;
 //!   - [`finance`]: account statements (reconciling to the micro) and top users/jobs;
+//!   - [`forecast`]: burn rates (holds count as spent) and projected exhaustion dates;
+//!   - [`alerts`]: threshold and projection alerts, fired once per crossing;
 //!   - [`tree`], [`calendar`]: the account tree in memory; UTC days and months in integers.
 //! - [`storage`]: the [`Storage`] trait, one transaction per method.
 //! - [`sqlite`]: [`SqliteStorage`], the SQLite backend; the only place with SQL. Its
@@ -27,10 +29,12 @@
 //! a second, and integers hash, compare and bind far cheaper than strings.
 #![deny(clippy::float_arithmetic)]
 
+pub mod alerts;
 pub mod balances;
 pub mod calendar;
 pub mod error;
 pub mod finance;
+pub mod forecast;
 pub mod materialize;
 pub mod model;
 pub mod names;
@@ -45,7 +49,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bursar_pricing::Currency;
 
+pub use crate::alerts::{AlertKind, AlertPolicy, AlertRow, AlertRules};
 pub use crate::error::{LedgerError, Result};
+pub use crate::forecast::{Exhaustion, Forecast};
 pub use crate::model::{
     AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState, JobRow, JournalEntry,

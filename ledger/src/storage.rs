@@ -8,6 +8,7 @@
 use async_trait::async_trait;
 use bursar_pricing::Currency;
 
+use crate::alerts::{AlertRow, NewAlert};
 use crate::balances::BalanceSnapshot;
 use crate::error::Result;
 use crate::model::{
@@ -135,4 +136,18 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn price_tables(&self) -> Result<Vec<StoredPriceTable>>;
     /// `(count, highest id)` of the stored versions: cheap, and different after every store.
     async fn price_tables_stamp(&self) -> Result<(i64, i64)>;
+    /// Every alert, by id.
+    async fn alerts(&self) -> Result<Vec<AlertRow>>;
+    /// Re-arms the open alerts `rearm` and records `fire` (each unless an alert of its
+    /// allocation and kind is open), in one transaction; returns the ids recorded.
+    async fn record_alerts(&self, fire: &[NewAlert], rearm: &[i64], now: i64) -> Result<Vec<i64>>;
+    /// Takes a pending alert for delivery until `until`; `false` if delivered or taken.
+    async fn claim_alert(&self, id: i64, now: i64, until: i64) -> Result<bool>;
+    /// Records a delivery: `Ok(via)` delivered, `Err(message)` failed.
+    async fn finish_alert(
+        &self,
+        id: i64,
+        outcome: std::result::Result<&str, &str>,
+        at: i64,
+    ) -> Result<()>;
 }

@@ -108,7 +108,10 @@ pub(super) async fn balance(
         None => now(),
     };
     let rows = app.ledger.balance(&name, at).await?;
-    Ok(Json(balance_json(app, &rows, at)))
+    let window = crate::forecast::window(app, None)
+        .map_err(|e| ApiError::internal(format_args!("{e:#}")))?;
+    let forecasts = app.ledger.forecasts_of(&rows, at, window).await?;
+    Ok(Json(balance_json(app, &rows, &forecasts, at)))
 }
 
 #[derive(Debug, Deserialize)]

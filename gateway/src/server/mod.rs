@@ -9,8 +9,9 @@
 //! - Handlers: [`accounts`] (tree, balances, reports), `finance` (statements, top users/jobs), [`admin`] (changes, audited; the audit
 //!   log), [`jobs`] (quotes and jobs, through [`AdmissionApi`]), [`meta`] (health, metrics,
 //!   OpenAPI).
-//! - [`serve`]: binds, prints `bursar listening on http://ADDR`, runs the collection loop and
-//!   the hold-expiry and checkpoint loops beside the server, and stops gracefully on SIGINT or SIGTERM.
+//! - [`serve`]: binds, prints `bursar listening on http://ADDR`, runs the collection loop, the
+//!   hold-expiry loop, the checkpoint loop and the alert loop (`crate::alerts`) beside the
+//!   server, and stops gracefully on SIGINT or SIGTERM.
 
 pub mod accounts;
 pub mod admin;
@@ -224,6 +225,10 @@ pub async fn serve(app: App, listen: &str, out: &mut impl Write) -> anyhow::Resu
     ));
     let expiring = tokio::spawn(expiry_loop(app.clone(), until_stopped(stopped.clone())));
     let checkpointing = tokio::spawn(checkpoint_loop(app.clone(), until_stopped(stopped.clone())));
+    let alerting = tokio::spawn(crate::alerts::alerts_loop(
+        app.clone(),
+        until_stopped(stopped.clone()),
+    ));
 
     let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown_signal())
@@ -242,6 +247,9 @@ pub async fn serve(app: App, listen: &str, out: &mut impl Write) -> anyhow::Resu
         }
         if let Err(e) = expiring.await {
             tracing::error!("hold-expiry loop: {e}");
+        }
+        if let Err(e) = alerting.await {
+            tracing::error!("alert loop: {e}");
         }
     };
     if tokio::time::timeout(SHUTDOWN_GRACE, background)

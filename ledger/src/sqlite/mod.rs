@@ -10,6 +10,7 @@
 //! - `admit.rs`: the admission fast path (one-statement quote view, group-committed holds
 //!   and jobs); `view_cache.rs`: the quote view's cache and how it learns of changes.
 //! - `prices.rs`: the price-table versions kept in the ledger.
+//! - `alerts.rs`: alerts fired on allocations and their delivery.
 //!
 //! One writer: all writes go through a pool of exactly one connection and open their
 //! transaction with `BEGIN IMMEDIATE`, so they are serialized (admission checks included) and a
@@ -24,6 +25,7 @@
 //! parameter (`json_each`), and gets a batch's lookups back packed into one text.
 
 mod admit;
+mod alerts;
 mod gateway;
 mod holds;
 mod journal;
@@ -46,6 +48,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, Sqlite, Transaction};
 
+use crate::alerts::{AlertRow, NewAlert};
 use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
 use crate::model::{
@@ -640,6 +643,37 @@ impl Storage for SqliteStorage {
         let linked = admit::record_forwarded(&mut tx, jobs).await?;
         self.commit(tx).await?;
         Ok(linked)
+    }
+
+    async fn alerts(&self) -> Result<Vec<AlertRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        alerts::list(&mut conn).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn record_alerts(&self, fire: &[NewAlert], rearm: &[i64], now: i64) -> Result<Vec<i64>> {
+        let mut tx = self.begin().await?;
+        let ids = alerts::record(&mut tx, fire, rearm, now).await?;
+        self.commit(tx).await?;
+        Ok(ids)
+    }
+
+    async fn claim_alert(&self, id: i64, now: i64, until: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let claimed = alerts::claim(&mut tx, id, now, until).await?;
+        self.commit(tx).await?;
+        Ok(claimed)
+    }
+
+    async fn finish_alert(
+        &self,
+        id: i64,
+        outcome: std::result::Result<&str, &str>,
+        at: i64,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
+        alerts::finish(&mut tx, id, outcome, at).await?;
+        self.commit(tx).await
     }
 }
 
