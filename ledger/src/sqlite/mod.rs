@@ -6,6 +6,7 @@
 //! - `journal.rs`: entries, job postings, materialized writes, `post_usage`, `post_entry`.
 //! - `holds.rs`: placing, linking, releasing, expiring holds.
 //! - `read.rs`: balance snapshots, usage lines, verification, quarantine, cursors.
+//! - `admin.rs`: closing accounts, removing associations, renewals, transfers, refunds.
 //! - `gateway.rs`: the audit log and the jobs submitted through the gateway's API.
 //!
 //! One writer: all writes go through a pool of exactly one connection and open their
@@ -20,6 +21,7 @@
 //! next statement's parameters are bound (`journal::pipelined`), passes lists as one JSON
 //! parameter (`json_each`), and gets a batch's lookups back packed into one text.
 
+mod admin;
 mod gateway;
 mod holds;
 mod journal;
@@ -45,7 +47,8 @@ use crate::error::{LedgerError, Result};
 use crate::model::{
     AccountRow, AllocationRow, ApiJob, AssociationRow, AuditEntry, HoldRow, JobRow, JournalEntry,
     JournalQuery, NewApiJob, NewAudit, NewEntry, NewHold, PostOutcome, QuarantineItem,
-    QuarantineRow, UsageCharge, UserRow,
+    QuarantineRow, RefundOutcome, RefundRequest, RenewRequest, Renewal, TransferOutcome,
+    TransferRequest, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 use crate::storage::{Storage, UsageSource};
@@ -300,6 +303,51 @@ impl Storage for SqliteStorage {
     async fn accounts(&self) -> Result<Vec<AccountRow>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         tree::accounts(&mut conn).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn close_account(&self, name: &str, now: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let closed = admin::close_account(&mut tx, name, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(closed)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn dissociate(&self, user: &str, account: &str) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let removed = admin::dissociate(&mut tx, user, account).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(removed)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn renew_allocation(&self, req: &RenewRequest, now: i64) -> Result<Renewal> {
+        let mut tx = self.begin().await?;
+        let renewal = admin::renew_allocation(&mut tx, req, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(renewal)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn transfer(&self, req: &TransferRequest, now: i64) -> Result<TransferOutcome> {
+        let mut tx = self.begin().await?;
+        let outcome = admin::transfer(&mut tx, req, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(outcome)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn refund_job(&self, req: &RefundRequest, now: i64) -> Result<RefundOutcome> {
+        let mut tx = self.begin().await?;
+        let outcome = admin::refund_job(&mut tx, req, now).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(outcome)
+    }
+
+    async fn entry_by_key(&self, key: &str) -> Result<Option<JournalEntry>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        journal::by_key(&mut conn, key).await
     }
 
     #[tracing::instrument(skip_all)]
