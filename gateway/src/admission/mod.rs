@@ -825,6 +825,9 @@ impl Admission {
                         remaining: None,
                     })
                 }
+                Err(e @ LedgerError::AccountClosed { .. }) => {
+                    return Err(AdmissionError::Conflict(e.to_string()))
+                }
                 Err(e) => return Err(AdmissionError::Internal(format!("placing the hold: {e}"))),
             }
         }
