@@ -30,11 +30,26 @@ pub enum Command {
     Config(ConfigCommand),
     /// Import a sacct dump (`sacct --parsable2` with a header line) and charge every job in it.
     Import(ImportArgs),
-    /// Show the account tree.
-    Accounts(FormatArgs),
-    /// Set and list allocations.
+    /// Show the account tree (with users, blocks and closed accounts), or change it: create,
+    /// move, close (audited as the Unix user running the command).
+    Accounts(AccountsArgs),
+    /// Users and their associations: list, associate, dissociate, set-default (audited).
+    Users(UsersArgs),
+    /// Set, renew and list allocations.
     #[command(subcommand)]
     Alloc(AllocCommand),
+    /// Add money to (or, negative, take it from) the allocation covering a moment (audited).
+    Deposit(DepositArgs),
+    /// Move money between two accounts' allocations, in one transaction (audited); refused when
+    /// the source's remaining (allocated − charged − held) would go negative.
+    Transfer(TransferArgs),
+    /// Give back part or all of a job's charge, capped at what is left of it (audited). The
+    /// refund shows on statements against the job.
+    Refund(RefundArgs),
+    /// A signed manual adjustment of an account's usage: positive charges more (audited).
+    Adjust(AdjustArgs),
+    /// The audit log, newest first: who changed what, when, before and after.
+    Audit(AuditArgs),
     /// Allocated, charged, held and remaining per account and currency.
     ///
     /// Admins on the bursar host read the local ledger (the configuration's database). Users
@@ -438,10 +453,169 @@ pub struct FormatArgs {
     pub format: Format,
 }
 
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AccountsArgs {
+    #[command(subcommand)]
+    pub command: Option<AccountsCommand>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AccountsCommand {
+    /// Create an account (under root unless --parent).
+    Create(AccountCreateArgs),
+    /// Move an account under another parent (a cycle is refused).
+    Move(AccountMoveArgs),
+    /// Close an account and its subtree for new jobs, allocations, deposits in and
+    /// associations; refused while jobs hold money in it. Usage that still arrives is charged.
+    Close(AccountCloseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AccountCreateArgs {
+    pub name: String,
+    #[arg(long)]
+    pub parent: Option<String>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct AccountMoveArgs {
+    pub name: String,
+    /// The new parent (`root` for the top level).
+    #[arg(long)]
+    pub parent: String,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct AccountCloseArgs {
+    pub name: String,
+    /// Why, for the audit log.
+    #[arg(long)]
+    pub reason: String,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct UsersArgs {
+    #[command(subcommand)]
+    pub command: Option<UsersCommand>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Let a user charge an account (a new user gets it as default account).
+    Associate(AssociateArgs),
+    /// Stop a user charging an account (not their default account).
+    Dissociate(UserAccountArgs),
+    /// Make an account a user's default account (associating them).
+    SetDefault(UserAccountArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AssociateArgs {
+    pub user: String,
+    pub account: String,
+    /// Make it the user's default account too.
+    #[arg(long)]
+    pub default: bool,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct UserAccountArgs {
+    pub user: String,
+    pub account: String,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// What every money movement takes besides its amounts.
+#[derive(Debug, Args)]
+pub struct MovementArgs {
+    #[arg(long)]
+    pub currency: String,
+    /// Why: shown on statements and in the audit log.
+    #[arg(long)]
+    pub reason: String,
+    /// The moment whose allocation it goes to (YYYY-MM-DD or a UTC time). Default: now.
+    #[arg(long, value_name = "DATE")]
+    pub period_of: Option<String>,
+    /// Idempotency key. Default: derived from the arguments and today's date (UTC), so the
+    /// same command repeated the same day is a retry and changes nothing.
+    #[arg(long)]
+    pub key: Option<String>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct DepositArgs {
+    pub account: String,
+    /// Exact decimal, in the currency's units; negative takes money back.
+    #[arg(allow_hyphen_values = true)]
+    pub amount: String,
+    #[command(flatten)]
+    pub movement: MovementArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AdjustArgs {
+    pub account: String,
+    /// Exact signed decimal: positive charges more, negative gives back.
+    #[arg(allow_hyphen_values = true)]
+    pub amount: String,
+    #[command(flatten)]
+    pub movement: MovementArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TransferArgs {
+    pub from: String,
+    pub to: String,
+    /// Exact positive decimal, in the currency's units.
+    pub amount: String,
+    #[command(flatten)]
+    pub movement: MovementArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RefundArgs {
+    /// The cluster's job id (as sacct shows it, array tasks as 123_4), or CLUSTER:JOB.
+    pub job: String,
+    /// Why: shown on statements and in the audit log.
+    #[arg(long)]
+    pub reason: String,
+    /// How much, exactly (default: all that is left of the job's charge).
+    #[arg(long)]
+    pub amount: Option<String>,
+    /// The job's cluster, when its id is on several.
+    #[arg(long, short = 'M')]
+    pub cluster: Option<String>,
+    /// Idempotency key (default: derived from the arguments and today's date, UTC).
+    #[arg(long)]
+    pub key: Option<String>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum AllocCommand {
     /// Give an account an allocation in a currency for a period [from, to).
     Set(AllocSetArgs),
+    /// Create the next period's allocation after the current one (same amount and length
+    /// unless given); running it again changes nothing.
+    Renew(AllocRenewArgs),
     /// List allocations with what has been charged and held against them.
     List(FormatArgs),
 }
@@ -460,6 +634,33 @@ pub struct AllocSetArgs {
     /// End of the period, exclusive. Default: no end.
     #[arg(long)]
     pub to: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// At most this many entries.
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct AllocRenewArgs {
+    pub account: String,
+    #[arg(long)]
+    pub currency: String,
+    /// The next period's amount (default: the current one's).
+    #[arg(long)]
+    pub amount: Option<String>,
+    /// month, quarter or year (default: the current period's length).
+    #[arg(long)]
+    pub period: Option<String>,
+    /// The allocation covering this moment is the current one (default: now).
+    #[arg(long)]
+    pub at: Option<String>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]

@@ -11,7 +11,7 @@ use bursar_ledger::{
     AccountRow, AllocationRow, AssociationRow, BalanceRow, GroupKey, JournalQuery, LedgerError,
     UsageReport,
 };
-use bursar_pricing::money::{format_micros, parse_micros};
+use bursar_pricing::money::format_micros;
 use bursar_pricing::Currency;
 use serde_json::{json, Value};
 
@@ -22,6 +22,8 @@ use crate::config::Config;
 use crate::import::{import_sacct, ImportSource};
 use crate::output::{write_json, Format, Table};
 use crate::timefmt::{format_bound, format_instant, now, parse_instant, OPEN_END, OPEN_START};
+
+mod admin;
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     // The client commands talk to a bursar server: no local configuration is read, so a
@@ -57,12 +59,31 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Config(ConfigCommand::Check) => config_check(&config, &mut out)?,
         Command::Import(args) => import(App::open(config).await?, args, &mut out).await?,
+        Command::Accounts(AccountsArgs {
+            command: Some(command),
+            ..
+        }) => admin::accounts(&App::open(config).await?, command, &mut out).await?,
         Command::Accounts(args) => {
             accounts(&App::open(config).await?, args.format, &mut out).await?
         }
+        Command::Users(UsersArgs {
+            command: Some(command),
+            ..
+        }) => admin::users(&App::open(config).await?, command, &mut out).await?,
+        Command::Users(args) => users(&App::open(config).await?, args.format, &mut out).await?,
         Command::Alloc(AllocCommand::Set(args)) => {
-            alloc_set(&App::open(config).await?, args, &mut out).await?
+            admin::alloc_set(&App::open(config).await?, args, &mut out).await?
         }
+        Command::Alloc(AllocCommand::Renew(args)) => {
+            admin::alloc_renew(&App::open(config).await?, args, &mut out).await?
+        }
+        Command::Deposit(args) => admin::deposit(&App::open(config).await?, args, &mut out).await?,
+        Command::Transfer(args) => {
+            admin::transfer(&App::open(config).await?, args, &mut out).await?
+        }
+        Command::Refund(args) => admin::refund(&App::open(config).await?, args, &mut out).await?,
+        Command::Adjust(args) => admin::adjust(&App::open(config).await?, args, &mut out).await?,
+        Command::Audit(args) => admin::audit_log(&App::open(config).await?, args, &mut out).await?,
         Command::Alloc(AllocCommand::List(args)) => {
             alloc_list(&App::open(config).await?, args.format, &mut out).await?
         }
@@ -267,7 +288,8 @@ async fn accounts(app: &App, format: Format, out: &mut impl Write) -> anyhow::Re
                     .or_default()
                     .push(a.name.as_str());
             }
-            let mut table = Table::new(&["account", "parent", "users", "blocked"], &[]);
+            let closed = closed_by_account(&accounts);
+            let mut table = Table::new(&["account", "parent", "users", "blocked", "closed"], &[]);
             let mut stack: Vec<(&str, usize)> = children
                 .get(&None)
                 .into_iter()
@@ -291,6 +313,7 @@ async fn accounts(app: &App, format: Format, out: &mut impl Write) -> anyhow::Re
                     parent,
                     users.get(name).map(|u| u.join(" ")).unwrap_or_default(),
                     blocked.get(name).map(|c| c.join(" ")).unwrap_or_default(),
+                    closed.get(name).cloned().unwrap_or_default(),
                 ]);
                 for child in children.get(&Some(name)).into_iter().flatten().rev() {
                     stack.push((child, depth + 1));
@@ -306,8 +329,37 @@ async fn accounts(app: &App, format: Format, out: &mut impl Write) -> anyhow::Re
     Ok(())
 }
 
-/// `{"accounts": [{name, parent, users, blocked, created_at}]}`: `bursar accounts --format json`
-/// and `GET /v1/accounts`; `blocked` lists the clusters where bursar blocks the account.
+/// How each closed account shows in `bursar accounts`: the date it was closed, or, below a
+/// closed account, `under NAME` (the nearest closed ancestor). Open accounts are absent.
+fn closed_by_account(accounts: &[AccountRow]) -> BTreeMap<String, String> {
+    let by_name: BTreeMap<&str, &AccountRow> =
+        accounts.iter().map(|a| (a.name.as_str(), a)).collect();
+    let mut closed = BTreeMap::new();
+    for a in accounts {
+        if let Some(at) = a.closed_at {
+            closed.insert(a.name.clone(), format_instant(at));
+            continue;
+        }
+        let mut cursor = a.parent.as_deref();
+        // The tree is acyclic; the bound only guards against a corrupt database.
+        for _ in 0..accounts.len() {
+            let Some(parent) = cursor.and_then(|p| by_name.get(p)) else {
+                break;
+            };
+            if parent.closed_at.is_some() {
+                closed.insert(a.name.clone(), format!("under {}", parent.name));
+                break;
+            }
+            cursor = parent.parent.as_deref();
+        }
+    }
+    closed
+}
+
+/// `{"accounts": [{name, parent, users, blocked, created_at, closed_at}]}`: `bursar accounts
+/// --format json` and `GET /v1/accounts`; `blocked` lists the clusters where bursar blocks the
+/// account; `closed_at` is when it was closed (null: open; an account under a closed one is
+/// closed with it).
 pub fn accounts_json(
     accounts: &[AccountRow],
     associations: &[AssociationRow],
@@ -329,10 +381,42 @@ pub fn accounts_json(
                 "users": users.get(a.name.as_str()).cloned().unwrap_or_default(),
                 "blocked": blocked.get(&a.name).cloned().unwrap_or_default(),
                 "created_at": format_instant(a.created_at),
+                "closed_at": a.closed_at.map(format_instant),
             })
         })
         .collect();
     json!({ "accounts": rows })
+}
+
+async fn users(app: &App, format: Format, out: &mut impl Write) -> anyhow::Result<()> {
+    let users = app.ledger.users().await?;
+    let associations = app.ledger.associations().await?;
+    let accounts_of = |user: &str| -> Vec<String> {
+        associations
+            .iter()
+            .filter(|a| a.user == user)
+            .map(|a| a.account.clone())
+            .collect()
+    };
+    if format == Format::Json {
+        let rows: Vec<Value> = users
+            .iter()
+            .map(|u| {
+                json!({ "user": u.name, "default_account": u.default_account,
+                        "accounts": accounts_of(&u.name) })
+            })
+            .collect();
+        return Ok(write_json(out, &json!({ "users": rows }))?);
+    }
+    let mut table = Table::new(&["user", "default account", "accounts"], &[]);
+    for u in &users {
+        table.push(vec![
+            u.name.clone(),
+            u.default_account.clone(),
+            accounts_of(&u.name).join(" "),
+        ]);
+    }
+    write_table(&table, format, out)
 }
 
 /// Whether `currency` is one bursar knows: used by a cluster, declared, `su` or `usd`.
@@ -341,56 +425,6 @@ pub fn is_known_currency(app: &App, currency: &str) -> bool {
         || app.config.currencies.contains_key(currency)
         || currency == "su"
         || currency == "usd"
-}
-
-fn known_currency(app: &App, currency: &str) -> anyhow::Result<()> {
-    if is_known_currency(app, currency) {
-        Ok(())
-    } else {
-        bail!("currency {currency:?} is not used by any cluster nor declared under `currencies`")
-    }
-}
-
-async fn alloc_set(app: &App, args: AllocSetArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    known_currency(app, &args.currency)?;
-    let amount = parse_micros(&args.amount).with_context(|| format!("--amount {}", args.amount))?;
-    if amount < 0 {
-        bail!("--amount must not be negative");
-    }
-    let start = args
-        .from
-        .as_deref()
-        .map(parse_instant)
-        .transpose()?
-        .unwrap_or(OPEN_START);
-    let end = args
-        .to
-        .as_deref()
-        .map(parse_instant)
-        .transpose()?
-        .unwrap_or(OPEN_END);
-    if end <= start {
-        bail!("--to must be after --from");
-    }
-    let currency = Currency::new(&args.currency);
-    let row = app
-        .ledger
-        .set_allocation(&args.account, &currency, amount, start, end)
-        .await?;
-    writeln!(
-        out,
-        "allocation {}: {} {} {} for [{}, {}) — charged {}, held {}, remaining {}",
-        row.id,
-        row.account,
-        money(app, &row.currency, row.amount),
-        row.currency,
-        format_bound(row.start),
-        format_bound(row.end),
-        money(app, &row.currency, row.charged),
-        money(app, &row.currency, row.held),
-        money(app, &row.currency, row.remaining),
-    )?;
-    Ok(())
 }
 
 async fn alloc_list(app: &App, format: Format, out: &mut impl Write) -> anyhow::Result<()> {

@@ -1,6 +1,8 @@
 //! The `bursar` binary's library: everything between the command line and the crates that do
 //! the work.
 //!
+//! - [`admin`]: the audited admin operations (accounts, associations, allocations, deposits,
+//!   transfers, refunds, adjustments) shared by the command line and the API.
 //! - [`cli`] defines the arguments; [`cmd`] has one handler per command.
 //! - [`config`] reads the YAML configuration; [`app`] opens config, ledger and pricing once.
 //! - [`import`] is the sacct import pipeline (parse, price, post; quarantine on the side).
@@ -20,6 +22,7 @@
 //! - [`enforce`] blocks new jobs of exhausted accounts in Slurm; [`sync`] copies the account
 //!   tree between Slurm and the ledger.
 
+pub mod admin;
 pub mod admission;
 pub mod alerts;
 pub mod app;

@@ -167,18 +167,27 @@ async fn admin_changes_are_audited_with_before_and_after() {
         .await;
     assert_eq!(
         *moved.assert_status(200),
-        json!({"name": "astro", "parent": "physics"})
+        json!({"name": "astro", "parent": "physics", "closed_at": null})
     );
+    // (erin, unlike alice, is not declared in the configuration, which would win.)
+    server
+        .post(
+            "/v1/associations",
+            &admin,
+            &json!({"user": "erin", "account": "physics"}),
+        )
+        .await
+        .assert_status(201);
     let assoc = server
         .post(
             "/v1/associations",
             &admin,
-            &json!({"user": "alice", "account": "astro", "default": true}),
+            &json!({"user": "erin", "account": "astro", "default": true}),
         )
         .await;
     assert_eq!(
         *assoc.assert_status(201),
-        json!({"user": "alice", "default_account": "astro", "accounts": ["astro", "physics"]})
+        json!({"user": "erin", "default_account": "astro", "accounts": ["astro", "physics"]})
     );
 
     let finance = server.token("carol", Role::Finance);
@@ -196,6 +205,7 @@ async fn admin_changes_are_audited_with_before_and_after() {
         actions,
         [
             "association.set",
+            "association.set",
             "account.move",
             "account.create",
             "allocation.set",
@@ -207,21 +217,21 @@ async fn admin_changes_are_audited_with_before_and_after() {
         assert_eq!(e["role"], "admin");
         assert!(e["at"].as_str().unwrap().ends_with('Z'));
     }
-    let first_allocation = &entries[4];
+    let first_allocation = &entries[5];
     assert_eq!(first_allocation["target"], "physics");
     assert_eq!(first_allocation["before"], Value::Null);
     assert_eq!(first_allocation["after"]["amount"], "1000.00");
     assert_eq!(first_allocation["after"]["start"], "2025-01-01T00:00:00Z");
-    let change = &entries[3];
+    let change = &entries[4];
     assert_eq!(change["before"]["amount"], "1000.00");
     assert_eq!(change["after"]["amount"], "1500.50");
     assert_eq!(
-        entries[1]["before"],
-        json!({"name": "astro", "parent": "root"})
+        entries[2]["before"],
+        json!({"name": "astro", "parent": "root", "closed_at": null})
     );
     assert_eq!(
         entries[0]["before"],
-        json!({"user": "alice", "default_account": "physics", "accounts": ["physics"]})
+        json!({"user": "erin", "default_account": "physics", "accounts": ["physics"]})
     );
     let limited = server.get("/v1/audit?limit=2", &finance).await;
     assert_eq!(limited.json["audit"].as_array().unwrap().len(), 2);
@@ -350,7 +360,11 @@ async fn openapi_lists_every_route() {
     // Every route answers something other than the 404/405 fallbacks.
     let admin = server.token("root-admin", Role::Admin);
     for (method, path) in route_table() {
-        let path = path.replace("{id}", "1").replace("{name}", "physics");
+        let path = path
+            .replace("{id}", "1")
+            .replace("{name}", "physics")
+            .replace("{user}", "alice")
+            .replace("{account}", "physics");
         let answer = server
             .raw(method.clone(), &path, Some(&admin), None, &[])
             .await;

@@ -58,6 +58,27 @@ pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// `t` moved by `months` calendar months, keeping the time of day; the day of the month is
+/// clamped to the target month's length (Jan 31 + 1 month = Feb 28 or 29).
+pub fn add_months(t: i64, months: i64) -> i64 {
+    let days = t.div_euclid(SECONDS_PER_DAY);
+    let time = t.rem_euclid(SECONDS_PER_DAY);
+    let (y, m, d) = civil_from_days(days);
+    let index = y * 12 + i64::from(m) - 1 + months;
+    let (year, month) = (index.div_euclid(12), index.rem_euclid(12) + 1);
+    // month is in 1..=12 by construction.
+    let month = u32::try_from(month).unwrap_or(1);
+    let next_first = if month == 12 {
+        days_from_civil(year + 1, 1, 1)
+    } else {
+        days_from_civil(year, month + 1, 1)
+    };
+    let length = next_first - days_from_civil(year, month, 1);
+    let day = i64::from(d).min(length);
+    let day = u32::try_from(day).unwrap_or(1);
+    days_from_civil(year, month, day) * SECONDS_PER_DAY + time
+}
+
 /// `YYYY-Www`, the ISO 8601 week (Monday first; week 1 holds the year's first Thursday) of
 /// the day containing `t`, UTC.
 pub fn format_iso_week(t: i64) -> String {
@@ -73,6 +94,17 @@ pub fn format_iso_week(t: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn months_are_added_on_the_calendar() {
+        let at = |y, m, d| days_from_civil(y, m, d) * SECONDS_PER_DAY;
+        assert_eq!(add_months(at(2026, 11, 1), 1), at(2026, 12, 1));
+        assert_eq!(add_months(at(2026, 11, 1), 3), at(2027, 2, 1));
+        assert_eq!(add_months(at(2026, 12, 1), 12), at(2027, 12, 1));
+        assert_eq!(add_months(at(2027, 1, 31), 1), at(2027, 2, 28));
+        assert_eq!(add_months(at(2028, 1, 31), 1), at(2028, 2, 29));
+        assert_eq!(add_months(at(2026, 3, 1) + 3600, -2), at(2026, 1, 1) + 3600);
+    }
 
     #[test]
     fn iso_weeks() {

@@ -41,6 +41,29 @@ pub enum LedgerError {
     #[error("no allocation in {currency} on account {account:?} or any of its ancestors")]
     NoAllocation { account: String, currency: Currency },
 
+    /// `account` (the account asked about, or the ancestor named by `closed`) is closed: it
+    /// and its subtree take no new holds, allocations, deposits in or associations.
+    #[error("account {account:?} is closed{}", closed_by.as_ref().map(|a| format!(" (its ancestor {a:?} is)")).unwrap_or_default())]
+    AccountClosed {
+        account: String,
+        /// The closed ancestor, when it is not `account` itself.
+        closed_by: Option<String>,
+    },
+
+    /// Taking `amount` from `account`'s allocation would leave its remaining (allocated −
+    /// charged − held) below zero.
+    #[error(
+        "account {account:?} has {} {currency} remaining (allocated − charged − held); cannot take {} {currency} from it",
+        format_micros(*remaining, 0),
+        format_micros(*amount, 0)
+    )]
+    InsufficientRemaining {
+        account: String,
+        currency: Currency,
+        amount: i64,
+        remaining: i64,
+    },
+
     /// An amount left the range of i64 micros.
     #[error("arithmetic overflow: {0}")]
     Overflow(String),

@@ -56,8 +56,9 @@ pub use crate::model::{
     AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState, JobRow, JournalEntry,
     JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
-    QuarantineItem, QuarantineRow, ReportSource, StoredPriceTable, UsageCharge, UsageReport,
-    UsageRow, UserRow,
+    QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest, RenewPeriod, RenewRequest,
+    Renewal, ReportSource, StoredPriceTable, TransferOutcome, TransferRequest, UsageCharge,
+    UsageReport, UsageRow, UserRow,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
@@ -140,6 +141,16 @@ impl Ledger {
         self.storage.set_parent(name, parent).await
     }
 
+    /// Closes `name` at `at`: it and its subtree take no new holds (admission refuses them),
+    /// allocations, increases of an allocation, deposits in or associations
+    /// ([`LedgerError::AccountClosed`]); usage that still arrives for them is charged as
+    /// always, and refunds and transfers out still work. Refused ([`LedgerError::Conflict`])
+    /// while the subtree has active holds. `false` when it was closed already.
+    pub async fn close_account(&self, name: &str, at: i64) -> Result<bool> {
+        check_account(name)?;
+        self.storage.close_account(name, at).await
+    }
+
     /// Every account, sorted by name.
     pub async fn accounts(&self) -> Result<Vec<AccountRow>> {
         self.storage.accounts().await
@@ -172,6 +183,14 @@ impl Ledger {
         check_user(user)?;
         check_account(account)?;
         self.storage.associate(user, account, now()).await
+    }
+
+    /// Removes `user`'s association with `account`; `false` when there was none. The user's
+    /// default account is refused ([`LedgerError::Conflict`]): set another default first.
+    pub async fn dissociate(&self, user: &str, account: &str) -> Result<bool> {
+        check_user(user)?;
+        check_account(account)?;
+        self.storage.dissociate(user, account).await
     }
 
     pub async fn users(&self) -> Result<Vec<UserRow>> {
@@ -218,6 +237,64 @@ impl Ledger {
     /// Every allocation with its materialized usage, by account, currency and start.
     pub async fn allocations(&self) -> Result<Vec<AllocationRow>> {
         self.storage.allocations().await
+    }
+
+    /// Creates the allocation of the period that follows the one covering `req.at` (the same
+    /// amount unless `req.amount`; the same length unless `req.period`). Idempotent: when the
+    /// next period's allocation exists, nothing changes ([`Renewal::created`] is false); asking
+    /// for a different amount or period then is a [`LedgerError::Conflict`].
+    pub async fn renew_allocation(&self, req: &RenewRequest) -> Result<Renewal> {
+        check_account(&req.account)?;
+        check_currency(&req.currency)?;
+        if req.amount.is_some_and(|a| a < 0) {
+            return Err(LedgerError::Invalid(
+                "a renewal's amount must not be negative".to_string(),
+            ));
+        }
+        self.storage.renew_allocation(req, now()).await
+    }
+
+    /// Moves money from one account's allocation to another's (both covering `req.at`) in
+    /// one transaction: a negative deposit on `from`, a positive one on `to`. Refused with
+    /// [`LedgerError::InsufficientRemaining`] when `from`'s remaining (allocated − charged −
+    /// held) is less than the amount, and [`LedgerError::AccountClosed`] when `to` is closed.
+    /// Idempotent by key ([`TransferOutcome::posted`] is false on a replay).
+    pub async fn transfer(&self, req: &TransferRequest) -> Result<TransferOutcome> {
+        check_account(&req.from)?;
+        check_account(&req.to)?;
+        check_currency(&req.currency)?;
+        check_key(&req.idempotency_key)?;
+        if req.from == req.to {
+            return Err(LedgerError::Invalid(format!(
+                "a transfer needs two accounts, not {:?} twice",
+                req.from
+            )));
+        }
+        if req.amount <= 0 {
+            return Err(LedgerError::Invalid(
+                "a transfer's amount must be positive".to_string(),
+            ));
+        }
+        self.storage.transfer(req, now()).await
+    }
+
+    /// Refunds part or all of a job's charge to the account it was charged to, at the job's
+    /// `effective_at` (the period that was charged). Capped inside the transaction at the
+    /// job's current charge minus the refunds already given for it ([`LedgerError::Conflict`]
+    /// above the cap). The entry names the job, so statements and the journal show it
+    /// against the job. Idempotent by key.
+    pub async fn refund_job(&self, req: &RefundRequest) -> Result<RefundOutcome> {
+        check_present("job id", &req.job_id)?;
+        if let Some(cluster) = &req.cluster {
+            check_cluster(cluster)?;
+        }
+        check_key(&req.idempotency_key)?;
+        self.storage.refund_job(req, now()).await
+    }
+
+    /// The entry posted under a caller's idempotency key, if any.
+    pub async fn entry_by_key(&self, key: &str) -> Result<Option<JournalEntry>> {
+        self.storage.entry_by_key(key).await
     }
 
     // --- journal --------------------------------------------------------------------------

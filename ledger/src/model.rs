@@ -17,6 +17,8 @@ pub struct AccountRow {
     pub name: String,
     pub parent: Option<String>,
     pub created_at: i64,
+    /// When the account was closed (`None`: open). Its subtree is closed with it.
+    pub closed_at: Option<i64>,
 }
 
 /// A user and the account their jobs are charged to when they name none.
@@ -598,4 +600,116 @@ pub struct StoredPriceTable {
     pub content: String,
     pub imported_at: i64,
     pub imported_by: String,
+}
+
+/// The length of an allocation period, on the UTC calendar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenewPeriod {
+    Month,
+    Quarter,
+    Year,
+}
+
+impl RenewPeriod {
+    pub fn months(self) -> i64 {
+        match self {
+            RenewPeriod::Month => 1,
+            RenewPeriod::Quarter => 3,
+            RenewPeriod::Year => 12,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RenewPeriod::Month => "month",
+            RenewPeriod::Quarter => "quarter",
+            RenewPeriod::Year => "year",
+        }
+    }
+}
+
+impl FromStr for RenewPeriod {
+    type Err = LedgerError;
+
+    fn from_str(text: &str) -> Result<RenewPeriod, LedgerError> {
+        Ok(match text {
+            "month" => RenewPeriod::Month,
+            "quarter" => RenewPeriod::Quarter,
+            "year" => RenewPeriod::Year,
+            other => {
+                return Err(LedgerError::Invalid(format!(
+                    "{other:?} is not a period (month, quarter, year)"
+                )))
+            }
+        })
+    }
+}
+
+/// A renewal: the next period's allocation after `current`. `period` `None` repeats the
+/// current period's length (a calendar month, quarter or year when it is one, else the same
+/// number of seconds); `amount` `None` repeats the current amount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenewRequest {
+    pub account: String,
+    pub currency: Currency,
+    /// The allocation covering this moment is the current one.
+    pub at: i64,
+    pub amount: Option<i64>,
+    pub period: Option<RenewPeriod>,
+}
+
+/// What a renewal did: `created` is false when the next allocation existed already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewal {
+    pub current: AllocationRow,
+    pub next: AllocationRow,
+    pub created: bool,
+}
+
+/// Moves `amount` (> 0) of `currency` from `from`'s allocation covering `at` to `to`'s: a
+/// negative deposit on one and a positive one on the other, in one transaction, keyed
+/// `{key}:from` and `{key}:to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferRequest {
+    pub from: String,
+    pub to: String,
+    pub currency: Currency,
+    pub amount: i64,
+    pub at: i64,
+    pub idempotency_key: String,
+    pub note: Option<String>,
+}
+
+/// What a transfer did: `posted` is false when the key was used before (nothing changed);
+/// the allocations as they are after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferOutcome {
+    pub posted: bool,
+    pub from: AllocationRow,
+    pub to: AllocationRow,
+}
+
+/// A manual refund for a job: `job_id` is the cluster's job id (or its display id, such as
+/// `123_4` for an array task); `cluster` narrows it when the id is on several clusters.
+/// `amount` `None` refunds all that is left of the job's charge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRequest {
+    pub cluster: Option<String>,
+    pub job_id: String,
+    pub amount: Option<i64>,
+    pub idempotency_key: String,
+    pub note: Option<String>,
+}
+
+/// What a refund did. `charged` is the job's current charge; `refunded` what has been given
+/// back for it in all (this refund included); `amount` this refund (positive). `posted` is
+/// false when the key was used before (nothing changed; `amount` is the earlier refund's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundOutcome {
+    pub posted: bool,
+    pub job: JobRow,
+    pub amount: i64,
+    pub charged: i64,
+    pub refunded: i64,
+    pub entry_id: i64,
 }

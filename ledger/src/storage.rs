@@ -14,7 +14,8 @@ use crate::error::Result;
 use crate::model::{
     AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
-    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, StoredPriceTable,
+    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
+    RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome, TransferRequest,
     UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
@@ -38,9 +39,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn ensure_account(&self, name: &str, parent: &str, now: i64) -> Result<bool>;
     async fn set_parent(&self, name: &str, parent: &str) -> Result<()>;
     async fn accounts(&self) -> Result<Vec<AccountRow>>;
+    async fn close_account(&self, name: &str, now: i64) -> Result<bool>;
 
     async fn upsert_user(&self, name: &str, default_account: &str, now: i64) -> Result<bool>;
     async fn associate(&self, user: &str, account: &str, now: i64) -> Result<bool>;
+    async fn dissociate(&self, user: &str, account: &str) -> Result<bool>;
     async fn users(&self) -> Result<Vec<UserRow>>;
     async fn associations(&self) -> Result<Vec<AssociationRow>>;
 
@@ -54,6 +57,10 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         now: i64,
     ) -> Result<AllocationRow>;
     async fn allocations(&self) -> Result<Vec<AllocationRow>>;
+    async fn renew_allocation(&self, req: &RenewRequest, now: i64) -> Result<Renewal>;
+    async fn transfer(&self, req: &TransferRequest, now: i64) -> Result<TransferOutcome>;
+    async fn refund_job(&self, req: &RefundRequest, now: i64) -> Result<RefundOutcome>;
+    async fn entry_by_key(&self, key: &str) -> Result<Option<JournalEntry>>;
 
     async fn post_usage(&self, batch: &[UsageCharge], posted_at: i64) -> Result<PostOutcome>;
     async fn post_entry(&self, entry: &NewEntry, posted_at: i64) -> Result<bool>;

@@ -363,3 +363,39 @@ async fn a_checkpoint_moves_committed_data_into_the_database_file() {
     assert_eq!(b.held, 40 * UNIT);
     assert!(alone.verify().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn closed_accounts_and_accounts_under_them_are_refused() {
+    let (_dir, ledger) = setup().await;
+    ledger
+        .ensure_account("theory", Some("physics"))
+        .await
+        .unwrap();
+    ledger.close_account("physics", T0).await.unwrap();
+    let out = ledger
+        .admit(
+            &[
+                admission(1, "physics", 1, None),
+                admission(2, "theory", 1, None),
+                admission(3, "chemistry", 1, None),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    match &out[0] {
+        Err(LedgerError::AccountClosed { account, closed_by }) => {
+            assert_eq!((account.as_str(), closed_by), ("physics", &None))
+        }
+        other => panic!("expected physics closed, got {other:?}"),
+    }
+    match &out[1] {
+        Err(LedgerError::AccountClosed { account, closed_by }) => assert_eq!(
+            (account.as_str(), closed_by.as_deref()),
+            ("theory", Some("physics"))
+        ),
+        other => panic!("expected theory closed by physics, got {other:?}"),
+    }
+    admitted(&out[2]);
+    assert_eq!(ledger.holds(true).await.unwrap().len(), 1);
+}

@@ -1,6 +1,7 @@
 //! Finance reports through the `bursar` binary: statements reconcile to the micro (charges
-//! from both clusters, a NODE_FAIL job, manual refunds, adjustments and deposits), top users
-//! and jobs, and the FOCUS export, over the real sacct capture in
+//! from both clusters, a NODE_FAIL job, manual refunds, adjustments, deposits and transfers —
+//! `bursar refund`, `bursar transfer` and `bursar deposit` driven through the binary), top
+//! users and jobs, and the FOCUS export, over the real sacct capture in
 //! `deploy/examples/sacct-narrow.psv` priced by `deploy/examples/bursar.yaml`.
 
 use bursar_ledger::{EntryKind, Ledger, NewEntry};
@@ -240,6 +241,247 @@ fn statement_reconciles_with_both_clusters_node_fail_refund_and_deposit() {
         "csv",
     ]);
     assert!(csv.starts_with("effective_at,movement,"));
+}
+
+/// The statement line of a job's refund.
+fn refund_line<'a>(st: &'a Value, cluster: &str, job: &str) -> &'a Value {
+    st["lines"]
+        .as_array()
+        .expect("lines")
+        .iter()
+        .find(|l| l["movement"] == "refund" && l["cluster"] == cluster && l["job_id"] == job)
+        .unwrap_or_else(|| panic!("no refund of {cluster}:{job} in {st:#}"))
+}
+
+/// The done-when of the finance issue, literally: deposits, charges from both clusters, a
+/// NODE_FAIL refund, a manual refund and a transfer, in both currencies, reconciled to the
+/// cent (to the micro, in fact) — with the refund and the transfer made by the binary.
+#[test]
+fn statement_with_deposits_both_clusters_node_fail_manual_refund_and_transfer_reconciles() {
+    let site = Site::example();
+    for (account, currency, amount) in [
+        ("physics", "su", "100"),
+        ("physics", "usd", "50"),
+        ("chemistry", "su", "20"),
+        ("chemistry", "usd", "10"),
+    ] {
+        site.ok(&[
+            "alloc",
+            "set",
+            account,
+            "--currency",
+            currency,
+            "--amount",
+            amount,
+            "--from",
+            "2026-11-01",
+            "--to",
+            "2026-12-01",
+        ]);
+    }
+    import(&site, &sample_with(&[NODE_FAIL.to_string()]));
+    let movement = |args: &[&str]| site.ok(args);
+    movement(&[
+        "deposit",
+        "physics",
+        "5",
+        "--currency",
+        "su",
+        "--period-of",
+        "2026-11-22T00:40:00",
+        "--reason",
+        "grant supplement",
+    ]);
+    movement(&[
+        "deposit",
+        "physics",
+        "2.5",
+        "--currency",
+        "usd",
+        "--period-of",
+        "2026-11-22T00:40:00",
+        "--reason",
+        "grant supplement",
+    ]);
+    // Job 1 is on both clusters: a bare id is refused, naming both.
+    let ambiguous = site.run(&["refund", "1", "--reason", "node trouble"]);
+    assert!(!ambiguous.status.success());
+    let message = String::from_utf8_lossy(&ambiguous.stderr);
+    assert!(
+        message.contains("cloud:1") && message.contains("onprem:1"),
+        "{message}"
+    );
+    // Manual refunds: part of onprem job 19 (0.025 su), all of cloud job 1 (0.004326 usd).
+    let first = movement(&[
+        "refund",
+        "onprem:19",
+        "--amount",
+        "0.01",
+        "--reason",
+        "slow node",
+    ]);
+    assert!(
+        first.contains("refund of 0.01 su for job onprem:19"),
+        "{first}"
+    );
+    let over = site.run(&[
+        "refund",
+        "onprem:19",
+        "--amount",
+        "0.02",
+        "--reason",
+        "more",
+    ]);
+    assert!(!over.status.success());
+    let message = String::from_utf8_lossy(&over.stderr);
+    assert!(
+        message.contains("charged 0.025 su")
+            && message.contains("0.01 su has been refunded")
+            && message.contains("at most 0.015 su"),
+        "{message}"
+    );
+    movement(&["refund", "1", "-M", "cloud", "--reason", "bad image"]);
+    // A retry of the same command changes nothing.
+    let again = movement(&["refund", "1", "-M", "cloud", "--reason", "bad image"]);
+    assert!(again.contains("nothing changed"), "{again}");
+    // Transfers to chemistry, in both currencies; one too large is refused.
+    for (currency, amount) in [("su", "10"), ("usd", "7.25")] {
+        movement(&[
+            "transfer",
+            "physics",
+            "chemistry",
+            amount,
+            "--currency",
+            currency,
+            "--period-of",
+            "2026-11-22T00:50:00",
+            "--reason",
+            "shared project",
+        ]);
+    }
+    let retry = movement(&[
+        "transfer",
+        "physics",
+        "chemistry",
+        "10",
+        "--currency",
+        "su",
+        "--period-of",
+        "2026-11-22T00:50:00",
+        "--reason",
+        "shared project",
+    ]);
+    assert!(retry.contains("nothing changed"), "{retry}");
+    let refused = site.run(&[
+        "transfer",
+        "chemistry",
+        "physics",
+        "31",
+        "--currency",
+        "su",
+        "--reason",
+        "too much",
+        "--period-of",
+        "2026-11-22T00:50:00",
+    ]);
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        message.contains("\"chemistry\"")
+            && message.contains("su remaining")
+            && message.contains("31 su"),
+        "{message}"
+    );
+
+    // su: the day of the capture. Every movement kind is there and the identity holds.
+    let su = statement(&site, "physics", "su", "2026-11-22", "2026-11-23");
+    assert_eq!(m(&su, "opening"), 100_000_000);
+    assert_eq!(
+        m(&su, "deposits"),
+        5_000_000 - 10_000_000,
+        "deposit in, transfer out"
+    );
+    assert_eq!(m(&su, "refunds"), 10_000);
+    let lines = su["lines"].as_array().expect("lines");
+    let node_fail = lines
+        .iter()
+        .find(|l| l["state"] == "NODE_FAIL")
+        .expect("the NODE_FAIL job is on the statement");
+    assert_eq!(
+        (m(node_fail, "amount"), &node_fail["cluster"]),
+        (0, &json_str("onprem"))
+    );
+    let refund = refund_line(&su, "onprem", "19");
+    assert_eq!(m(refund, "amount"), -10_000);
+    assert_eq!(refund["note"], "slow node");
+    assert_eq!(refund["user"], "alice");
+    let transfer = lines
+        .iter()
+        .find(|l| l["movement"] == "deposit" && m(l, "amount") == -10_000_000)
+        .expect("the transfer out is a negative deposit");
+    assert_eq!(transfer["note"], "transfer to chemistry: shared project");
+    // Over the whole allocation, closing is what the allocation has left, to the micro.
+    let whole = statement(&site, "physics", "su", "2026-11-01", "2026-12-01");
+    assert_eq!(m(&whole, "closing"), remaining(&site, "physics", "su"));
+    assert_eq!(
+        m(&whole, "closing"),
+        100_000_000 + 5_000_000 - 10_000_000 - m(&su, "charges") + 10_000
+    );
+
+    // usd: charges from the cloud cluster, the cloud refund, the transfer.
+    let usd = statement(&site, "physics", "usd", "2026-11-01", "2026-12-01");
+    assert!(m(&usd, "charges") > 0);
+    assert_eq!(m(&usd, "deposits"), 50_000_000 + 2_500_000 - 7_250_000);
+    assert_eq!(m(&usd, "refunds"), 4_326, "all of cloud job 1");
+    assert_eq!(m(refund_line(&usd, "cloud", "1"), "amount"), -4_326);
+    assert_eq!(m(&usd, "closing"), remaining(&site, "physics", "usd"));
+    assert_eq!(
+        m(&usd, "closing"),
+        50_000_000 + 2_500_000 - 7_250_000 - m(&usd, "charges") + 4_326
+    );
+
+    // The receiving side: chemistry got both transfers.
+    for (currency, allocated, moved) in [
+        ("su", 20_000_000, 10_000_000),
+        ("usd", 10_000_000, 7_250_000),
+    ] {
+        let st = statement(&site, "chemistry", currency, "2026-11-01", "2026-12-01");
+        assert_eq!(m(&st, "deposits"), allocated + moved);
+        assert_eq!(m(&st, "closing"), remaining(&site, "chemistry", currency));
+    }
+
+    // Every change is in the audit log, as the Unix user running the commands.
+    let audit = site.json(&["audit", "--limit", "100"]);
+    let actions: Vec<&str> = audit["audit"]
+        .as_array()
+        .expect("audit")
+        .iter()
+        .map(|e| e["action"].as_str().expect("action"))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "transfer",
+            "transfer",
+            "refund",
+            "refund",
+            "deposit",
+            "deposit",
+            "allocation.set",
+            "allocation.set",
+            "allocation.set",
+            "allocation.set"
+        ]
+    );
+    assert!(audit["audit"]
+        .as_array()
+        .expect("audit")
+        .iter()
+        .all(|e| e["role"] == "admin" && e["actor"].as_str().is_some_and(|a| !a.is_empty())));
+}
+
+fn json_str(s: &str) -> Value {
+    Value::String(s.to_string())
 }
 
 #[test]

@@ -601,6 +601,9 @@ impl Admission {
                     lost.push(lost_race(q, &account, 0, &why));
                     explanation.skip(&q.cluster, why);
                 }
+                Err(e @ LedgerError::AccountClosed { .. }) => {
+                    return Err(AdmissionError::Conflict(e.to_string()))
+                }
                 Err(e) => {
                     return Err(AdmissionError::Internal(format!(
                         "placing the hold and recording the job: {e}"

@@ -1,50 +1,20 @@
-//! Changing the ledger (admin) and reading what changed (`/v1/audit`). Every change is written
-//! to the audit log with the caller, its role, and the object before and after as JSON; a
-//! request that changes nothing is answered without an audit entry.
+//! Changing the ledger (admin) and reading what changed (`/v1/audit`). The operations are
+//! [`crate::admin`]'s, shared with the command line: every change is written to the audit log
+//! with the caller, its role, and the object before and after as JSON; a request that changes
+//! nothing is answered without an audit entry.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use bursar_ledger::NewAudit;
-use bursar_pricing::money::parse_micros;
-use bursar_pricing::Currency;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::accounts::instant_param;
-use super::extract::{ApiJson, ApiQuery, Authenticated};
+use super::extract::{ApiJson, ApiPath, ApiQuery, Authenticated};
 use super::{ApiError, ServerState};
-use crate::app::App;
-use crate::auth::{Needed, Principal};
-use crate::cmd::{allocation_json, is_known_currency};
-use crate::timefmt::{format_instant, now, OPEN_END, OPEN_START};
-
-/// Records a change; `before == after` records nothing.
-async fn audit(
-    app: &App,
-    caller: &Principal,
-    action: &str,
-    target: &str,
-    before: &Value,
-    after: &Value,
-) -> Result<(), ApiError> {
-    if before == after {
-        return Ok(());
-    }
-    let json = |v: &Value| (!v.is_null()).then(|| v.to_string());
-    let entry = NewAudit {
-        at: now(),
-        actor: caller.user.clone(),
-        role: caller.role.as_str().to_string(),
-        action: action.to_string(),
-        target: target.to_string(),
-        before: json(before),
-        after: json(after),
-    };
-    let id = app.ledger.audit(&entry).await?;
-    tracing::info!(audit_id = id, action, target, "admin change recorded");
-    Ok(())
-}
+use crate::admin::{self, Actor, Done};
+use crate::auth::Needed;
+use crate::timefmt::{format_instant, OPEN_END, OPEN_START};
 
 fn status(created: bool) -> StatusCode {
     if created {
@@ -52,6 +22,17 @@ fn status(created: bool) -> StatusCode {
     } else {
         StatusCode::OK
     }
+}
+
+fn answer(done: Done) -> (StatusCode, Json<Value>) {
+    (status(done.created), Json(done.body))
+}
+
+/// An optional time field: `YYYY-MM-DD` or RFC 3339.
+fn optional_instant(name: &str, text: &Option<String>) -> Result<Option<i64>, ApiError> {
+    text.as_deref()
+        .map(|t| instant_param(name, t).map_err(|e| ApiError::invalid(e.message)))
+        .transpose()
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,20 +45,6 @@ pub(super) struct AccountBody {
     parent: Option<String>,
 }
 
-/// An account as audited and answered: `{"name", "parent"}` (`parent` null for root).
-async fn account_state(app: &App, name: &str) -> Result<Value, ApiError> {
-    Ok(app
-        .ledger
-        .accounts()
-        .await?
-        .into_iter()
-        .find(|a| a.name == name)
-        .map_or(
-            Value::Null,
-            |a| json!({ "name": a.name, "parent": a.parent }),
-        ))
-}
-
 /// `POST /v1/accounts {"name", "parent"}`: create, or move under another parent. 201 when
 /// created.
 pub(super) async fn upsert_account(
@@ -87,20 +54,32 @@ pub(super) async fn upsert_account(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller.require(Needed::Change)?;
     let app = &state.app;
-    let before = account_state(app, &body.name).await?;
-    let parent = body.parent.as_deref().filter(|p| *p != bursar_ledger::ROOT);
-    let created = app.ledger.ensure_account(&body.name, parent).await?;
-    if !created && body.parent.is_some() {
-        app.ledger.set_parent(&body.name, parent).await?;
-    }
-    let after = account_state(app, &body.name).await?;
-    let action = if created {
-        "account.create"
-    } else {
-        "account.move"
+    let actor = Actor::of(&caller);
+    let exists = !admin::account_state(app, &body.name).await?.is_null();
+    let done = match (exists, body.parent.as_deref()) {
+        (false, parent) => admin::create_account(app, &actor, &body.name, parent).await?,
+        (true, Some(parent)) => admin::move_account(app, &actor, &body.name, parent).await?,
+        (true, None) => admin::create_account(app, &actor, &body.name, None).await?,
     };
-    audit(app, &caller, action, &body.name, &before, &after).await?;
-    Ok((status(created), Json(after)))
+    Ok(answer(done))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CloseBody {
+    reason: String,
+}
+
+/// `POST /v1/accounts/{name}/close {"reason"}`.
+pub(super) async fn close_account(
+    State(state): State<ServerState>,
+    Authenticated(caller): Authenticated,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<CloseBody>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Needed::Change)?;
+    let done = admin::close_account(&state.app, &Actor::of(&caller), &name, &body.reason).await?;
+    Ok(Json(done.body))
 }
 
 #[derive(Debug, Deserialize)]
@@ -114,28 +93,6 @@ pub(super) struct AssociationBody {
     default: bool,
 }
 
-/// A user as audited and answered: `{"user", "default_account", "accounts"}`.
-async fn user_state(app: &App, user: &str) -> Result<Value, ApiError> {
-    let Some(row) = app
-        .ledger
-        .users()
-        .await?
-        .into_iter()
-        .find(|u| u.name == user)
-    else {
-        return Ok(Value::Null);
-    };
-    let accounts: Vec<String> = app
-        .ledger
-        .associations()
-        .await?
-        .into_iter()
-        .filter(|a| a.user == user)
-        .map(|a| a.account)
-        .collect();
-    Ok(json!({ "user": row.name, "default_account": row.default_account, "accounts": accounts }))
-}
-
 /// `POST /v1/associations {"user", "account", "default"}`: lets a user charge an account
 /// (creating the user if needed). 201 when the association is new.
 pub(super) async fn associate(
@@ -144,19 +101,44 @@ pub(super) async fn associate(
     ApiJson(body): ApiJson<AssociationBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller.require(Needed::Change)?;
-    let app = &state.app;
-    let before = user_state(app, &body.user).await?;
-    let was_associated = before["accounts"]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(body.account.as_str())));
-    if before.is_null() || body.default {
-        app.ledger.upsert_user(&body.user, &body.account).await?;
-    }
-    app.ledger.associate(&body.user, &body.account).await?;
-    let after = user_state(app, &body.user).await?;
-    let target = format!("{}:{}", body.user, body.account);
-    audit(app, &caller, "association.set", &target, &before, &after).await?;
-    Ok((status(!was_associated), Json(after)))
+    let done = admin::associate(
+        &state.app,
+        &Actor::of(&caller),
+        &body.user,
+        &body.account,
+        body.default,
+    )
+    .await?;
+    Ok(answer(done))
+}
+
+/// `DELETE /v1/associations/{user}/{account}`.
+pub(super) async fn dissociate(
+    State(state): State<ServerState>,
+    Authenticated(caller): Authenticated,
+    ApiPath((user, account)): ApiPath<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Needed::Change)?;
+    let done = admin::dissociate(&state.app, &Actor::of(&caller), &user, &account).await?;
+    Ok(Json(done.body))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DefaultAccountBody {
+    account: String,
+}
+
+/// `POST /v1/users/{name}/default-account {"account"}`.
+pub(super) async fn set_default_account(
+    State(state): State<ServerState>,
+    Authenticated(caller): Authenticated,
+    ApiPath(user): ApiPath<String>,
+    ApiJson(body): ApiJson<DefaultAccountBody>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require(Needed::Change)?;
+    let done = admin::set_default(&state.app, &Actor::of(&caller), &user, &body.account).await?;
+    Ok(Json(done.body))
 }
 
 #[derive(Debug, Deserialize)]
@@ -182,60 +164,189 @@ pub(super) async fn set_allocation(
     ApiJson(body): ApiJson<AllocationBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller.require(Needed::Change)?;
-    let app = &state.app;
-    if !is_known_currency(app, &body.currency) {
-        return Err(ApiError::invalid(format!(
-            "currency {:?} is not used by any cluster nor declared under `currencies`",
-            body.currency
-        )));
-    }
-    let amount = parse_micros(&body.amount)
-        .map_err(|e| ApiError::invalid(format!("amount {:?}: {e}", body.amount)))?;
-    if amount < 0 {
-        return Err(ApiError::invalid("amount must not be negative"));
-    }
-    let bound = |name: &str, text: &Option<String>, open: i64| match text {
-        Some(t) => instant_param(name, t).map_err(|e| ApiError::invalid(e.message)),
-        None => Ok(open),
-    };
-    let start = bound("from", &body.from, OPEN_START)?;
-    let end = bound("to", &body.to, OPEN_END)?;
-    if end <= start {
-        return Err(ApiError::invalid("to must be after from"));
-    }
-    let currency = Currency::new(&body.currency);
-    let before = app
-        .ledger
-        .allocations()
-        .await?
-        .into_iter()
-        .find(|a| a.account == body.account && a.currency == currency && a.start == start)
-        .map_or(Value::Null, |a| allocation_json(app, &a));
-    let row = app
-        .ledger
-        .set_allocation(&body.account, &currency, amount, start, end)
-        .await?;
-    let after = allocation_json(app, &row);
-    // Audit what the change is about (the amount and period), not the usage that happened to
-    // be charged against the allocation when it was read.
-    let audited = |v: &Value| {
-        if v.is_null() {
-            Value::Null
-        } else {
-            json!({ "id": v["id"], "account": v["account"], "currency": v["currency"],
-                    "amount": v["amount"], "start": v["start"], "end": v["end"] })
-        }
-    };
-    audit(
-        app,
-        &caller,
-        "allocation.set",
+    let start = optional_instant("from", &body.from)?.unwrap_or(OPEN_START);
+    let end = optional_instant("to", &body.to)?.unwrap_or(OPEN_END);
+    let done = admin::set_allocation(
+        &state.app,
+        &Actor::of(&caller),
         &body.account,
-        &audited(&before),
-        &audited(&after),
+        &body.currency,
+        &body.amount,
+        start,
+        end,
     )
     .await?;
-    Ok((status(before.is_null()), Json(after)))
+    Ok(answer(done))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RenewBody {
+    account: String,
+    currency: String,
+    /// Default: the current allocation's amount.
+    #[serde(default)]
+    amount: Option<String>,
+    /// `month`, `quarter` or `year`; default: the current period's length.
+    #[serde(default)]
+    period: Option<String>,
+    /// The allocation covering this moment is the current one; default: now.
+    #[serde(default)]
+    at: Option<String>,
+}
+
+/// `POST /v1/allocations/renew`: 201 when the next allocation was created, 200 when it
+/// existed.
+pub(super) async fn renew_allocation(
+    State(state): State<ServerState>,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<RenewBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    caller.require(Needed::Change)?;
+    let at = optional_instant("at", &body.at)?;
+    let done = admin::renew_allocation(
+        &state.app,
+        &Actor::of(&caller),
+        &body.account,
+        &body.currency,
+        body.amount.as_deref(),
+        body.period.as_deref(),
+        at,
+    )
+    .await?;
+    Ok(answer(done))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EntryBody {
+    account: String,
+    currency: String,
+    /// Signed exact decimal string.
+    amount: String,
+    reason: String,
+    /// The moment whose allocation it goes to (deposits) or counts in (adjustments);
+    /// default: now.
+    #[serde(default)]
+    period_of: Option<String>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// `POST /v1/deposits`: 201 when posted, 200 when the key was used before.
+pub(super) async fn deposit(
+    State(state): State<ServerState>,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<EntryBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    caller.require(Needed::Change)?;
+    let at = optional_instant("period_of", &body.period_of)?;
+    let done = admin::deposit(
+        &state.app,
+        &Actor::of(&caller),
+        &body.account,
+        &body.currency,
+        &body.amount,
+        at,
+        &body.reason,
+        body.idempotency_key.as_deref(),
+    )
+    .await?;
+    Ok(answer(done))
+}
+
+/// `POST /v1/adjustments`: 201 when posted, 200 when the key was used before.
+pub(super) async fn adjust(
+    State(state): State<ServerState>,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<EntryBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    caller.require(Needed::Change)?;
+    let at = optional_instant("period_of", &body.period_of)?;
+    let done = admin::adjust(
+        &state.app,
+        &Actor::of(&caller),
+        &body.account,
+        &body.currency,
+        &body.amount,
+        at,
+        &body.reason,
+        body.idempotency_key.as_deref(),
+    )
+    .await?;
+    Ok(answer(done))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TransferBody {
+    from: String,
+    to: String,
+    currency: String,
+    amount: String,
+    reason: String,
+    #[serde(default)]
+    period_of: Option<String>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// `POST /v1/transfers`: 201 when posted, 200 when the key was used before.
+pub(super) async fn transfer(
+    State(state): State<ServerState>,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<TransferBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    caller.require(Needed::Change)?;
+    let at = optional_instant("period_of", &body.period_of)?;
+    let done = admin::transfer(
+        &state.app,
+        &Actor::of(&caller),
+        &body.from,
+        &body.to,
+        &body.currency,
+        &body.amount,
+        at,
+        &body.reason,
+        body.idempotency_key.as_deref(),
+    )
+    .await?;
+    Ok(answer(done))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RefundBody {
+    /// The cluster's job id, or `cluster:job_id`.
+    job: String,
+    #[serde(default)]
+    cluster: Option<String>,
+    /// Default: all that is left of the job's charge.
+    #[serde(default)]
+    amount: Option<String>,
+    reason: String,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// `POST /v1/refunds`: 201 when posted, 200 when the key was used before.
+pub(super) async fn refund(
+    State(state): State<ServerState>,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<RefundBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    caller.require(Needed::Change)?;
+    let done = admin::refund(
+        &state.app,
+        &Actor::of(&caller),
+        &body.job,
+        body.cluster.as_deref(),
+        body.amount.as_deref(),
+        &body.reason,
+        body.idempotency_key.as_deref(),
+    )
+    .await?;
+    Ok(answer(done))
 }
 
 #[derive(Debug, Deserialize)]

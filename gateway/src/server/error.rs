@@ -165,6 +165,27 @@ impl From<LedgerError> for ApiError {
                 "currency": currency,
                 "remaining": null,
             })),
+            LedgerError::AccountClosed { account, closed_by } => {
+                ApiError::new(StatusCode::CONFLICT, "account_closed", e.to_string()).with_details(
+                    json!({ "account": account, "closed": closed_by.as_ref().unwrap_or(account) }),
+                )
+            }
+            LedgerError::InsufficientRemaining {
+                account,
+                currency,
+                amount,
+                remaining,
+            } => ApiError::new(
+                StatusCode::CONFLICT,
+                "insufficient_remaining",
+                e.to_string(),
+            )
+            .with_details(json!({
+                "account": account,
+                "currency": currency,
+                "amount": format_micros(*amount, 0),
+                "remaining": format_micros(*remaining, 0),
+            })),
             LedgerError::Unsupported(_) | LedgerError::Storage(_) => ApiError::internal(&e),
         }
     }
@@ -200,5 +221,16 @@ impl From<QueryRejection> for ApiError {
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> ApiError {
         ApiError::bad_request(rejection.body_text())
+    }
+}
+
+impl From<crate::admin::AdminError> for ApiError {
+    fn from(e: crate::admin::AdminError) -> ApiError {
+        use crate::admin::AdminError;
+        match e {
+            AdminError::Invalid(message) => ApiError::invalid(message),
+            AdminError::Declared(message) => ApiError::conflict(message),
+            AdminError::Ledger(e) => e.into(),
+        }
     }
 }

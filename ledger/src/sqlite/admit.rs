@@ -138,16 +138,19 @@ struct Placed {
 
 /// Everything a batch is decided on, read in one statement (kinded rows):
 /// 0 a used job key (key), 1 a used hold key (key), 2 an account (name, id), 3 a label
-/// (value, id), 4 the tree above the batch's accounts (id, parent), 5 the allocations on it,
+/// (value, id), 4 the tree above the batch's accounts (name, id, parent, closed), 5 the
+/// allocations on it,
 /// 6 the largest ids of holds, API jobs and journal entries.
 const CONTEXT_SQL: &str = "with recursive
     named (id) as materialized (
         select id from accounts where name in (select value from json_each(?3))
     ),
-    chain (id, parent_id) as materialized (
-        select id, parent_id from accounts where id = 1 or id in (select id from named)
+    chain (id, parent_id, name, closed) as materialized (
+        select id, parent_id, name, closed_at is not null from accounts
+            where id = 1 or id in (select id from named)
         union
-        select a.id, a.parent_id from accounts a join chain c on a.id = c.parent_id
+        select a.id, a.parent_id, a.name, a.closed_at is not null from accounts a
+            join chain c on a.id = c.parent_id
     )
     select 0, idempotency_key, id, null, null, null, null, null, null, null from api_jobs
         where idempotency_key in (select value from json_each(?1))
@@ -161,7 +164,7 @@ const CONTEXT_SQL: &str = "with recursive
     select 3, value, id, null, null, null, null, null, null, null from labels
         where value in (select value from json_each(?4))
     union all
-    select 4, null, id, parent_id, null, null, null, null, null, null from chain
+    select 4, name, id, parent_id, closed, null, null, null, null, null from chain
     union all
     select 5, null, id, account_id, currency_id, amount, period_start, period_end,
            charged, held
@@ -179,6 +182,8 @@ struct Context {
     accounts: HashMap<String, Id>,
     labels: HashMap<String, Id>,
     tree: Vec<(Id, Option<Id>)>,
+    /// Closed accounts of the tree, by id.
+    closed: HashMap<Id, String>,
     allocs: Vec<AllocSpan>,
     max_ids: (Id, Id, Id),
 }
@@ -216,7 +221,13 @@ async fn context(conn: &mut SqliteConnection, batch: &[NewAdmission]) -> Result<
             3 => {
                 ctx.labels.insert(col(row, 1)?, col(row, 2)?);
             }
-            4 => ctx.tree.push((col(row, 2)?, col(row, 3)?)),
+            4 => {
+                let id: Id = col(row, 2)?;
+                ctx.tree.push((id, col(row, 3)?));
+                if col::<i64>(row, 4)? != 0 {
+                    ctx.closed.insert(id, col(row, 1)?);
+                }
+            }
             5 => {
                 ctx.allocs.push(AllocSpan {
                     id: col(row, 2)?,
@@ -305,6 +316,18 @@ pub(super) async fn admit(
                 outcomes[i] = Some(Err(LedgerError::not_found("account", &hold.account)));
                 continue;
             };
+            // A closed account, or one under a closed account, takes no new holds.
+            let closed = tree
+                .ancestors_or_self(&account)
+                .into_iter()
+                .find_map(|a| ctx.closed.get(a));
+            if let Some(closed) = closed {
+                outcomes[i] = Some(Err(LedgerError::AccountClosed {
+                    account: hold.account.clone(),
+                    closed_by: (*closed != hold.account).then(|| closed.clone()),
+                }));
+                continue;
+            }
             let currency = label(hold.currency.as_str())?;
             let covering = effects.covering_remaining(account, currency, hold.placed_at)?;
             let worst = covering

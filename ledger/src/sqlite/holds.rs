@@ -7,7 +7,7 @@ use sqlx::SqliteConnection;
 
 use super::journal::{insert_entries, open_hold, write_effects, OPEN_HOLD_SELECT};
 use super::labels::intern;
-use super::tree::{load_context, require_account};
+use super::tree::{load_context, require_account, require_open};
 use super::{col, db, json_ints};
 use crate::error::{LedgerError, Result};
 use crate::materialize::{AllocSpan, Effects, Id};
@@ -109,6 +109,7 @@ pub(super) async fn place(
         };
     }
     let account = require_account(conn, &hold.account).await?;
+    require_open(conn, account, &hold.account).await?;
     let labels = intern(conn, &[hold.currency.as_str(), hold.cluster.as_str()]).await?;
     let label = |v: &str| {
         labels

@@ -10,6 +10,7 @@ use sqlx::SqliteConnection;
 use super::labels::{intern, intern_one};
 use super::tree::{
     account_ids, allocation_covering, create_under_root, load_context, require_account,
+    require_open,
 };
 use super::{chunk_plan, col, db, json_strings, multi_row_sql, value_rows, MAX_PARAMS};
 use crate::error::{add, LedgerError, Result};
@@ -834,6 +835,9 @@ pub(super) async fn post_entry(
         }
     };
 
+    if entry_type == EntryType::Deposit && entry.amount > 0 {
+        require_open(conn, account, &entry.account).await?;
+    }
     if entry_type == EntryType::Deposit {
         let Some((id, amount)) =
             allocation_covering(conn, account, entry.currency.as_str(), entry.effective_at).await?
@@ -931,9 +935,12 @@ pub(super) async fn list(
         filters.push("j.cluster_id = (select id from labels where value = ?3)".to_string());
     }
     if q.job_id.is_some() {
+        // A job's own entries, and the manual refunds given for it.
         filters.push(
-            "j.job in (select jb.id from jobs jb where jb.job_id = ?4
-                 and (?3 is null or jb.cluster_id = (select id from labels where value = ?3)))"
+            "(j.job in (select jb.id from jobs jb where jb.job_id = ?4
+                  and (?3 is null or jb.cluster_id = (select id from labels where value = ?3)))
+              or j.job_ref in (select jb.id from jobs jb where jb.job_id = ?4
+                  and (?3 is null or jb.cluster_id = (select id from labels where value = ?3))))"
                 .to_string(),
         );
     }
@@ -954,6 +961,17 @@ pub(super) async fn list(
         .await
         .map_err(db)?;
     rows.iter().map(journal_entry).collect()
+}
+
+/// The entry posted under a caller's idempotency key, if any.
+pub(super) async fn by_key(conn: &mut SqliteConnection, key: &str) -> Result<Option<JournalEntry>> {
+    let sql = format!("{ENTRY_SELECT} where id = (select id from journal where key = ?)");
+    let row = sqlx::query(&sql)
+        .bind(key)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    row.as_ref().map(journal_entry).transpose()
 }
 
 pub(super) async fn job(

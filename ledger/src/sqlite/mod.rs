@@ -6,6 +6,7 @@
 //! - `journal.rs`: entries, job postings, materialized writes, `post_usage`, `post_entry`.
 //! - `holds.rs`: placing, linking, releasing, expiring holds.
 //! - `read.rs`: balance snapshots, usage lines, verification, quarantine, cursors.
+//! - `admin.rs`: closing accounts, removing associations, renewals, transfers, refunds.
 //! - `gateway.rs`: the audit log and the jobs submitted through the gateway's API.
 //! - `admit.rs`: the admission fast path (one-statement quote view, group-committed holds
 //!   and jobs); `view_cache.rs`: the quote view's cache and how it learns of changes.
@@ -24,6 +25,7 @@
 //! next statement's parameters are bound (`journal::pipelined`), passes lists as one JSON
 //! parameter (`json_each`), and gets a batch's lookups back packed into one text.
 
+mod admin;
 mod admit;
 mod alerts;
 mod gateway;
@@ -54,7 +56,8 @@ use crate::error::{LedgerError, Result};
 use crate::model::{
     AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
-    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, StoredPriceTable,
+    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
+    RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome, TransferRequest,
     UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
@@ -346,6 +349,51 @@ impl Storage for SqliteStorage {
     async fn accounts(&self) -> Result<Vec<AccountRow>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         tree::accounts(&mut conn).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn close_account(&self, name: &str, now: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let closed = admin::close_account(&mut tx, name, now).await?;
+        self.commit(tx).await?;
+        Ok(closed)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn dissociate(&self, user: &str, account: &str) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let removed = admin::dissociate(&mut tx, user, account).await?;
+        self.commit(tx).await?;
+        Ok(removed)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn renew_allocation(&self, req: &RenewRequest, now: i64) -> Result<Renewal> {
+        let mut tx = self.begin().await?;
+        let renewal = admin::renew_allocation(&mut tx, req, now).await?;
+        self.commit(tx).await?;
+        Ok(renewal)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn transfer(&self, req: &TransferRequest, now: i64) -> Result<TransferOutcome> {
+        let mut tx = self.begin().await?;
+        let outcome = admin::transfer(&mut tx, req, now).await?;
+        self.commit(tx).await?;
+        Ok(outcome)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn refund_job(&self, req: &RefundRequest, now: i64) -> Result<RefundOutcome> {
+        let mut tx = self.begin().await?;
+        let outcome = admin::refund_job(&mut tx, req, now).await?;
+        self.commit(tx).await?;
+        Ok(outcome)
+    }
+
+    async fn entry_by_key(&self, key: &str) -> Result<Option<JournalEntry>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        journal::by_key(&mut conn, key).await
     }
 
     #[tracing::instrument(skip_all)]

@@ -30,6 +30,38 @@ pub(super) async fn require_account(conn: &mut SqliteConnection, name: &str) -> 
         .ok_or_else(|| LedgerError::not_found("account", name))
 }
 
+/// The nearest closed account on `id`'s chain (itself first), as (name, closed_at).
+pub(super) async fn closed_on_chain(
+    conn: &mut SqliteConnection,
+    id: Id,
+) -> Result<Option<(String, i64)>> {
+    let row = sqlx::query(
+        "with recursive chain (id, parent_id, depth) as (
+             select id, parent_id, 0 from accounts where id = ?
+             union all
+             select a.id, a.parent_id, c.depth + 1 from accounts a join chain c on a.id = c.parent_id
+         )
+         select a.name, a.closed_at from chain c join accounts a on a.id = c.id
+         where a.closed_at is not null order by c.depth limit 1",
+    )
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(db)?;
+    row.map(|r| Ok((col(&r, 0)?, col(&r, 1)?))).transpose()
+}
+
+/// Refuses when `name` (id `id`) or an ancestor is closed.
+pub(super) async fn require_open(conn: &mut SqliteConnection, id: Id, name: &str) -> Result<()> {
+    match closed_on_chain(conn, id).await? {
+        None => Ok(()),
+        Some((closed, _)) => Err(LedgerError::AccountClosed {
+            account: name.to_string(),
+            closed_by: (closed != name).then_some(closed),
+        }),
+    }
+}
+
 /// Ids of the accounts in `names` that exist.
 pub(super) async fn account_ids<'a>(
     conn: &mut SqliteConnection,
@@ -91,6 +123,7 @@ pub(super) async fn ensure_account(
         return Ok(false);
     }
     let parent_id = require_account(conn, parent).await?;
+    require_open(conn, parent_id, parent).await?;
     sqlx::query("insert into accounts (name, parent_id, created_at) values (?, ?, ?)")
         .bind(name)
         .bind(parent_id)
@@ -133,6 +166,7 @@ pub(super) async fn set_parent(
     if tree.parent(&id) == Some(&parent_id) {
         return Ok(());
     }
+    require_open(conn, parent_id, parent).await?;
     let mut affected: FxHashSet<Id> = tree
         .ancestors_or_self(&id)
         .into_iter()
@@ -162,7 +196,7 @@ pub(super) async fn set_parent(
 
 pub(super) async fn accounts(conn: &mut SqliteConnection) -> Result<Vec<AccountRow>> {
     let rows = sqlx::query(
-        "select a.name, p.name, a.created_at from accounts a
+        "select a.name, p.name, a.created_at, a.closed_at from accounts a
          left join accounts p on p.id = a.parent_id order by a.name",
     )
     .fetch_all(&mut *conn)
@@ -174,6 +208,7 @@ pub(super) async fn accounts(conn: &mut SqliteConnection) -> Result<Vec<AccountR
                 name: col(r, 0)?,
                 parent: col(r, 1)?,
                 created_at: col(r, 2)?,
+                closed_at: col(r, 3)?,
             })
         })
         .collect()
@@ -270,7 +305,19 @@ pub(super) async fn associate(
     if user_exists.is_none() {
         return Err(LedgerError::not_found("user", user));
     }
+    let name = account;
     let account = require_account(conn, account).await?;
+    let known: Option<i64> =
+        sqlx::query_scalar("select 1 from associations where user_name = ? and account_id = ?")
+            .bind(user)
+            .bind(account)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db)?;
+    if known.is_some() {
+        return Ok(false);
+    }
+    require_open(conn, account, name).await?;
     let done = sqlx::query(
         "insert into associations (user_name, account_id, created_at) values (?, ?, ?)
          on conflict do nothing",
@@ -354,7 +401,7 @@ pub(super) async fn allocations(conn: &mut SqliteConnection) -> Result<Vec<Alloc
     rows.iter().map(allocation_row).collect()
 }
 
-async fn allocation(conn: &mut SqliteConnection, id: Id) -> Result<AllocationRow> {
+pub(super) async fn allocation(conn: &mut SqliteConnection, id: Id) -> Result<AllocationRow> {
     let sql = format!("{ALLOCATION_ROW} where al.id = ?");
     let row = sqlx::query(&sql)
         .bind(id)
@@ -440,6 +487,7 @@ pub(super) async fn set_allocation(
     now: i64,
 ) -> Result<AllocationRow> {
     let account_id = require_account(conn, account).await?;
+    let closed = closed_on_chain(conn, account_id).await?;
     let currency_id = intern_one(conn, currency.as_str()).await?;
     let overlapping = sqlx::query(
         "select id, amount, period_start, period_end, revision from allocations
@@ -453,8 +501,16 @@ pub(super) async fn set_allocation(
     .await
     .map_err(db)?;
 
+    let refuse_closed = || match &closed {
+        Some((by, _)) => Err(LedgerError::AccountClosed {
+            account: account.to_string(),
+            closed_by: (by != account).then(|| by.clone()),
+        }),
+        None => Ok(()),
+    };
     let (id, delta, revision) = match overlapping.as_slice() {
         [] => {
+            refuse_closed()?;
             let id: Id = sqlx::query_scalar(
                 "insert into allocations
                      (account_id, currency_id, amount, period_start, period_end, revision,
@@ -481,6 +537,9 @@ pub(super) async fn set_allocation(
             let revision = col::<i64>(one, 4)? + 1;
             if old == amount {
                 return allocation(conn, id).await;
+            }
+            if amount > old {
+                refuse_closed()?;
             }
             sqlx::query(
                 "update allocations set amount = ?, revision = ?, updated_at = ? where id = ?",
