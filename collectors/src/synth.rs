@@ -692,10 +692,10 @@ fn push_time(out: &mut Vec<u8>, at: i64) {
 /// Memory as sacct prints it without `--noconvert`: in G when that is exact to two decimals
 /// (`4G`, `2.50G`), else in M (`1000M`, `7800M`).
 fn push_mem(out: &mut Vec<u8>, mb: u64) {
-    if mb >= 1024 && (mb * 100) % 1024 == 0 {
+    if mb >= 1024 && (mb * 100).is_multiple_of(1024) {
         let hundredths = mb * 100 / 1024;
         push_num(out, hundredths / 100);
-        if hundredths % 100 != 0 {
+        if !hundredths.is_multiple_of(100) {
             out.push(b'.');
             let frac = hundredths % 100;
             if frac < 10 {

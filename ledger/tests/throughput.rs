@@ -21,7 +21,7 @@ fn synthetic(i: u64, revision: &str, units_extra: i64) -> UsageCharge {
         revision: format!("{:016x}{revision}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         account: format!("proj{}", i % 50),
         user: format!("user{}", i % 400),
-        partition: Some(if i % 7 == 0 { "gpu" } else { "cpu" }.to_string()),
+        partition: Some(if i.is_multiple_of(7) { "gpu" } else { "cpu" }.to_string()),
         qos: Some("normal".to_string()),
         state: "COMPLETED".to_string(),
         is_final: true,

@@ -193,7 +193,7 @@ pub fn slurm_unsupported(request: &JobRequest) -> Result<(), String> {
         }
     }
     if let Some(MemoryRequest::PerCpu(_)) = request.memory {
-        if request.cpus() % u64::from(request.nodes) != 0 {
+        if !request.cpus().is_multiple_of(u64::from(request.nodes)) {
             return not_yet("--mem-per-cpu with CPUs not spread evenly over the nodes");
         }
     }

@@ -40,7 +40,7 @@ pub fn parse_slurm_megabytes(text: &str) -> Result<u64, String> {
 /// Renders megabytes the way [`parse_slurm_megabytes`] reads them back: `4G` when a whole
 /// number of gigabytes, else `4000M`.
 pub fn format_slurm_megabytes(mb: u64) -> String {
-    if mb > 0 && mb % 1024 == 0 {
+    if mb > 0 && mb.is_multiple_of(1024) {
         format!("{}G", mb / 1024)
     } else {
         format!("{mb}M")
@@ -221,7 +221,7 @@ impl fmt::Display for SizeRange {
     /// dstack's syntax in `GB` when whole gigabytes, else `MB`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let size = |mb: u64| {
-            if mb % 1024 == 0 {
+            if mb.is_multiple_of(1024) {
                 format!("{}GB", mb / 1024)
             } else {
                 format!("{mb}MB")
