@@ -108,7 +108,8 @@ pub enum Command {
     /// (GrpSubmitJobs=0; running jobs go on), and lift the blocks bursar set once the account
     /// has money again. `bursar serve` does this after every collection pass.
     Enforce(EnforceArgs),
-    /// Copy accounts and users between a Slurm cluster and the ledger (never deletes).
+    /// Copy accounts and users between a Slurm cluster and the ledger, or make bursar's users
+    /// members of a dstack cluster's project (never deletes).
     #[command(subcommand)]
     Sync(SyncCommand),
     /// Instance price tables: the versions in use (shipped, config files, stored in the
@@ -238,13 +239,15 @@ pub struct EnforceArgs {
 pub enum SyncCommand {
     /// Create in the ledger the accounts, users and associations the Slurm cluster has.
     Import(SyncArgs),
-    /// Create in Slurm the accounts and associations the ledger has and Slurm lacks.
+    /// Create in Slurm the accounts and associations the ledger has and Slurm lacks; for a
+    /// dstack cluster, create its users and add them to its project as `user`.
     Push(SyncArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct SyncArgs {
-    /// The cluster (its `enforce` section gives sacctmgr, SLURM_CONF and Slurm's name).
+    /// The cluster (Slurm: its `enforce` section gives sacctmgr, SLURM_CONF and Slurm's name;
+    /// dstack: its `collect.dstack` section gives URL, token and project).
     #[arg(long, short = 'M')]
     pub cluster: String,
     /// Print the changes without making them.

@@ -567,7 +567,8 @@ pub struct SacctSource {
 pub struct DstackSource {
     /// `http://127.0.0.1:3000`
     pub url: String,
-    /// A file holding a dstack token of a project member (or admin).
+    /// A file holding a dstack token of a project member (or admin). `bursar sync push`
+    /// needs a dstack global admin's token.
     pub token_file: PathBuf,
     pub project: String,
     /// The bursar account the project's runs are charged to (default: the project's name).

@@ -20,7 +20,7 @@
 //! - [`forecast`]: `bursar forecast` and the forecast of the balance API; [`alerts`]: alert
 //!   checks, webhook delivery, `bursar alerts check|list`.
 //! - [`enforce`] blocks new jobs of exhausted accounts in Slurm; [`sync`] copies the account
-//!   tree between Slurm and the ledger.
+//!   tree between Slurm and the ledger, and makes bursar's users members of dstack projects.
 
 pub mod admin;
 pub mod admission;

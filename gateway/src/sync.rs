@@ -1,6 +1,7 @@
 //! `bursar sync import|push --cluster C [--dry-run]`: the account tree and user associations
-//! between a Slurm cluster and the ledger. Only ever adds: nothing is deleted or moved, on
-//! either side; every change is audited (`sync.import` / `sync.push`).
+//! between a Slurm cluster and the ledger, and (push only) bursar's users as members of a dstack
+//! cluster's project ([`dstack`]). Only ever adds: nothing is deleted or moved, on either side;
+//! every change is audited (`sync.import` / `sync.push`).
 //!
 //! Slurm is read with `sacctmgr -n -P show assoc format=Account,ParentName,User cluster=C` (an
 //! account line has no user and names its parent; a user line has no parent) and `sacctmgr -n
@@ -17,6 +18,8 @@ use bursar_ledger::NewAudit;
 use crate::app::App;
 use crate::cli::{SyncArgs, SyncCommand};
 use crate::enforce::{Runner, Sacctmgr};
+
+pub mod dstack;
 
 /// The accounts and associations of one Slurm cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -210,7 +213,10 @@ fn runner_for(app: &App, cluster: &str) -> anyhow::Result<(Arc<dyn Runner>, Stri
         bail!("cluster {cluster} is not configured");
     };
     if c.kind != crate::config::ClusterKind::Slurm {
-        bail!("cluster {cluster} is not a Slurm cluster");
+        bail!(
+            "sync import reads a Slurm cluster's tree; cluster {cluster} is a dstack cluster \
+             (sync push adds bursar's users to its project)"
+        );
     }
     if let Some(t) = crate::enforce::Target::from_config(cluster, c) {
         return Ok((t.runner, t.slurm_cluster));
@@ -252,6 +258,13 @@ pub async fn command(app: &App, command: SyncCommand, out: &mut impl Write) -> a
         SyncCommand::Import(a) => (false, a),
         SyncCommand::Push(a) => (true, a),
     };
+    if push {
+        if let Some(c) = app.config.clusters.get(&args.cluster) {
+            if c.kind == crate::config::ClusterKind::Dstack {
+                return dstack::push(app, &args.cluster, c, args.dry_run, out).await;
+            }
+        }
+    }
     let (runner, slurm_cluster) = runner_for(app, &args.cluster)?;
     let slurm = read_slurm(&runner, &slurm_cluster).await?;
     let accounts = app.ledger.accounts().await?;

@@ -11,6 +11,7 @@
 //!   run_events_since(Option<EventCursor>, pages) -> RunEvents      runs that changed (events feed)
 //!   get_run(&RunRef)                             -> DstackRun
 //!   get_plan(&run_spec) -> RunPlan;  apply(&RunPlan) -> DstackRun;  stop_run(&[name], abort)
+//!   me() -> DstackUser;  list_users();  create_user(name, role);  project_members();  add_members(&[..])
 //! map_run(run JSON, MapContext) -> RunMapping   (pure)     dstack_reported_cost(run JSON) -> micros
 //! ```
 //!
@@ -20,6 +21,7 @@
 //!   price match dstack's `cost`, and where bursar deliberately differs (shared instances).
 //! - [`number`]: prices and costs read from their JSON text (`RawValue`), never via `f64`.
 //! - [`events`]: the events feed. [`submit`]: plan, apply (create only), stop.
+//! - [`members`]: users and project membership (`bursar sync push` on a dstack cluster).
 //! - [`error`]: the client's one error type, [`DstackError`].
 //!
 //! # A collection loop (the gateway's)
@@ -35,6 +37,7 @@
 pub mod client;
 pub mod error;
 pub mod events;
+pub mod members;
 pub mod number;
 pub mod records;
 pub mod submit;
@@ -46,6 +49,7 @@ pub use client::{
 };
 pub use error::DstackError;
 pub use events::{EventCursor, RunEvents};
+pub use members::{valid_username, DstackUser, GlobalRole, ProjectMember, ProjectRole};
 pub use number::{json_number_micros, Micros};
 pub use records::{
     dstack_reported_cost, job_state, map_run, MapContext, RawQuarantine, RunMapping, RunSummary,
