@@ -495,3 +495,32 @@ async fn refusals_reach_the_api_in_its_error_shape() {
     assert_eq!(err.status.as_u16(), 403);
     assert_eq!(err.body()["error"], "no_association");
 }
+
+/// Admission reads balances through the ledger's view cache, which another process's writes
+/// do not empty at once: money that process deposited must still be seen before a refusal.
+#[tokio::test]
+async fn a_deposit_by_another_process_is_seen_before_refusing() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 1_250_000).await;
+    let err = f.admission.submit(&alice(), job(), None).await.unwrap_err();
+    assert_eq!(err.status(), 402);
+    // Another bursar on the same database tops physics up (the same period, more money).
+    let url = format!("sqlite://{}", f._dir.path().join("ledger.db").display());
+    let other = bursar_ledger::Ledger::open(&url).await.unwrap();
+    let at = bursar_gateway::timefmt::now();
+    let period = f.balance("physics", "su").await.period.unwrap();
+    assert!(period.0 <= at && at < period.1);
+    other
+        .set_allocation(
+            "physics",
+            &Currency::new("su"),
+            100_000_000,
+            period.0,
+            period.1,
+        )
+        .await
+        .unwrap();
+    let submitted = f.admission.submit(&alice(), job(), None).await.unwrap();
+    assert_eq!(submitted.cluster, "onprem");
+    assert_eq!(f.balance("physics", "su").await.held, ONPREM_ESTIMATE);
+}

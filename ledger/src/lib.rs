@@ -62,7 +62,7 @@ pub use crate::model::{
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
-pub use crate::storage::Storage;
+pub use crate::storage::{Storage, ViewRead};
 
 use crate::names::{check_account, check_cluster, check_currency, check_present, check_user};
 use crate::report::UsageGrouping;
@@ -449,7 +449,9 @@ impl Ledger {
         account: Option<&str>,
         at: i64,
     ) -> Result<AdmissionView> {
-        self.storage.admission_view(user, account, at, true).await
+        self.storage
+            .admission_view(user, account, at, ViewRead::Now)
+            .await
     }
 
     /// [`Ledger::admission_view`], possibly from a cache that every write through this
@@ -462,7 +464,26 @@ impl Ledger {
         account: Option<&str>,
         at: i64,
     ) -> Result<AdmissionView> {
-        self.storage.admission_view(user, account, at, false).await
+        self.storage
+            .admission_view(user, account, at, ViewRead::Preview)
+            .await
+    }
+
+    /// [`Ledger::admission_view`] for admission: like [`Ledger::admission_view_cached`], and
+    /// it may also predate holds placed and jobs recorded by [`Ledger::admit`] and
+    /// [`Ledger::record_forwarded`] since (they only lower what remains; the decision is
+    /// `admit`'s, on the data). Never older than another write through this ledger, nor than
+    /// the second `at` names. A caller about to refuse for money reads
+    /// [`Ledger::admission_view`] first.
+    pub async fn admission_view_for_admission(
+        &self,
+        user: &str,
+        account: Option<&str>,
+        at: i64,
+    ) -> Result<AdmissionView> {
+        self.storage
+            .admission_view(user, account, at, ViewRead::Admission)
+            .await
     }
 
     /// Records the cluster's job id of a hold placed before the job was forwarded.

@@ -20,6 +20,20 @@ use crate::model::{
 };
 use crate::report::{UsageGrouping, UsageLine};
 
+/// How fresh [`Storage::admission_view`] must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewRead {
+    /// Read now.
+    Now,
+    /// For a preview (a quote): may come from a cache that every write of this storage
+    /// empties and that a commit of any other connection empties for the next read.
+    Preview,
+    /// For admission, which decides in [`Storage::admit`] on the data itself: may also be
+    /// older than holds placed and jobs recorded since by this storage (they only lower what
+    /// remains), but not than any other write of this storage, nor than one second.
+    Admission,
+}
+
 /// Where a backend reads usage lines from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UsageSource {
@@ -113,14 +127,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>>;
 
     /// What a quote reads about `user` and `account` (else the user's default) at `at`, in
-    /// one snapshot. Unless `fresh`, it may come from a cache that every write of this
-    /// storage empties and that writes of other processes empty within a moment.
+    /// one snapshot; how fresh, `read` says.
     async fn admission_view(
         &self,
         user: &str,
         account: Option<&str>,
         at: i64,
-        fresh: bool,
+        read: ViewRead,
     ) -> Result<AdmissionView>;
     /// Admits a batch of submissions in one transaction (see [`crate::Ledger::admit`]).
     async fn admit(&self, batch: &[NewAdmission], now: i64) -> Result<Vec<Result<AdmitOutcome>>>;

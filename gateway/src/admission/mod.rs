@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use bursar_ledger::{
     AdmitOutcome, ApiJob, ForwardedJob, HoldRow, HoldState, JournalQuery, LedgerError,
-    NewAdmission, NewApiJob, NewHold,
+    NewAdmission, NewApiJob, NewHold, ViewRead,
 };
 use bursar_pricing::format_micros;
 use serde_json::{json, Value};
@@ -399,17 +399,17 @@ impl Admission {
 
     /// Quotes every configured cluster (only the pinned ones when the request pins some).
     pub async fn quote(&self, principal: &Principal, request: &JobRequest) -> Result<Quote> {
-        self.quote_at(principal, request, now(), true).await
+        self.quote_at(principal, request, now(), ViewRead::Preview)
+            .await
     }
 
-    /// The quote at `at`; `cached`: balances may come from the ledger's view cache (a
-    /// preview), else they are read now (admission).
+    /// The quote at `at`, from balances as fresh as `read` asks (see [`ViewRead`]).
     async fn quote_at(
         &self,
         principal: &Principal,
         request: &JobRequest,
         at: i64,
-        cached: bool,
+        read: ViewRead,
     ) -> Result<Quote> {
         request
             .validate()
@@ -430,10 +430,14 @@ impl Admission {
             }
         }
         let (user, account) = (&principal.user, request.account.as_deref());
-        let view = if cached {
-            app.ledger.admission_view_cached(user, account, at).await?
-        } else {
-            app.ledger.admission_view(user, account, at).await?
+        let view = match read {
+            ViewRead::Now => app.ledger.admission_view(user, account, at).await?,
+            ViewRead::Preview => app.ledger.admission_view_cached(user, account, at).await?,
+            ViewRead::Admission => {
+                app.ledger
+                    .admission_view_for_admission(user, account, at)
+                    .await?
+            }
         };
         let Some(account) = view.account else {
             return Err(AdmissionError::Forbidden(format!(
@@ -545,7 +549,22 @@ impl Admission {
         stored_key: Option<String>,
         at: i64,
     ) -> Result<Admit> {
-        let quote = match self.quote_at(principal, request, at, false).await {
+        // The admission view may predate holds placed since, which only lower what remains:
+        // the ledger decides below. But a cluster passed over for money, or a caller refused
+        // for want of an association, is looked at again with what the ledger says now, so
+        // nothing is refused on an old view.
+        let mut quote = self
+            .quote_at(principal, request, at, ViewRead::Admission)
+            .await;
+        let stale = match &quote {
+            Ok(q) => q.clusters.iter().any(ClusterQuote::blocked_by_money),
+            Err(AdmissionError::NoAssociation { .. } | AdmissionError::Forbidden(_)) => true,
+            Err(_) => false,
+        };
+        if stale {
+            quote = self.quote_at(principal, request, at, ViewRead::Now).await;
+        }
+        let quote = match quote {
             Ok(quote) => quote,
             // A retry is answered as the first attempt was, whatever changed since.
             Err(e) => return self.earlier(stored_key.as_deref()).await?.ok_or(e),

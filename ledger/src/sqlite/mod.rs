@@ -61,7 +61,7 @@ use crate::model::{
     UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
-use crate::storage::{Storage, UsageSource};
+use crate::storage::{Storage, UsageSource, ViewRead};
 
 /// SQLite allows 32766 bound parameters per statement; multi-row statements stay under this.
 const MAX_PARAMS: usize = 32_000;
@@ -508,7 +508,7 @@ impl Storage for SqliteStorage {
     async fn balance_snapshot(&self) -> Result<BalanceSnapshot> {
         let mut tx = self.begin_read().await?;
         let snapshot = read::balance_snapshot(&mut tx).await?;
-        self.commit(tx).await?;
+        tx.commit().await.map_err(db)?;
         Ok(snapshot)
     }
 
@@ -549,7 +549,7 @@ impl Storage for SqliteStorage {
     async fn verify(&self) -> Result<Vec<String>> {
         let mut tx = self.begin_read().await?;
         let problems = read::verify(&mut tx).await?;
-        self.commit(tx).await?;
+        tx.commit().await.map_err(db)?;
         Ok(problems)
     }
 
@@ -629,24 +629,35 @@ impl Storage for SqliteStorage {
         user: &str,
         account: Option<&str>,
         at: i64,
-        fresh: bool,
+        read: ViewRead,
     ) -> Result<AdmissionView> {
-        let generation = self.views.generation(fresh).await?;
-        if !fresh {
-            if let Some(view) = self.views.get(generation, user, account, at) {
-                return Ok(view);
-            }
+        // Read the structure generation first: a write between the two reads leaves the
+        // entry tagged older than it is, never newer.
+        let structure = self.views.structure();
+        let generation = self.views.generation(read != ViewRead::Preview).await?;
+        let cached = match read {
+            ViewRead::Now => None,
+            ViewRead::Preview => self.views.get(generation, None, user, account, at),
+            ViewRead::Admission => self
+                .views
+                .get(generation, Some(structure), user, account, at),
+        };
+        if let Some(view) = cached {
+            return Ok(view);
         }
         let mut conn = self.read.acquire().await.map_err(db)?;
         let view = admit::view(&mut conn, user, account, at).await?;
-        self.views.put(generation, user, account, at, &view);
+        self.views
+            .put((generation, structure), user, account, at, &view);
         Ok(view)
     }
 
     async fn admit(&self, batch: &[NewAdmission], now: i64) -> Result<Vec<Result<AdmitOutcome>>> {
         let mut tx = self.begin().await?;
         let outcomes = admit::admit(&mut tx, batch, now).await?;
-        self.commit(tx).await?;
+        let done = tx.commit().await.map_err(db);
+        self.views.holds_changed();
+        done?;
         Ok(outcomes)
     }
 
@@ -689,7 +700,9 @@ impl Storage for SqliteStorage {
     async fn record_forwarded(&self, jobs: &[ForwardedJob]) -> Result<u64> {
         let mut tx = self.begin().await?;
         let linked = admit::record_forwarded(&mut tx, jobs).await?;
-        self.commit(tx).await?;
+        let done = tx.commit().await.map_err(db);
+        self.views.holds_changed();
+        done?;
         Ok(linked)
     }
 

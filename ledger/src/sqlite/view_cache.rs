@@ -8,6 +8,12 @@
 //! [`VIEW_CACHE_RECHECK`] and bumps it too. An entry is served only while its generation is
 //! current and only for the same second (allocations start and end on whole seconds).
 //!
+//! A second tag, the *structure* generation, is bumped by every write of this storage but the
+//! admission path's own (holds placed with their jobs, forwarded jobs recorded): admission
+//! may read an entry that predates those — they only lower what remains, and admission
+//! decides on the data itself and re-reads before refusing — but nothing older, and never
+//! from another second.
+//!
 //! So a write through this storage is seen by the next quote, and a write by another process
 //! (`bursar alloc set` beside `bursar serve`) within [`VIEW_CACHE_RECHECK`]. Decisions never
 //! read the cache: admission decides inside its write transaction.
@@ -30,7 +36,9 @@ type Key = (String, Option<String>, i64);
 #[derive(Debug)]
 pub(super) struct ViewCache {
     generation: AtomicU64,
-    entries: Mutex<FxHashMap<Key, (u64, AdmissionView)>>,
+    structure: AtomicU64,
+    /// `(generation, structure, view)`.
+    entries: Mutex<FxHashMap<Key, (u64, u64, AdmissionView)>>,
     /// The connection whose `data_version` tells of other connections' commits (none for an
     /// in-memory database, which no other connection can reach).
     watch: Option<SqlitePool>,
@@ -43,6 +51,7 @@ impl ViewCache {
     pub(super) fn new(watch: Option<SqlitePool>) -> ViewCache {
         ViewCache {
             generation: AtomicU64::new(0),
+            structure: AtomicU64::new(0),
             entries: Mutex::new(FxHashMap::default()),
             watch,
             last: Mutex::new(None),
@@ -52,7 +61,19 @@ impl ViewCache {
 
     /// Every cached view is stale from now on.
     pub(super) fn changed(&self) {
+        self.structure.fetch_add(1, Ordering::AcqRel);
         self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Holds were placed or jobs recorded by the admission path: stale for quotes, still
+    /// good enough for admission.
+    pub(super) fn holds_changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The current structure generation.
+    pub(super) fn structure(&self) -> u64 {
+        self.structure.load(Ordering::Acquire)
     }
 
     /// The current generation; unless `fresh`, first asks `data_version` whether another
@@ -78,9 +99,12 @@ impl ViewCache {
         Ok(self.generation.load(Ordering::Acquire))
     }
 
+    /// The entry for `(user, account, at)` if it is of `generation` — or, with `structure`,
+    /// of that structure generation.
     pub(super) fn get(
         &self,
         generation: u64,
+        structure: Option<u64>,
         user: &str,
         account: Option<&str>,
         at: i64,
@@ -88,21 +112,23 @@ impl ViewCache {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (user.to_string(), account.map(str::to_string), at);
         match entries.get(&key) {
-            Some((g, view)) if *g == generation => Some(view.clone()),
+            Some((g, s, view)) if *g == generation || structure == Some(*s) => Some(view.clone()),
             _ => None,
         }
     }
 
-    /// Keeps `view`, read at `generation`, unless a write came in meanwhile.
+    /// Keeps `view`, read at `generation` and `structure`, unless a write came in meanwhile.
     pub(super) fn put(
         &self,
-        generation: u64,
+        (generation, structure): (u64, u64),
         user: &str,
         account: Option<&str>,
         at: i64,
         view: &AdmissionView,
     ) {
-        if self.generation.load(Ordering::Acquire) != generation {
+        if self.generation.load(Ordering::Acquire) != generation
+            || self.structure.load(Ordering::Acquire) != structure
+        {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
@@ -111,7 +137,7 @@ impl ViewCache {
         }
         entries.insert(
             (user.to_string(), account.map(str::to_string), at),
-            (generation, view.clone()),
+            (generation, structure, view.clone()),
         );
     }
 }
