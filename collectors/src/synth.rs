@@ -781,7 +781,10 @@ mod tests {
         // Without `days` 2000 records take well under a day; with 90 they reach late March.
         assert!(plain_submits.last().unwrap().starts_with("2026-01-01"));
         let last = wide_submits.last().unwrap();
-        assert!(last.as_str() > "2026-03-30" && last.as_str() < "2026-04-01", "{last}");
+        assert!(
+            last.as_str() > "2026-03-30" && last.as_str() < "2026-04-01",
+            "{last}"
+        );
         assert!(wide_submits[0].starts_with("2026-01-01"));
         // The job ids, accounts and states are those of the default run.
         let ids = |text: &str| -> Vec<String> {

@@ -328,7 +328,11 @@ impl Ledger {
             .statement_reads(account, currency, window_start, from, to)
             .await?
             .ok_or_else(|| LedgerError::not_found("account", account))?;
-        let opening = sub(reads.deposits_before, reads.usage_before, "statement opening")?;
+        let opening = sub(
+            reads.deposits_before,
+            reads.usage_before,
+            "statement opening",
+        )?;
         statement_of(
             account,
             currency,

@@ -65,7 +65,11 @@ impl UsageGrouping {
             qos: has(GroupKey::Qos),
             day: has(GroupKey::Day) || has(GroupKey::Week) || has(GroupKey::Month),
             // Weeks straddle months: with both (or with days), only days can be merged.
-            bucket: match (has(GroupKey::Day), has(GroupKey::Week), has(GroupKey::Month)) {
+            bucket: match (
+                has(GroupKey::Day),
+                has(GroupKey::Week),
+                has(GroupKey::Month),
+            ) {
                 (false, false, false) => Bucket::None,
                 (false, true, false) => Bucket::Week,
                 (false, false, true) => Bucket::Month,
@@ -226,7 +230,10 @@ mod tests {
         // Keys formatted from a bucket's start are those of its days.
         for d in 0..400 {
             let day = at(2025, 12, 1) + d * SECONDS_PER_DAY;
-            assert_eq!(format_iso_week(Bucket::Week.start(day)), format_iso_week(day));
+            assert_eq!(
+                format_iso_week(Bucket::Week.start(day)),
+                format_iso_week(day)
+            );
             assert_eq!(format_month(Bucket::Month.start(day)), format_month(day));
         }
         // Before 1970 too.

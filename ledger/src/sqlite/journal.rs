@@ -12,17 +12,15 @@ use super::tree::{
     account_ids, allocation_covering, create_under_root, load_context, require_account,
     require_open,
 };
-use super::{
-    chunk_plan, col, db, json_ints, json_strings, multi_row_sql, value_rows, MAX_PARAMS,
-};
+use super::{chunk_plan, col, db, json_ints, json_strings, multi_row_sql, value_rows, MAX_PARAMS};
 use crate::calendar::{day_start, SECONDS_PER_DAY};
-use crate::storage::StatementReads;
 use crate::error::{add, LedgerError, Result};
 use crate::materialize::{Effects, Id, UsageDims};
 use crate::model::{
     EntryKind, JobRow, JournalEntry, JournalQuery, NewEntry, PostOutcome, UsageCharge,
 };
 use crate::posting::{plan_usage, release_entries, Entry, EntryType, Incoming, OpenHold, Posting};
+use crate::storage::StatementReads;
 
 /// Journal columns as the hot path writes them: `id` is left to SQLite (the next rowid, which
 /// the writer predicts and checks).

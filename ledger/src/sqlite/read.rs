@@ -126,10 +126,18 @@ fn grouped_sql(
         (g.partition, "partition_id"),
         (g.qos, "qos_id"),
     ];
-    let mut group = vec!["account_id", "currency_id"];
-    group.extend(dims.iter().filter(|(wanted, _)| *wanted).map(|(_, e)| *e));
+    let mut select = vec!["account_id", "currency_id"];
+    select.extend(dims.iter().filter(|(wanted, _)| *wanted).map(|(_, e)| *e));
+    // A constant (a range inside one month) is no grouping, and SQLite would read an integer
+    // in `group by` as a column number.
+    let group: Vec<&str> = select
+        .iter()
+        .copied()
+        .filter(|e| e.parse::<i64>().is_err())
+        .collect();
     format!(
-        "select {0}, sum(amount), sum(job_count) from {table} where {filter} group by {0}",
+        "select {}, sum(amount), sum(job_count) from {table} where {filter} group by {}",
+        select.join(", "),
         group.join(", ")
     )
 }
@@ -142,9 +150,7 @@ fn period_sql(bucket: Bucket, day_expr: &str, from: i64, to: i64) -> String {
         Bucket::None | Bucket::Day => day_expr.to_string(),
         // Day number d = day / 86400 (exact); 1970-01-01 was a Thursday: Monday is
         // weekday 0 = (d + 3) mod 7, taken non-negative.
-        Bucket::Week => format!(
-            "({day_expr} - ((({day_expr} / 86400 + 3) % 7 + 7) % 7) * 86400)"
-        ),
+        Bucket::Week => format!("({day_expr} - ((({day_expr} / 86400 + 3) % 7 + 7) % 7) * 86400)"),
         Bucket::Month => {
             let mut starts = vec![Bucket::Month.start(from)];
             loop {
@@ -154,6 +160,9 @@ fn period_sql(bucket: Bucket, day_expr: &str, from: i64, to: i64) -> String {
                     break;
                 }
                 starts.push(next);
+            }
+            if starts.len() == 1 {
+                return starts[0].to_string();
             }
             let mut sql = String::from("(case");
             for pair in starts.windows(2) {
