@@ -49,18 +49,25 @@ pub(super) async fn balance_snapshot(conn: &mut SqliteConnection) -> Result<Bala
 const JOURNAL_DAY: &str = "(effective_at - ((effective_at % 86400) + 86400) % 86400)";
 
 /// Every (account, currency) pair of the journal, found in its `journal_by_account_time` index
-/// one seek per pair (a loose index scan), as the recursive CTE `pairs(v)` with
+/// two seeks per pair (a loose index scan), as the recursive CTE `pairs(v)` with
 /// `v = account_id × 2³² + currency_id` (ids are positive and below 2³²), the last row null.
-/// The next pair after `(a, c)` is the first index entry greater than it.
+/// After `(a, c)` comes the account's next currency, else the next account's first. (A row
+/// value comparison `(account_id, currency_id) > (a, c)` would walk through every entry of
+/// `(a, c)` instead of seeking past them.)
 const JOURNAL_PAIRS: &str = "pairs (v) as (
         select (select account_id * 4294967296 + currency_id
                 from journal indexed by journal_by_account_time
                 order by account_id, currency_id limit 1)
         union all
-        select (select j.account_id * 4294967296 + j.currency_id
-                from journal j indexed by journal_by_account_time
-                where (j.account_id, j.currency_id) > (p.v / 4294967296, p.v % 4294967296)
-                order by j.account_id, j.currency_id limit 1)
+        select coalesce(
+            (select j.account_id * 4294967296 + j.currency_id
+             from journal j indexed by journal_by_account_time
+             where j.account_id = p.v / 4294967296 and j.currency_id > p.v % 4294967296
+             order by j.currency_id limit 1),
+            (select j.account_id * 4294967296 + j.currency_id
+             from journal j indexed by journal_by_account_time
+             where j.account_id > p.v / 4294967296
+             order by j.account_id, j.currency_id limit 1))
         from pairs p where p.v is not null
     )";
 
