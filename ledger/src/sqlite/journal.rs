@@ -8,6 +8,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::SqliteConnection;
 
 use super::labels::{intern, intern_one};
+use super::read::JOURNAL_DAYS;
 use super::tree::{
     account_ids, allocation_covering, create_under_root, load_context, require_account,
     require_open,
@@ -999,9 +1000,9 @@ pub(super) async fn list(
 }
 
 /// What a statement of `account` in `currency` reads (see [`StatementReads`]): the subtree's
-/// accounts from the tree, then per account one range of `journal_by_account_time` for the
-/// movements and the partial days before `from`, and the whole days before `from` from
-/// `usage_daily_accounts`. Nothing reads the rest of the journal.
+/// accounts from the tree, then per day and account one range of `journal_by_day` for the
+/// movements, the deposits and the partial days before `from`, and the whole days before
+/// `from` from `usage_daily_accounts`. Nothing reads the rest of the journal.
 pub(super) async fn statement_reads(
     conn: &mut SqliteConnection,
     account: &str,
@@ -1039,30 +1040,40 @@ pub(super) async fn statement_reads(
     };
     let ids = json_ints(subtree.iter().copied());
 
-    let deposits_before: i64 = sqlx::query_scalar(
-        "select coalesce(sum(amount), 0) from journal indexed by journal_by_account_time
-         where account_id = ?1 and currency_id = ?2 and effective_at >= ?3 and effective_at < ?4
-           and type = 1",
-    )
-    .bind(own)
-    .bind(currency_id)
-    .bind(window_start)
-    .bind(from)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(db)?;
+    let deposits_before: i64 = if window_start < from {
+        sqlx::query_scalar(&format!(
+            "with recursive {JOURNAL_DAYS}
+             select coalesce(sum(j.amount), 0)
+             from days cross join journal j indexed by journal_by_day
+             where j.effective_at / 86400 = days.d and j.account_id = ?3 and j.currency_id = ?4
+               and j.effective_at >= ?1 and j.effective_at < ?2 and j.type = 1"
+        ))
+        .bind(window_start)
+        .bind(from)
+        .bind(own)
+        .bind(currency_id)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?
+    } else {
+        0
+    };
 
     // Usage before `from`: whole days from the rollup, partial days from the journal.
+    let usage_sql = format!(
+        "with recursive {JOURNAL_DAYS}
+         select coalesce(sum(j.amount), 0)
+         from days cross join journal j indexed by journal_by_day
+         where j.effective_at / 86400 = days.d
+           and j.account_id in (select value from json_each(?3)) and j.currency_id = ?4
+           and j.effective_at >= ?1 and j.effective_at < ?2 and j.type between 2 and 7"
+    );
     let journal_usage = |start: i64, end: i64| {
-        sqlx::query_scalar::<_, i64>(
-            "select coalesce(sum(amount), 0) from journal indexed by journal_by_account_time
-             where account_id in (select value from json_each(?1)) and currency_id = ?2
-               and effective_at >= ?3 and effective_at < ?4 and type between 2 and 7",
-        )
-        .bind(ids.as_str())
-        .bind(currency_id)
-        .bind(start)
-        .bind(end)
+        sqlx::query_scalar::<_, i64>(&usage_sql)
+            .bind(start)
+            .bind(end)
+            .bind(ids.as_str())
+            .bind(currency_id)
     };
     let first_day = day_start(window_start);
     let first_day = if first_day < window_start {
@@ -1103,18 +1114,21 @@ pub(super) async fn statement_reads(
     }
 
     let sql = format!(
-        "{ENTRY_SELECT} where id in (
-             select id from journal indexed by journal_by_account_time
-             where account_id in (select value from json_each(?1)) and currency_id = ?2
-               and effective_at >= ?3 and effective_at < ?4 and (type <> 1 or account_id = ?5)
+        "with recursive {JOURNAL_DAYS}
+         {ENTRY_SELECT} where id in (
+             select j.id from days cross join journal j indexed by journal_by_day
+             where j.effective_at / 86400 = days.d
+               and j.account_id in (select value from json_each(?3)) and j.currency_id = ?4
+               and j.effective_at >= ?1 and j.effective_at < ?2
+               and (j.type <> 1 or j.account_id = ?5)
          )
          order by id"
     );
     let rows = sqlx::query(&sql)
-        .bind(ids.as_str())
-        .bind(currency_id)
         .bind(from)
         .bind(to)
+        .bind(ids.as_str())
+        .bind(currency_id)
         .bind(own)
         .fetch_all(&mut *conn)
         .await

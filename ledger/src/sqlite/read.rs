@@ -48,28 +48,11 @@ pub(super) async fn balance_snapshot(conn: &mut SqliteConnection) -> Result<Bala
 /// The start of the UTC day of `effective_at`, in SQL (`%` truncates toward zero).
 const JOURNAL_DAY: &str = "(effective_at - ((effective_at % 86400) + 86400) % 86400)";
 
-/// Every (account, currency) pair of the journal, found in its `journal_by_account_time` index
-/// two seeks per pair (a loose index scan), as the recursive CTE `pairs(v)` with
-/// `v = account_id × 2³² + currency_id` (ids are positive and below 2³²), the last row null.
-/// After `(a, c)` comes the account's next currency, else the next account's first. (A row
-/// value comparison `(account_id, currency_id) > (a, c)` would walk through every entry of
-/// `(a, c)` instead of seeking past them.)
-const JOURNAL_PAIRS: &str = "pairs (v) as (
-        select (select account_id * 4294967296 + currency_id
-                from journal indexed by journal_by_account_time
-                order by account_id, currency_id limit 1)
-        union all
-        select coalesce(
-            (select j.account_id * 4294967296 + j.currency_id
-             from journal j indexed by journal_by_account_time
-             where j.account_id = p.v / 4294967296 and j.currency_id > p.v % 4294967296
-             order by j.currency_id limit 1),
-            (select j.account_id * 4294967296 + j.currency_id
-             from journal j indexed by journal_by_account_time
-             where j.account_id > p.v / 4294967296
-             order by j.account_id, j.currency_id limit 1))
-        from pairs p where p.v is not null
-    )";
+/// The CTE `days(d)`: every value of `effective_at / 86400` (SQLite's truncating division, as
+/// in the `journal_by_day` index) of the times in `[?1, ?2)`, `?1 < ?2`. Joined with
+/// `j.effective_at / 86400 = days.d`, it makes SQLite read a time range through the index.
+pub(super) const JOURNAL_DAYS: &str =
+    "days (d) as (select ?1 / 86400 union all select d + 1 from days where d < (?2 - 1) / 86400)";
 
 /// One usage line by ids: account, currency, day, user, cluster, partition, QOS (the
 /// ungrouped ones `None`).
@@ -182,8 +165,7 @@ fn period_sql(bucket: Bucket, day_expr: &str, from: i64, to: i64) -> String {
 }
 
 /// Usage entries with `effective_at ∈ [from, to)`: a scan of the whole journal, or (`indexed`)
-/// one range of the `journal_by_account_time` index per (account, currency) pair, which reads
-/// only the entries in the range.
+/// the range through the `journal_by_day` index, which reads only the entries in it.
 async fn journal_usage(
     conn: &mut SqliteConnection,
     indexed: bool,
@@ -196,14 +178,14 @@ async fn journal_usage(
     let sql = if indexed {
         let inner = grouped_sql(
             g,
-            "pairs p cross join journal j indexed by journal_by_account_time",
+            "days cross join journal j indexed by journal_by_day",
             JOURNAL_DAY,
-            "j.account_id = p.v / 4294967296 and j.currency_id = p.v % 4294967296
-             and j.effective_at >= ?1 and j.effective_at < ?2 and j.type between 2 and 7",
+            "j.effective_at / 86400 = days.d and j.effective_at >= ?1 and j.effective_at < ?2
+             and j.type between 2 and 7",
             from,
             to,
         );
-        format!("with recursive {JOURNAL_PAIRS} {inner}")
+        format!("with recursive {JOURNAL_DAYS} {inner}")
     } else {
         grouped_sql(g, "journal", JOURNAL_DAY, filter, from, to)
     };
