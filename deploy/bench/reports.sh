@@ -16,6 +16,8 @@
 #   BENCH_BIN        a folder with prebuilt `bursar` and `bursar-gen-sacct` to use
 #   BENCH_ACCOUNT    the statement's account           (default proj119)
 #   BENCH_DIVISION   a statement of a whole subtree    (default astro)
+#   BENCH_IDLE_BUSY  wait before each measurement until other processes use less than this
+#                    % of the CPU (BENCH_IDLE_WAIT, default 300, seconds at most)
 #
 # "Cold" drops the ledger's pages from the OS page cache first (posix_fadvise DONTNEED on the
 # database files only, not the whole machine's cache) and runs once.
@@ -96,32 +98,67 @@ for path in sys.argv[1:]:
 EOF
 }
 
-# time_one NAME ARGS...: one run; appends "seconds peak_rss_kb" to $LOGS/NAME.runs.
+# "busy total" jiffies of all cores, from /proc/stat.
+cpu_jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
+
+# Percent of all cores busy over the next 2 seconds.
+cpu_busy() {
+    local a b
+    a=$(cpu_jiffies); sleep 2; b=$(cpu_jiffies)
+    awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " "); total = y[2] - x[2];
+        printf "%.0f", (total > 0 ? 100 * (y[1] - x[1]) / total : 0) }'
+}
+
+# With BENCH_IDLE_BUSY set, waits (at most BENCH_IDLE_WAIT seconds, default 300) until other
+# processes use less than that percent of the CPU.
+wait_idle() {
+    [[ -n ${BENCH_IDLE_BUSY:-} ]] || return 0
+    local waited=0
+    while (( $(cpu_busy) >= BENCH_IDLE_BUSY && waited < ${BENCH_IDLE_WAIT:-300} )); do
+        sleep 8; waited=$(( waited + 10 ))
+    done
+}
+
+# time_one NAME ARGS...: one run; appends "seconds peak_rss_kb" to $LOGS/NAME.runs (wall time
+# from date +%N: /usr/bin/time's %e has 10 ms steps).
 time_one() {
     local name=$1; shift
-    /usr/bin/time -f '%e %M' -o "$LOGS/$name.time" "$BURSAR" -c "$CONFIG" \
+    local t0 t1
+    t0=$(date +%s%N)
+    /usr/bin/time -f '%M' -o "$LOGS/$name.time" "$BURSAR" -c "$CONFIG" \
         --database "sqlite://$DB" "$@" > "$LOGS/$name.out" 2> "$LOGS/$name.err"
-    cat "$LOGS/$name.time" >> "$LOGS/$name.runs"
+    t1=$(date +%s%N)
+    echo "$(( (t1 - t0) / 1000 )) $(tail -1 "$LOGS/$name.time")" \
+        | awk '{ printf "%.6f %d\n", $1 / 1e6, $2 }' >> "$LOGS/$name.runs"
 }
 
 # measure LABEL NAME ARGS...: one cold run, one warm-up, RUNS warm runs; prints a table row.
 measure() {
     local label=$1 name=$2; shift 2
     rm -f "$LOGS/$name.runs" "$LOGS/$name-cold.runs"
+    wait_idle
     drop_cache
     time_one "$name-cold" "$@"
     time_one "$name-warmup" "$@"
-    local _
+    local _ j0 j1
+    wait_idle
+    j0=$(cpu_jiffies)
     for _ in $(seq "$RUNS"); do time_one "$name" "$@"; done
+    j1=$(cpu_jiffies)
+    # Share of both cores busy during the warm runs (bursar's own CPU included).
+    local busy
+    busy=$(awk -v a="$j0" -v b="$j1" 'BEGIN { split(a, x, " "); split(b, y, " ");
+        t = y[2] - x[2]; printf "%.0f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }')
     local lines
     lines=$(wc -l < "$LOGS/$name.out")
     read -r cold _ < "$LOGS/$name-cold.runs"
-    sort -n -k1 "$LOGS/$name.runs" | awk -v label="$label" -v cold="$cold" -v lines="$lines" '
+    sort -n -k1 "$LOGS/$name.runs" | awk -v label="$label" -v cold="$cold" -v lines="$lines" \
+        -v busy="$busy" '
         { s[NR] = $1; m[NR] = $2 }
         END {
             mid = int((NR + 1) / 2)
-            printf "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f |\n",
-                label, lines, 1000 * s[mid], 1000 * s[1], 1000 * s[NR], 1000 * cold, m[mid] / 1024
+            printf "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %d%% |\n", label, lines,
+                1000 * s[mid], 1000 * s[1], 1000 * s[NR], 1000 * cold, m[mid] / 1024, busy
         }'
 }
 
@@ -129,8 +166,8 @@ say "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "Ledger: $entries journal entries ($N records, seed $SEED, 365 days from 2026-01-01)."
 echo
-echo "| command | output lines | median ms | best ms | worst ms | cold ms | peak RSS MB |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| command | output lines | median ms | best ms | worst ms | cold ms | peak RSS MB | CPU busy |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 measure "\`report usage --by account,month\`, 2026-01-01 to 2027-02-01" report \
     report usage --from 2026-01-01 --to 2027-02-01 --by account,month --format csv
 measure "\`report usage --by account,month --rollup\` (through the tree)" report-rollup \
@@ -150,4 +187,5 @@ measure "\`balance\` (materialized numbers only: the floor)" balance \
 echo
 echo "Warm: median, best and worst of $RUNS runs after a warm-up; cold: one run after dropping the"
 echo "ledger's pages from the page cache. Each is a whole process (start, open, read, print)."
+echo "CPU busy: share of the $(nproc) cores in use during the warm runs, bursar's own included."
 echo "Targets: report < 1 s (target 200 ms), statement of one account < 100 ms."

@@ -267,6 +267,9 @@ fn planned_chunks<T>(rows: &[T]) -> Vec<&[T]> {
     chunks
 }
 
+/// A row of `usage_daily_accounts`: account, currency, day.
+type AccountDay = (Id, Id, i64);
+
 /// Writes what `effects` accumulated: each touched allocation, account total and daily rollup
 /// row once. STRICT integer columns refuse the real an overflowing `+` would produce.
 pub(super) async fn write_effects(
@@ -307,17 +310,14 @@ pub(super) async fn write_effects(
     let daily = effects.daily_deltas();
 
     // The same deltas summed over users, clusters, partitions and QOS (usage_daily_accounts).
-    let mut per_account: Vec<((Id, Id, i64), (i64, i64))> = Vec::new();
-    {
-        let mut sums: FxHashMap<(Id, Id, i64), (i64, i64)> = FxHashMap::default();
-        for (k, (amount, jobs)) in &daily {
-            let sum = sums.entry((k.account, k.currency, k.day)).or_default();
-            sum.0 = add(sum.0, *amount, "daily account usage")?;
-            sum.1 = add(sum.1, *jobs, "daily account jobs")?;
-        }
-        per_account.extend(sums.into_iter().filter(|(_, v)| *v != (0, 0)));
-        per_account.sort_unstable();
+    let mut sums: FxHashMap<AccountDay, (i64, i64)> = FxHashMap::default();
+    for (k, (amount, jobs)) in &daily {
+        let sum = sums.entry((k.account, k.currency, k.day)).or_default();
+        sum.0 = add(sum.0, *amount, "daily account usage")?;
+        sum.1 = add(sum.1, *jobs, "daily account jobs")?;
     }
+    let mut per_account: Vec<_> = sums.into_iter().filter(|(_, v)| *v != (0, 0)).collect();
+    per_account.sort_unstable();
     for chunk in per_account.chunks(MAX_PARAMS / 5) {
         let sql = format!(
             "insert into usage_daily_accounts (account_id, currency_id, day, amount, job_count)
