@@ -125,11 +125,11 @@ time_one() {
     local name=$1; shift
     local t0 t1
     t0=$(date +%s%N)
-    /usr/bin/time -f '%M' -o "$LOGS/$name.time" "$BURSAR" -c "$CONFIG" \
+    /usr/bin/time -f '%M %U %S' -o "$LOGS/$name.time" "$BURSAR" -c "$CONFIG" \
         --database "sqlite://$DB" "$@" > "$LOGS/$name.out" 2> "$LOGS/$name.err"
     t1=$(date +%s%N)
     echo "$(( (t1 - t0) / 1000 )) $(tail -1 "$LOGS/$name.time")" \
-        | awk '{ printf "%.6f %d\n", $1 / 1e6, $2 }' >> "$LOGS/$name.runs"
+        | awk '{ printf "%.6f %d %.2f\n", $1 / 1e6, $2, $3 + $4 }' >> "$LOGS/$name.runs"
 }
 
 # measure LABEL NAME ARGS...: one cold run, one warm-up, RUNS warm runs; prints a table row.
@@ -145,10 +145,14 @@ measure() {
     j0=$(cpu_jiffies)
     for _ in $(seq "$RUNS"); do time_one "$name" "$@"; done
     j1=$(cpu_jiffies)
-    # Share of both cores busy during the warm runs (bursar's own CPU included).
+    # Share of all cores that other processes kept busy during the warm runs: the cores'
+    # busy time minus bursar's own CPU time (user + sys, 10 ms steps).
     local busy
-    busy=$(awk -v a="$j0" -v b="$j1" 'BEGIN { split(a, x, " "); split(b, y, " ");
-        t = y[2] - x[2]; printf "%.0f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }')
+    busy=$(awk -v a="$j0" -v b="$j1" -v hz="$(getconf CLK_TCK)" '
+        { own += $3 }
+        END { split(a, x, " "); split(b, y, " "); t = y[2] - x[2]
+              o = (t > 0 ? 100 * ((y[1] - x[1]) - own * hz) / t : 0)
+              printf "%.0f", (o < 0 ? 0 : o) }' "$LOGS/$name.runs")
     local lines
     lines=$(wc -l < "$LOGS/$name.out")
     read -r cold _ < "$LOGS/$name-cold.runs"
@@ -166,7 +170,7 @@ say "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "Ledger: $entries journal entries ($N records, seed $SEED, 365 days from 2026-01-01)."
 echo
-echo "| command | output lines | median ms | best ms | worst ms | cold ms | peak RSS MB | CPU busy |"
+echo "| command | output lines | median ms | best ms | worst ms | cold ms | peak RSS MB | others' CPU |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 measure "\`report usage --by account,month\`, 2026-01-01 to 2027-02-01" report \
     report usage --from 2026-01-01 --to 2027-02-01 --by account,month --format csv
@@ -187,5 +191,5 @@ measure "\`balance\` (materialized numbers only: the floor)" balance \
 echo
 echo "Warm: median, best and worst of $RUNS runs after a warm-up; cold: one run after dropping the"
 echo "ledger's pages from the page cache. Each is a whole process (start, open, read, print)."
-echo "CPU busy: share of the $(nproc) cores in use during the warm runs, bursar's own included."
+echo "Others' CPU: share of the $(nproc) cores other processes kept busy during the warm runs."
 echo "Targets: report < 1 s (target 200 ms), statement of one account < 100 ms."
