@@ -9,7 +9,7 @@
 -- deposits before a statement's period. `effective_at / 86400` is SQLite's integer division
 -- (truncating), which queries repeat exactly so that SQLite uses this index. Day first, not
 -- account first: an import appends to the few days it covers instead of to one place per
--- account and currency, which costs it about 9 % instead of about 30 % (docs/benchmarks.md).
+-- account and currency, which costs it about 6-13 % instead of 24-32 % (docs/benchmarks.md).
 -- `type` is in the index so that an entry's kind is checked without reading its row.
 create index journal_by_day on journal (effective_at / 86400, account_id, currency_id, effective_at, type);
 
