@@ -29,6 +29,10 @@ pub struct SynthConfig {
     pub clusters: Vec<String>,
     /// Unix seconds of the first submission.
     pub start: i64,
+    /// When set, the submissions are spread evenly over this many days from `start` (the last
+    /// one near `start + days`), whatever `records`; when unset, they come a few seconds apart
+    /// (0–29 s, about 4 months per million records).
+    pub days: Option<u32>,
     pub accounts: u32,
     pub users: u32,
 }
@@ -40,6 +44,7 @@ impl Default for SynthConfig {
             seed: 1,
             clusters: vec!["onprem".to_string(), "cloud".to_string()],
             start: 1_767_225_600, // 2026-01-01T00:00:00Z
+            days: None,
             accounts: 200,
             users: 1000,
         }
@@ -215,7 +220,18 @@ impl<'a> Generator<'a> {
 
     /// One submission (a job, an array, a het job or a requeued job), at most `budget` records.
     fn submission(&mut self, budget: u64, out: &mut Vec<u8>) {
-        self.now += self.rng.below(30) as i64;
+        // Drawn either way, so that `days` changes the times and nothing else.
+        let gap = self.rng.below(30) as i64;
+        self.now = match self.config.days {
+            None => self.now + gap,
+            Some(days) => {
+                let span = i128::from(days) * 86_400;
+                let done = i128::from(self.stats.records);
+                let total = i128::from(self.config.records.max(1));
+                let at = self.config.start + (span * done / total) as i64;
+                self.now.max(at + gap)
+            }
+        };
         let base = self.base_job();
         let roll = self.rng.below(100);
         if roll < 8 && budget >= 2 {
@@ -741,6 +757,45 @@ mod tests {
             ..config.clone()
         };
         assert_ne!(sacct_text(&config), sacct_text(&other));
+    }
+
+    #[test]
+    fn days_spread_the_submissions_and_change_nothing_else() {
+        let config = SynthConfig {
+            records: 2000,
+            ..SynthConfig::default()
+        };
+        let spread = SynthConfig {
+            days: Some(90),
+            ..config.clone()
+        };
+        let submits = |text: &str| -> Vec<String> {
+            text.lines()
+                .skip(1)
+                .map(|line| line.split('|').nth(10).unwrap().to_string())
+                .collect()
+        };
+        let (plain, wide) = (sacct_text(&config), sacct_text(&spread));
+        let (plain_submits, wide_submits) = (submits(&plain), submits(&wide));
+        assert_eq!(plain_submits.len(), wide_submits.len());
+        // Without `days` 2000 records take well under a day; with 90 they reach late March.
+        assert!(plain_submits.last().unwrap().starts_with("2026-01-01"));
+        let last = wide_submits.last().unwrap();
+        assert!(
+            last.as_str() > "2026-03-30" && last.as_str() < "2026-04-01",
+            "{last}"
+        );
+        assert!(wide_submits[0].starts_with("2026-01-01"));
+        // The job ids, accounts and states are those of the default run.
+        let ids = |text: &str| -> Vec<String> {
+            text.lines()
+                .map(|line| {
+                    let f: Vec<&str> = line.split('|').collect();
+                    format!("{}|{}|{}|{}", f[0], f[3], f[7], f[13])
+                })
+                .collect()
+        };
+        assert_eq!(ids(&plain), ids(&wide));
     }
 
     #[test]

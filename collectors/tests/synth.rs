@@ -196,6 +196,7 @@ fn the_binary_writes_the_same_as_the_library() {
         seed: 8,
         clusters: vec!["a".into(), "b".into(), "c".into()],
         start: 1_772_323_200, // 2026-03-01T00:00:00Z
+        days: None,
         accounts: 20,
         users: 50,
     });

@@ -556,8 +556,8 @@ impl Ledger {
         }
         let aligned = calendar::is_day_start(from) && calendar::is_day_start(to);
         let source = match source {
-            ReportSource::Auto if aligned => UsageSource::Rollup,
-            ReportSource::Auto | ReportSource::Journal => UsageSource::Journal,
+            ReportSource::Auto => UsageSource::Indexed,
+            ReportSource::Journal => UsageSource::Journal,
             ReportSource::Rollup if aligned => UsageSource::Rollup,
             ReportSource::Rollup => {
                 return Err(LedgerError::Invalid(format!(

@@ -421,13 +421,15 @@ pub struct UsageReport {
     pub totals: Vec<(Currency, i64)>,
 }
 
-/// Where a usage report is computed from. Both give the same answer; the rollup is faster and
+/// Where a usage report is computed from. All give the same answer; the rollup is faster and
 /// only answers ranges on UTC day boundaries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReportSource {
-    /// The daily rollup when `from` and `to` are on UTC day boundaries, else the journal.
+    /// The daily rollup for the whole UTC days of the range, the journal (through its
+    /// account and time index) for the partial days at either end.
     Auto,
     Rollup,
+    /// Every usage entry of the journal: the reference, and slow on a large ledger.
     Journal,
 }
 

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use bursar_pricing::Currency;
 
-use crate::calendar::{format_day, format_iso_week, format_month};
+use crate::calendar::{
+    civil_from_days, days_from_civil, format_day, format_iso_week, format_month, SECONDS_PER_DAY,
+};
 use crate::error::{add, LedgerError, Result};
 use crate::model::{GroupKey, UsageReport, UsageRow};
 
@@ -18,6 +20,39 @@ pub struct UsageGrouping {
     pub qos: bool,
     /// The UTC day of `effective_at` (for `Day`, `Week` and `Month`).
     pub day: bool,
+    /// The calendar period the report keys days by: a backend may merge the days of one
+    /// period into a line dated the period's first day (see [`Bucket::start`]), which gives
+    /// the same report with fewer lines.
+    pub bucket: Bucket,
+}
+
+/// The coarsest calendar period a report's keys allow merging days into.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Bucket {
+    /// No calendar key: days are not reported.
+    #[default]
+    None,
+    Day,
+    /// ISO 8601 weeks (Monday first), UTC.
+    Week,
+    Month,
+}
+
+impl Bucket {
+    /// The first day (00:00 UTC) of the period holding `day`.
+    pub fn start(self, day: i64) -> i64 {
+        let days = day.div_euclid(SECONDS_PER_DAY);
+        let first = match self {
+            Bucket::None | Bucket::Day => days,
+            // 1970-01-01 was a Thursday: weekday 0 is Monday.
+            Bucket::Week => days - (days + 3).rem_euclid(7),
+            Bucket::Month => {
+                let (y, m, _) = civil_from_days(days);
+                days_from_civil(y, m, 1)
+            }
+        };
+        first * SECONDS_PER_DAY
+    }
 }
 
 impl UsageGrouping {
@@ -29,6 +64,17 @@ impl UsageGrouping {
             partition: has(GroupKey::Partition),
             qos: has(GroupKey::Qos),
             day: has(GroupKey::Day) || has(GroupKey::Week) || has(GroupKey::Month),
+            // Weeks straddle months: with both (or with days), only days can be merged.
+            bucket: match (
+                has(GroupKey::Day),
+                has(GroupKey::Week),
+                has(GroupKey::Month),
+            ) {
+                (false, false, false) => Bucket::None,
+                (false, true, false) => Bucket::Week,
+                (false, false, true) => Bucket::Month,
+                _ => Bucket::Day,
+            },
         }
     }
 }
@@ -167,4 +213,41 @@ pub fn roll_up(
         })
         .collect();
     Ok(UsageReport { rows, ..report })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_start_on_the_period_s_first_day() {
+        let at = |y, m, d| days_from_civil(y, m, d) * SECONDS_PER_DAY;
+        // 2026-02-18 is a Wednesday.
+        let day = at(2026, 2, 18);
+        assert_eq!(Bucket::Day.start(day), day);
+        assert_eq!(Bucket::Week.start(day), at(2026, 2, 16));
+        assert_eq!(Bucket::Month.start(day), at(2026, 2, 1));
+        // Keys formatted from a bucket's start are those of its days.
+        for d in 0..400 {
+            let day = at(2025, 12, 1) + d * SECONDS_PER_DAY;
+            assert_eq!(
+                format_iso_week(Bucket::Week.start(day)),
+                format_iso_week(day)
+            );
+            assert_eq!(format_month(Bucket::Month.start(day)), format_month(day));
+        }
+        // Before 1970 too.
+        assert_eq!(Bucket::Month.start(at(1969, 12, 31)), at(1969, 12, 1));
+        assert_eq!(Bucket::Week.start(at(1970, 1, 1)), at(1969, 12, 29));
+    }
+
+    #[test]
+    fn the_bucket_follows_the_calendar_keys() {
+        let of = |keys: &[GroupKey]| UsageGrouping::of(keys).bucket;
+        assert_eq!(of(&[GroupKey::Account]), Bucket::None);
+        assert_eq!(of(&[GroupKey::Month]), Bucket::Month);
+        assert_eq!(of(&[GroupKey::Week, GroupKey::User]), Bucket::Week);
+        assert_eq!(of(&[GroupKey::Week, GroupKey::Month]), Bucket::Day);
+        assert_eq!(of(&[GroupKey::Day, GroupKey::Month]), Bucket::Day);
+    }
 }

@@ -41,6 +41,23 @@ pub enum UsageSource {
     Rollup,
     /// The journal, entry by entry.
     Journal,
+    /// Any range: the daily rollup for the whole UTC days inside it, the journal through its
+    /// (account, currency, time) index for the partial days at either end. The same lines as
+    /// `Journal`, in one snapshot.
+    Indexed,
+}
+
+/// What a statement reads (see [`crate::finance`]): for `account`'s subtree in one currency,
+/// the balance effect of the entries with `effective_at ∈ [window_start, from)` and the
+/// movements in `[from, to)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatementReads {
+    /// Σ deposit entries of the account itself in `[window_start, from)`.
+    pub deposits_before: i64,
+    /// Σ usage entries (charges, adjustments, refunds) of the subtree in `[window_start, from)`.
+    pub usage_before: i64,
+    /// The subtree's entries in `[from, to)` (deposits: the account's own), in posting order.
+    pub lines: Vec<JournalEntry>,
 }
 
 /// A ledger database. See the methods of [`crate::Ledger`] for the semantics; `now` arguments
@@ -97,6 +114,17 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         to: i64,
         grouping: UsageGrouping,
     ) -> Result<Vec<UsageLine>>;
+
+    /// The reads of a statement, in one snapshot; `Ok(None)` when the account does not
+    /// exist. A currency the ledger has never seen has no entries.
+    async fn statement_reads(
+        &self,
+        account: &str,
+        currency: &Currency,
+        window_start: i64,
+        from: i64,
+        to: i64,
+    ) -> Result<Option<StatementReads>>;
 
     async fn quarantine_add(&self, items: &[QuarantineItem], now: i64) -> Result<u64>;
     async fn quarantine_list(&self) -> Result<Vec<QuarantineRow>>;

@@ -182,8 +182,19 @@ proptest! {
                 let sum: i64 = rollup.rows.iter().filter(|r| &r.currency == currency).map(|r| r.amount).sum();
                 prop_assert_eq!(sum, *total);
             }
-            // Unaligned ranges come from the journal and add up too.
+            // Unaligned ranges: whole days from the rollup, the edges from the journal's
+            // index; the same as the whole journal, and they add up too.
             let odd = ledger.usage_report(from + 1, to - 1, &keys).await.unwrap();
+            let odd_journal = ledger
+                .usage_report_from(ReportSource::Journal, from + 1, to - 1, &keys)
+                .await
+                .unwrap();
+            prop_assert_eq!(&odd, &odd_journal);
+            let (a, b) = (from + 3 * 3600 + 17, from + 3 * 3600 + 17 + days * 40_000);
+            prop_assert_eq!(
+                ledger.usage_report(a, b, &keys).await.unwrap(),
+                ledger.usage_report_from(ReportSource::Journal, a, b, &keys).await.unwrap()
+            );
             for (currency, total) in &odd.totals {
                 let sum: i64 = odd.rows.iter().filter(|r| &r.currency == currency).map(|r| r.amount).sum();
                 prop_assert_eq!(sum, *total);

@@ -1,5 +1,5 @@
 //! `bursar-gen-sacct --records N --seed S [--clusters onprem,cloud] [--start 2026-01-01]
-//! [--accounts 200] [--users 1000] > dump.psv`: synthetic `sacct --parsable2` output for
+//! [--days D] [--accounts 200] [--users 1000] > dump.psv`: synthetic `sacct --parsable2` output for
 //! benchmarks (see `bursar_collectors::synth`).
 
 use std::io;
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use bursar_collectors::synth::{write_sacct, SynthConfig};
 
 const USAGE: &str = "usage: bursar-gen-sacct --records N --seed S [--clusters onprem,cloud] \
-[--start YYYY-MM-DD] [--accounts 200] [--users 1000]";
+[--start YYYY-MM-DD] [--days D] [--accounts 200] [--users 1000]";
 
 fn main() -> ExitCode {
     let config = match parse_args(std::env::args().skip(1)) {
@@ -70,6 +70,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<SynthConf
                 }
             }
             "--start" => config.start = parse_date(&value)?,
+            "--days" => config.days = Some(positive(number("--days")?, "--days")?),
             other => return Err(format!("unknown flag {other}")),
         }
     }

@@ -8,17 +8,20 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::SqliteConnection;
 
 use super::labels::{intern, intern_one};
+use super::read::JOURNAL_DAYS;
 use super::tree::{
     account_ids, allocation_covering, create_under_root, load_context, require_account,
     require_open,
 };
-use super::{chunk_plan, col, db, json_strings, multi_row_sql, value_rows, MAX_PARAMS};
+use super::{chunk_plan, col, db, json_ints, json_strings, multi_row_sql, value_rows, MAX_PARAMS};
+use crate::calendar::{day_start, SECONDS_PER_DAY};
 use crate::error::{add, LedgerError, Result};
 use crate::materialize::{Effects, Id, UsageDims};
 use crate::model::{
     EntryKind, JobRow, JournalEntry, JournalQuery, NewEntry, PostOutcome, UsageCharge,
 };
 use crate::posting::{plan_usage, release_entries, Entry, EntryType, Incoming, OpenHold, Posting};
+use crate::storage::StatementReads;
 
 /// Journal columns as the hot path writes them: `id` is left to SQLite (the next rowid, which
 /// the writer predicts and checks).
@@ -264,6 +267,9 @@ fn planned_chunks<T>(rows: &[T]) -> Vec<&[T]> {
     chunks
 }
 
+/// A row of `usage_daily_accounts`: account, currency, day.
+type AccountDay = (Id, Id, i64);
+
 /// Writes what `effects` accumulated: each touched allocation, account total and daily rollup
 /// row once. STRICT integer columns refuse the real an overflowing `+` would produce.
 pub(super) async fn write_effects(
@@ -302,6 +308,36 @@ pub(super) async fn write_effects(
     }
 
     let daily = effects.daily_deltas();
+
+    // The same deltas summed over users, clusters, partitions and QOS (usage_daily_accounts).
+    let mut sums: FxHashMap<AccountDay, (i64, i64)> = FxHashMap::default();
+    for (k, (amount, jobs)) in &daily {
+        let sum = sums.entry((k.account, k.currency, k.day)).or_default();
+        sum.0 = add(sum.0, *amount, "daily account usage")?;
+        sum.1 = add(sum.1, *jobs, "daily account jobs")?;
+    }
+    let mut per_account: Vec<_> = sums.into_iter().filter(|(_, v)| *v != (0, 0)).collect();
+    per_account.sort_unstable();
+    for chunk in per_account.chunks(MAX_PARAMS / 5) {
+        let sql = format!(
+            "insert into usage_daily_accounts (account_id, currency_id, day, amount, job_count)
+             values {}
+             on conflict (account_id, currency_id, day) do update set
+                 amount = amount + excluded.amount, job_count = job_count + excluded.job_count",
+            value_rows(chunk.len(), 5)
+        );
+        let mut query = sqlx::query(&sql).persistent(false);
+        for ((account, currency, day), (amount, jobs)) in chunk {
+            query = query
+                .bind(*account)
+                .bind(*currency)
+                .bind(*day)
+                .bind(*amount)
+                .bind(*jobs);
+        }
+        query.execute(&mut *conn).await.map_err(db)?;
+    }
+
     let chunks = planned_chunks(&daily);
     let sql: Vec<Arc<str>> = chunks
         .iter()
@@ -961,6 +997,148 @@ pub(super) async fn list(
         .await
         .map_err(db)?;
     rows.iter().map(journal_entry).collect()
+}
+
+/// What a statement of `account` in `currency` reads (see [`StatementReads`]): the subtree's
+/// accounts from the tree, then per day and account one range of `journal_by_day` for the
+/// movements, the deposits and the partial days before `from`, and the whole days before
+/// `from` from `usage_daily_accounts`. Nothing reads the rest of the journal.
+pub(super) async fn statement_reads(
+    conn: &mut SqliteConnection,
+    account: &str,
+    currency: &Currency,
+    window_start: i64,
+    from: i64,
+    to: i64,
+) -> Result<Option<StatementReads>> {
+    let subtree: Vec<Id> = sqlx::query_scalar(
+        "with recursive subtree (id) as (
+             select id from accounts where name = ?1
+             union all
+             select a.id from accounts a join subtree s on a.parent_id = s.id
+         )
+         select id from subtree",
+    )
+    .bind(account)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db)?;
+    let Some(&own) = subtree.first() else {
+        return Ok(None);
+    };
+    let currency_id: Option<Id> = sqlx::query_scalar("select id from labels where value = ?")
+        .bind(currency.as_str())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    let Some(currency_id) = currency_id else {
+        return Ok(Some(StatementReads {
+            deposits_before: 0,
+            usage_before: 0,
+            lines: Vec::new(),
+        }));
+    };
+    let ids = json_ints(subtree.iter().copied());
+
+    let deposits_before: i64 = if window_start < from {
+        sqlx::query_scalar(&format!(
+            "with recursive {JOURNAL_DAYS}
+             select coalesce(sum(j.amount), 0)
+             from days cross join journal j indexed by journal_by_day
+             where j.effective_at / 86400 = days.d and j.account_id = ?3 and j.currency_id = ?4
+               and j.effective_at >= ?1 and j.effective_at < ?2 and j.type = 1"
+        ))
+        .bind(window_start)
+        .bind(from)
+        .bind(own)
+        .bind(currency_id)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?
+    } else {
+        0
+    };
+
+    // Usage before `from`: whole days from the rollup, partial days from the journal.
+    let usage_sql = format!(
+        "with recursive {JOURNAL_DAYS}
+         select coalesce(sum(j.amount), 0)
+         from days cross join journal j indexed by journal_by_day
+         where j.effective_at / 86400 = days.d
+           and j.account_id in (select value from json_each(?3)) and j.currency_id = ?4
+           and j.effective_at >= ?1 and j.effective_at < ?2 and j.type between 2 and 7"
+    );
+    let journal_usage = |start: i64, end: i64| {
+        sqlx::query_scalar::<_, i64>(&usage_sql)
+            .bind(start)
+            .bind(end)
+            .bind(ids.as_str())
+            .bind(currency_id)
+    };
+    let first_day = day_start(window_start);
+    let first_day = if first_day < window_start {
+        first_day + SECONDS_PER_DAY
+    } else {
+        first_day
+    };
+    let last_day = day_start(from);
+    let mut usage_before = 0;
+    if first_day < last_day {
+        for (start, end) in [(window_start, first_day), (last_day, from)] {
+            if start < end {
+                let part = journal_usage(start, end)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(db)?;
+                usage_before = add(usage_before, part, "statement opening")?;
+            }
+        }
+        let days: i64 = sqlx::query_scalar(
+            "select coalesce(sum(amount), 0) from usage_daily_accounts
+             where account_id in (select value from json_each(?1)) and currency_id = ?2
+               and day >= ?3 and day < ?4",
+        )
+        .bind(ids.as_str())
+        .bind(currency_id)
+        .bind(first_day)
+        .bind(last_day)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+        usage_before = add(usage_before, days, "statement opening")?;
+    } else if window_start < from {
+        usage_before = journal_usage(window_start, from)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db)?;
+    }
+
+    let sql = format!(
+        "with recursive {JOURNAL_DAYS}
+         {ENTRY_SELECT} where id in (
+             select j.id from days cross join journal j indexed by journal_by_day
+             where j.effective_at / 86400 = days.d
+               and j.account_id in (select value from json_each(?3)) and j.currency_id = ?4
+               and j.effective_at >= ?1 and j.effective_at < ?2
+               and (j.type <> 1 or j.account_id = ?5)
+         )
+         order by id"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(from)
+        .bind(to)
+        .bind(ids.as_str())
+        .bind(currency_id)
+        .bind(own)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    let lines = rows.iter().map(journal_entry).collect::<Result<_>>()?;
+    Ok(Some(StatementReads {
+        deposits_before,
+        usage_before,
+        lines,
+    }))
 }
 
 /// The entry posted under a caller's idempotency key, if any.

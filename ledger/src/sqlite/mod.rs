@@ -61,7 +61,7 @@ use crate::model::{
     UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
-use crate::storage::{Storage, UsageSource, ViewRead};
+use crate::storage::{StatementReads, Storage, UsageSource, ViewRead};
 
 /// SQLite allows 32766 bound parameters per statement; multi-row statements stay under this.
 const MAX_PARAMS: usize = 32_000;
@@ -519,8 +519,27 @@ impl Storage for SqliteStorage {
         to: i64,
         grouping: UsageGrouping,
     ) -> Result<Vec<UsageLine>> {
-        let mut conn = self.read.acquire().await.map_err(db)?;
-        read::usage_lines(&mut conn, source, from, to, grouping).await
+        // One snapshot: the indexed source reads the rollup and the journal.
+        let mut tx = self.begin_read().await?;
+        let lines = read::usage_lines(&mut tx, source, from, to, grouping).await?;
+        tx.commit().await.map_err(db)?;
+        Ok(lines)
+    }
+
+    async fn statement_reads(
+        &self,
+        account: &str,
+        currency: &Currency,
+        window_start: i64,
+        from: i64,
+        to: i64,
+    ) -> Result<Option<StatementReads>> {
+        let mut tx = self.begin_read().await?;
+        let reads =
+            journal::statement_reads(&mut tx, account, currency, window_start, from, to).await?;
+        // A read: nothing for the view cache to forget.
+        tx.commit().await.map_err(db)?;
+        Ok(reads)
     }
 
     async fn quarantine_add(&self, items: &[QuarantineItem], now: i64) -> Result<u64> {

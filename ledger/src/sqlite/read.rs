@@ -3,15 +3,17 @@
 use std::collections::BTreeMap;
 
 use bursar_pricing::Currency;
+use rustc_hash::FxHashMap;
 use sqlx::SqliteConnection;
 
 use super::tree::{accounts, allocation_usage_from_journal, allocations};
 
 use super::{col, db};
 use crate::balances::{AccountTotal, BalanceSnapshot};
-use crate::error::{LedgerError, Result};
+use crate::calendar::{self, SECONDS_PER_DAY};
+use crate::error::{add, LedgerError, Result};
 use crate::model::{QuarantineItem, QuarantineRow};
-use crate::report::{UsageGrouping, UsageLine};
+use crate::report::{Bucket, UsageGrouping, UsageLine};
 use crate::storage::UsageSource;
 
 pub(super) async fn balance_snapshot(conn: &mut SqliteConnection) -> Result<BalanceSnapshot> {
@@ -46,6 +48,16 @@ pub(super) async fn balance_snapshot(conn: &mut SqliteConnection) -> Result<Bala
 /// The start of the UTC day of `effective_at`, in SQL (`%` truncates toward zero).
 const JOURNAL_DAY: &str = "(effective_at - ((effective_at % 86400) + 86400) % 86400)";
 
+/// The CTE `days(d)`: every value of `effective_at / 86400` (SQLite's truncating division, as
+/// in the `journal_by_day` index) of the times in `[?1, ?2)`, `?1 < ?2`. Joined with
+/// `j.effective_at / 86400 = days.d`, it makes SQLite read a time range through the index.
+pub(super) const JOURNAL_DAYS: &str =
+    "days (d) as (select ?1 / 86400 union all select d + 1 from days where d < (?2 - 1) / 86400)";
+
+/// One usage line by ids: account, currency, day, user, cluster, partition, QOS (the
+/// ungrouped ones `None`).
+type IdKey = (i64, i64, Option<i64>, [Option<i64>; 4]);
+
 pub(super) async fn usage_lines(
     conn: &mut SqliteConnection,
     source: UsageSource,
@@ -53,65 +65,238 @@ pub(super) async fn usage_lines(
     to: i64,
     g: UsageGrouping,
 ) -> Result<Vec<UsageLine>> {
-    let (table, filter, day) = match source {
-        UsageSource::Journal => (
-            "journal",
-            "type between 2 and 7 and effective_at >= ?1 and effective_at < ?2",
-            JOURNAL_DAY,
-        ),
-        UsageSource::Rollup => ("usage_daily", "day >= ?1 and day < ?2", "day"),
-    };
-    // Group by ids, then name the groups.
-    let dims = [
-        (g.day, day, "day"),
-        (g.user, "user_id", "user_id"),
-        (g.cluster, "cluster_id", "cluster_id"),
-        (g.partition, "partition_id", "partition_id"),
-        (g.qos, "qos_id", "qos_id"),
-    ];
-    let mut select = vec!["account_id".to_string(), "currency_id".to_string()];
-    let mut group = select.clone();
-    for (wanted, expr, alias) in dims {
-        if wanted {
-            select.push(format!("{expr} as {alias}"));
-            group.push(expr.to_string());
-        } else {
-            select.push(format!("null as {alias}"));
+    let mut sums: FxHashMap<IdKey, (i64, i64)> = FxHashMap::default();
+    match source {
+        UsageSource::Journal => {
+            journal_usage(conn, false, from, to, g, &mut sums).await?;
+        }
+        UsageSource::Rollup => rollup_usage(conn, from, to, g, &mut sums).await?,
+        UsageSource::Indexed => {
+            // Whole days from the rollup, the partial days at either end from the journal.
+            let first_day = calendar::day_start(from);
+            let first_day = if first_day < from {
+                first_day + SECONDS_PER_DAY
+            } else {
+                first_day
+            };
+            let last_day = calendar::day_start(to);
+            if first_day < last_day {
+                if from < first_day {
+                    journal_usage(conn, true, from, first_day, g, &mut sums).await?;
+                }
+                rollup_usage(conn, first_day, last_day, g, &mut sums).await?;
+                if last_day < to {
+                    journal_usage(conn, true, last_day, to, g, &mut sums).await?;
+                }
+            } else if from < to {
+                journal_usage(conn, true, from, to, g, &mut sums).await?;
+            }
         }
     }
-    let sql = format!(
-        "select a.name, c.value, g.day, u.value, cl.value, p.value, q.value, g.amount, g.jobs
-         from (
-             select {}, sum(amount) as amount, sum(job_count) as jobs
-             from {table} where {filter} group by {}
-         ) g
-         join accounts a on a.id = g.account_id
-         join labels c on c.id = g.currency_id
-         left join labels u on u.id = g.user_id
-         left join labels cl on cl.id = g.cluster_id
-         left join labels p on p.id = g.partition_id
-         left join labels q on q.id = g.qos_id",
+    name_lines(conn, sums).await
+}
+
+/// `select account_id, currency_id, [period,] [user_id, cluster_id, partition_id, qos_id,]
+/// sum(amount), sum(job_count)` over `table`, only the columns `g` groups by (what sqlx
+/// copies per value dominates a large report), `day_expr` computing the UTC day and
+/// [`period_sql`] merging days into `g.bucket` for `[from, to)`.
+fn grouped_sql(
+    g: UsageGrouping,
+    table: &str,
+    day_expr: &str,
+    filter: &str,
+    from: i64,
+    to: i64,
+) -> String {
+    let period = period_sql(g.bucket, day_expr, from, to);
+    let dims = [
+        (g.day, period.as_str()),
+        (g.user, "user_id"),
+        (g.cluster, "cluster_id"),
+        (g.partition, "partition_id"),
+        (g.qos, "qos_id"),
+    ];
+    let mut select = vec!["account_id", "currency_id"];
+    select.extend(dims.iter().filter(|(wanted, _)| *wanted).map(|(_, e)| *e));
+    // A constant (a range inside one month) is no grouping, and SQLite would read an integer
+    // in `group by` as a column number.
+    let group: Vec<&str> = select
+        .iter()
+        .copied()
+        .filter(|e| e.parse::<i64>().is_err())
+        .collect();
+    format!(
+        "select {}, sum(amount), sum(job_count) from {table} where {filter} group by {}",
         select.join(", "),
         group.join(", ")
-    );
-    let rows = sqlx::query(&sql)
+    )
+}
+
+/// SQL for the first day of the `bucket` period holding the day `day_expr` (epoch seconds
+/// of 00:00 UTC), for days in `[from, to)`: the day itself, its ISO week's Monday, or its
+/// month's first day (a `case` over the month starts of the range, computed here).
+fn period_sql(bucket: Bucket, day_expr: &str, from: i64, to: i64) -> String {
+    match bucket {
+        Bucket::None | Bucket::Day => day_expr.to_string(),
+        // Day number d = day / 86400 (exact); 1970-01-01 was a Thursday: Monday is
+        // weekday 0 = (d + 3) mod 7, taken non-negative.
+        Bucket::Week => format!("({day_expr} - ((({day_expr} / 86400 + 3) % 7 + 7) % 7) * 86400)"),
+        Bucket::Month => {
+            let mut starts = vec![Bucket::Month.start(from)];
+            loop {
+                let last = *starts.last().unwrap_or(&from);
+                let next = calendar::add_months(last, 1);
+                if next >= to || next <= last {
+                    break;
+                }
+                starts.push(next);
+            }
+            if starts.len() == 1 {
+                return starts[0].to_string();
+            }
+            let mut sql = String::from("(case");
+            for pair in starts.windows(2) {
+                sql.push_str(&format!(" when {day_expr} < {} then {}", pair[1], pair[0]));
+            }
+            sql.push_str(&format!(" else {} end)", starts[starts.len() - 1]));
+            sql
+        }
+    }
+}
+
+/// Usage entries with `effective_at ∈ [from, to)`: a scan of the whole journal, or (`indexed`)
+/// the range through the `journal_by_day` index, which reads only the entries in it.
+async fn journal_usage(
+    conn: &mut SqliteConnection,
+    indexed: bool,
+    from: i64,
+    to: i64,
+    g: UsageGrouping,
+    sums: &mut FxHashMap<IdKey, (i64, i64)>,
+) -> Result<()> {
+    let filter = "type between 2 and 7 and effective_at >= ?1 and effective_at < ?2";
+    let sql = if indexed {
+        let inner = grouped_sql(
+            g,
+            "days cross join journal j indexed by journal_by_day",
+            JOURNAL_DAY,
+            "j.effective_at / 86400 = days.d and j.effective_at >= ?1 and j.effective_at < ?2
+             and j.type between 2 and 7",
+            from,
+            to,
+        );
+        format!("with recursive {JOURNAL_DAYS} {inner}")
+    } else {
+        grouped_sql(g, "journal", JOURNAL_DAY, filter, from, to)
+    };
+    add_lines(conn, &sql, from, to, g, sums).await
+}
+
+/// Usage from the daily rollup for the days in `[from, to)` (`from` and `to` 00:00 UTC): the
+/// per-account table when no user, cluster, partition or QOS is asked for.
+async fn rollup_usage(
+    conn: &mut SqliteConnection,
+    from: i64,
+    to: i64,
+    g: UsageGrouping,
+    sums: &mut FxHashMap<IdKey, (i64, i64)>,
+) -> Result<()> {
+    let table = if g.user || g.cluster || g.partition || g.qos {
+        "usage_daily"
+    } else {
+        "usage_daily_accounts"
+    };
+    let sql = grouped_sql(g, table, "day", "day >= ?1 and day < ?2", from, to);
+    add_lines(conn, &sql, from, to, g, sums).await
+}
+
+/// Runs a [`grouped_sql`] query and adds its lines to `sums` (days already merged into
+/// `g.bucket`).
+async fn add_lines(
+    conn: &mut SqliteConnection,
+    sql: &str,
+    from: i64,
+    to: i64,
+    g: UsageGrouping,
+    sums: &mut FxHashMap<IdKey, (i64, i64)>,
+) -> Result<()> {
+    let rows = sqlx::query(sql)
         .bind(from)
         .bind(to)
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;
-    rows.iter()
-        .map(|r| {
+    for r in &rows {
+        let mut i = 2;
+        let mut next = |wanted: bool| -> Result<Option<i64>> {
+            if !wanted {
+                return Ok(None);
+            }
+            i += 1;
+            col(r, i - 1).map(Some)
+        };
+        let day = next(g.day)?;
+        let dims = [
+            next(g.user)?,
+            next(g.cluster)?,
+            next(g.partition)?,
+            next(g.qos)?,
+        ];
+        let key: IdKey = (col(r, 0)?, col(r, 1)?, day, dims);
+        let sum = sums.entry(key).or_default();
+        sum.0 = add(sum.0, col(r, i)?, "report amount")?;
+        sum.1 = add(sum.1, col(r, i + 1)?, "report job count")?;
+    }
+    Ok(())
+}
+
+/// Names the lines' accounts and labels.
+async fn name_lines(
+    conn: &mut SqliteConnection,
+    sums: FxHashMap<IdKey, (i64, i64)>,
+) -> Result<Vec<UsageLine>> {
+    if sums.is_empty() {
+        return Ok(Vec::new());
+    }
+    let accounts: FxHashMap<i64, String> = sqlx::query_as("select id, name from accounts")
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?
+        .into_iter()
+        .collect();
+    let labels: FxHashMap<i64, String> = sqlx::query_as("select id, value from labels")
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?
+        .into_iter()
+        .collect();
+    let account = |id: i64| {
+        accounts
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| LedgerError::Storage(format!("usage of unknown account id {id}")))
+    };
+    let label = |id: Option<i64>| -> Result<Option<String>> {
+        id.map(|id| {
+            labels
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| LedgerError::Storage(format!("usage with unknown label id {id}")))
+        })
+        .transpose()
+    };
+    sums.into_iter()
+        .map(|((a, c, day, [u, cl, p, q]), (amount, job_count))| {
             Ok(UsageLine {
-                account: col(r, 0)?,
-                currency: col(r, 1)?,
-                day: col(r, 2)?,
-                user: col(r, 3)?,
-                cluster: col(r, 4)?,
-                partition: col(r, 5)?,
-                qos: col(r, 6)?,
-                amount: col(r, 7)?,
-                job_count: col(r, 8)?,
+                account: account(a)?,
+                currency: label(Some(c))?.unwrap_or_default(),
+                day,
+                user: label(u)?,
+                cluster: label(cl)?,
+                partition: label(p)?,
+                qos: label(q)?,
+                amount,
+                job_count,
             })
         })
         .collect()
@@ -229,6 +414,21 @@ pub(super) async fn verify(conn: &mut SqliteConnection) -> Result<Vec<String>> {
     )
     .await?;
     compare("daily usage", stored, computed, &mut problems);
+
+    let stored = pairs(
+        conn,
+        "select day, account_id, currency_id, amount, job_count from usage_daily_accounts",
+    )
+    .await?;
+    let computed = pairs(
+        conn,
+        &format!(
+            "select {JOURNAL_DAY} as d, account_id, currency_id, sum(amount), sum(job_count)
+             from journal where type between 2 and 7 group by d, account_id, currency_id"
+        ),
+    )
+    .await?;
+    compare("daily account usage", stored, computed, &mut problems);
 
     let stored = pairs(conn, "select id, amount, 1 from jobs").await?;
     let computed = pairs(
