@@ -593,20 +593,35 @@ fn allocation_state(app: &App, a: &Option<AllocationRow>) -> Value {
 
 // --- money movements ----------------------------------------------------------------------
 
+/// A deposit or adjustment as asked for: `amount` is a signed exact decimal, `at` the moment
+/// whose allocation it goes to or counts in (default: now), `key` the idempotency key
+/// (default: derived from the rest and the UTC day).
+#[derive(Debug, Clone, Copy)]
+pub struct ManualEntry<'a> {
+    pub account: &'a str,
+    pub currency: &'a str,
+    pub amount: &'a str,
+    pub at: Option<i64>,
+    pub reason: &'a str,
+    pub key: Option<&'a str>,
+}
+
 /// A deposit (`kind` deposit: changes the allocated amount of the allocation covering `at`)
 /// or a manual adjustment (`kind` adjustment: signed usage, positive charges more).
-#[allow(clippy::too_many_arguments)]
-async fn manual_entry(
+pub async fn manual_entry(
     app: &App,
     actor: &Actor,
     kind: EntryKind,
-    account: &str,
-    currency_name: &str,
-    amount_text: &str,
-    at: Option<i64>,
-    reason_text: &str,
-    given_key: Option<&str>,
+    entry: ManualEntry<'_>,
 ) -> Result<Done> {
+    let ManualEntry {
+        account,
+        currency: currency_name,
+        amount: amount_text,
+        at,
+        reason: reason_text,
+        key: given_key,
+    } = entry;
     let currency = currency(app, currency_name)?;
     let micros = amount(amount_text, "amount")?;
     let why = reason(reason_text)?;
@@ -696,58 +711,6 @@ async fn manual_entry(
         body: json!({ "posted": true, "key": key, op: movement,
                       "allocation": allocation_state(app, &after) }),
     })
-}
-
-/// Adds `amount` (signed) to the allocated amount of `account`'s allocation covering `at`.
-#[allow(clippy::too_many_arguments)]
-pub async fn deposit(
-    app: &App,
-    actor: &Actor,
-    account: &str,
-    currency: &str,
-    amount: &str,
-    at: Option<i64>,
-    reason: &str,
-    key: Option<&str>,
-) -> Result<Done> {
-    manual_entry(
-        app,
-        actor,
-        EntryKind::Deposit,
-        account,
-        currency,
-        amount,
-        at,
-        reason,
-        key,
-    )
-    .await
-}
-
-/// A signed manual adjustment of `account`'s usage (positive charges more).
-#[allow(clippy::too_many_arguments)]
-pub async fn adjust(
-    app: &App,
-    actor: &Actor,
-    account: &str,
-    currency: &str,
-    amount: &str,
-    at: Option<i64>,
-    reason: &str,
-    key: Option<&str>,
-) -> Result<Done> {
-    manual_entry(
-        app,
-        actor,
-        EntryKind::Adjustment,
-        account,
-        currency,
-        amount,
-        at,
-        reason,
-        key,
-    )
-    .await
 }
 
 /// Moves `amount` from `from`'s allocation covering `at` to `to`'s, in one transaction.

@@ -4,6 +4,8 @@
 
 use std::io::Write;
 
+use bursar_ledger::EntryKind;
+
 use crate::admin::{self, Actor, Done};
 use crate::app::App;
 use crate::cli::*;
@@ -103,34 +105,46 @@ pub async fn alloc_renew(
 }
 
 pub async fn deposit(app: &App, args: DepositArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let m = &args.movement;
-    let done = admin::deposit(
+    entry(
         app,
-        &Actor::local(),
+        EntryKind::Deposit,
         &args.account,
-        &m.currency,
         &args.amount,
-        instant(m.period_of.as_deref())?,
-        &m.reason,
-        m.key.as_deref(),
+        &args.movement,
+        out,
     )
-    .await?;
-    print(&done, m.format, out)
+    .await
 }
 
 pub async fn adjust(app: &App, args: AdjustArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let m = &args.movement;
-    let done = admin::adjust(
+    entry(
         app,
-        &Actor::local(),
+        EntryKind::Adjustment,
         &args.account,
-        &m.currency,
         &args.amount,
-        instant(m.period_of.as_deref())?,
-        &m.reason,
-        m.key.as_deref(),
+        &args.movement,
+        out,
     )
-    .await?;
+    .await
+}
+
+async fn entry(
+    app: &App,
+    kind: EntryKind,
+    account: &str,
+    amount: &str,
+    m: &MovementArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let entry = admin::ManualEntry {
+        account,
+        currency: &m.currency,
+        amount,
+        at: instant(m.period_of.as_deref())?,
+        reason: &m.reason,
+        key: m.key.as_deref(),
+    };
+    let done = admin::manual_entry(app, &Actor::local(), kind, entry).await?;
     print(&done, m.format, out)
 }
 

@@ -12,8 +12,11 @@ use serde_json::{json, Value};
 use super::accounts::instant_param;
 use super::extract::{ApiJson, ApiPath, ApiQuery, Authenticated};
 use super::{ApiError, ServerState};
+use bursar_ledger::EntryKind;
+
 use crate::admin::{self, Actor, Done};
 use crate::auth::Needed;
+use crate::auth::Principal;
 use crate::timefmt::{format_instant, OPEN_END, OPEN_START};
 
 fn status(created: bool) -> StatusCode {
@@ -239,20 +242,7 @@ pub(super) async fn deposit(
     Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<EntryBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    caller.require(Needed::Change)?;
-    let at = optional_instant("period_of", &body.period_of)?;
-    let done = admin::deposit(
-        &state.app,
-        &Actor::of(&caller),
-        &body.account,
-        &body.currency,
-        &body.amount,
-        at,
-        &body.reason,
-        body.idempotency_key.as_deref(),
-    )
-    .await?;
-    Ok(answer(done))
+    manual_entry(&state, &caller, EntryKind::Deposit, &body).await
 }
 
 /// `POST /v1/adjustments`: 201 when posted, 200 when the key was used before.
@@ -261,19 +251,25 @@ pub(super) async fn adjust(
     Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<EntryBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    manual_entry(&state, &caller, EntryKind::Adjustment, &body).await
+}
+
+async fn manual_entry(
+    state: &ServerState,
+    caller: &Principal,
+    kind: EntryKind,
+    body: &EntryBody,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     caller.require(Needed::Change)?;
-    let at = optional_instant("period_of", &body.period_of)?;
-    let done = admin::adjust(
-        &state.app,
-        &Actor::of(&caller),
-        &body.account,
-        &body.currency,
-        &body.amount,
-        at,
-        &body.reason,
-        body.idempotency_key.as_deref(),
-    )
-    .await?;
+    let entry = admin::ManualEntry {
+        account: &body.account,
+        currency: &body.currency,
+        amount: &body.amount,
+        at: optional_instant("period_of", &body.period_of)?,
+        reason: &body.reason,
+        key: body.idempotency_key.as_deref(),
+    };
+    let done = admin::manual_entry(&state.app, &Actor::of(caller), kind, entry).await?;
     Ok(answer(done))
 }
 
