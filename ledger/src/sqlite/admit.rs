@@ -13,8 +13,9 @@ use std::collections::{HashMap, HashSet};
 use bursar_pricing::Currency;
 use sqlx::SqliteConnection;
 
+use super::holds;
 use super::labels::intern;
-use super::{col, db, json_ints, json_strings, value_rows, MAX_PARAMS};
+use super::{col, db, json_strings, value_rows, MAX_PARAMS};
 use crate::error::{LedgerError, Result};
 use crate::materialize::{AllocSpan, Effects, Id};
 use crate::model::{
@@ -284,7 +285,6 @@ pub(super) async fn admit(
     let (mut next_hold, mut next_job) = (max_hold + 1, max_job + 1);
 
     // Decide each submission in order, against the allocations as the earlier ones left them.
-    let mut names: Option<HashMap<Id, String>> = None;
     let mut seen_keys: HashSet<&str> = HashSet::new();
     let mut used_hold_keys = ctx.used_hold_keys.clone();
     let mut existing: Vec<(usize, i64)> = Vec::new();
@@ -329,33 +329,9 @@ pub(super) async fn admit(
                 continue;
             }
             let currency = label(hold.currency.as_str())?;
-            let covering = effects.covering_remaining(account, currency, hold.placed_at)?;
-            let worst = covering
-                .iter()
-                .copied()
-                .reduce(|w, c| if c.1 < w.1 { c } else { w });
-            let refused = match worst {
-                None => Some(LedgerError::NoAllocation {
-                    account: hold.account.clone(),
-                    currency: hold.currency.clone(),
-                }),
-                Some((alloc, remaining)) if remaining < hold.amount => {
-                    if names.is_none() {
-                        names = Some(account_names(conn, tree.accounts()).await?);
-                    }
-                    Some(LedgerError::InsufficientAllocation {
-                        account: names
-                            .as_ref()
-                            .and_then(|n| n.get(&alloc.account))
-                            .cloned()
-                            .unwrap_or_else(|| alloc.account.to_string()),
-                        currency: hold.currency.clone(),
-                        estimate: hold.amount,
-                        remaining,
-                    })
-                }
-                Some(_) => None,
-            };
+            let refused = holds::check_cover(conn, &mut effects, account, currency, hold)
+                .await
+                .err();
             if let Some(e) = refused {
                 outcomes[i] = Some(Err(e));
                 continue;
@@ -428,19 +404,6 @@ pub(super) async fn admit(
         .into_iter()
         .map(|o| o.ok_or_else(|| LedgerError::Storage("a submission was left undecided".into())))
         .collect()
-}
-
-async fn account_names(
-    conn: &mut SqliteConnection,
-    ids: impl Iterator<Item = &Id>,
-) -> Result<HashMap<Id, String>> {
-    let rows =
-        sqlx::query("select id, name from accounts where id in (select value from json_each(?))")
-            .bind(json_ints(ids.copied()))
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db)?;
-    rows.iter().map(|r| Ok((col(r, 0)?, col(r, 1)?))).collect()
 }
 
 const HOLD_COLUMNS: &str = "id, idempotency_key, account_id, currency_id, amount, cluster_id, \

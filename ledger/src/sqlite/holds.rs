@@ -10,7 +10,7 @@ use super::labels::intern;
 use super::tree::{load_context, require_account, require_open};
 use super::{col, db, json_ints};
 use crate::error::{LedgerError, Result};
-use crate::materialize::{AllocSpan, Effects, Id};
+use crate::materialize::{Effects, Id};
 use crate::model::{HoldRow, NewHold};
 use crate::posting::{hold_entry, release_entries, OpenHold};
 
@@ -57,29 +57,34 @@ async fn hold_by_id(conn: &mut SqliteConnection, id: Id) -> Result<Option<HoldRo
     row.as_ref().map(hold_row).transpose()
 }
 
-/// Refuses a hold unless every covering allocation on the chain can take it; names the link
-/// with the least remaining (the nearest one among equals).
-fn check_cover(allocs: &[&AllocSpan], hold: &NewHold, names: &[(Id, String)]) -> Result<()> {
-    let mut worst: Option<(i64, &AllocSpan)> = None;
-    for a in allocs {
-        let remaining = a.remaining()?;
-        if worst.is_none_or(|(w, _)| remaining < w) {
-            worst = Some((remaining, a));
-        }
-    }
-    match worst {
+/// Refuses `hold` (of `account`, `currency` ids) unless every allocation on the chain covering
+/// its `placed_at` can take it, counting what `effects` holds already; names the link with the
+/// least remaining (the nearest one among equals). Shared by single holds and admission
+/// batches.
+pub(super) async fn check_cover(
+    conn: &mut SqliteConnection,
+    effects: &mut Effects<'_>,
+    account: Id,
+    currency: Id,
+    hold: &NewHold,
+) -> Result<()> {
+    let tightest = effects
+        .covering_remaining(account, currency, hold.placed_at)?
+        .into_iter()
+        .reduce(|w, c| if c.1 < w.1 { c } else { w });
+    match tightest {
         None => Err(LedgerError::NoAllocation {
             account: hold.account.clone(),
             currency: hold.currency.clone(),
         }),
-        Some((remaining, a)) if remaining < hold.amount => {
-            let account = names
-                .iter()
-                .find(|(id, _)| *id == a.account)
-                .map(|(_, name)| name.clone())
-                .unwrap_or_else(|| a.account.to_string());
+        Some((a, remaining)) if remaining < hold.amount => {
+            let name: Option<String> = sqlx::query_scalar("select name from accounts where id = ?")
+                .bind(a.account)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db)?;
             Err(LedgerError::InsufficientAllocation {
-                account,
+                account: name.unwrap_or_else(|| a.account.to_string()),
                 currency: hold.currency.clone(),
                 estimate: hold.amount,
                 remaining,
@@ -122,20 +127,7 @@ pub(super) async fn place(
     let (tree, allocs) = load_context(conn, &[account]).await?;
     if check {
         let mut probe = Effects::new(&tree, &allocs);
-        let covering = probe.covering(account, currency, hold.placed_at);
-        let chain: Vec<Id> = covering.iter().map(|a| a.account).collect();
-        let rows = sqlx::query(
-            "select id, name from accounts where id in (select value from json_each(?))",
-        )
-        .bind(json_ints(chain))
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db)?;
-        let names: Vec<(Id, String)> = rows
-            .iter()
-            .map(|r| Ok((col(r, 0)?, col(r, 1)?)))
-            .collect::<Result<_>>()?;
-        check_cover(&covering, hold, &names)?;
+        check_cover(conn, &mut probe, account, currency, hold).await?;
     }
     let id: Id = sqlx::query_scalar(
         "insert into holds
