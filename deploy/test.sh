@@ -19,6 +19,16 @@ if ! command -v cargo >/dev/null; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# A whole-workspace build gains nothing from incremental state (3 GB of it); keep disk use low.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+mkdir -p "$target_dir"
+free_kb=$(df -Pk "$target_dir" | awk 'NR == 2 { print $4 }')
+step "disk: $((free_kb / 1024)) MiB free under $target_dir"
+if [ "$free_kb" -lt $((5 * 1024 * 1024)) ]; then
+  echo "warning: a full build and test run needs about 4 GiB for target/ and 2 GiB for the dev stack" >&2
+fi
+
 # The servers install and start in the background while the code compiles.
 stack_log="${TMPDIR:-/tmp}/bursar-dev-up.$$.log"
 stack_pid=
@@ -50,6 +60,6 @@ if [ -n "$stack_pid" ]; then
   as_root "$root/deploy/dev/slurm-jobs.sh" --quick
 fi
 
-step "cargo test"
+step "cargo test ($(df -Pk "$target_dir" | awk 'NR == 2 { print int($4 / 1024) }') MiB free)"
 cargo test --workspace --locked --no-fail-fast
 step "done"
