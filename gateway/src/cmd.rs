@@ -883,7 +883,7 @@ async fn collect(app: App, args: CollectArgs, out: &mut impl Write) -> anyhow::R
     };
     if args.watch {
         let app = std::sync::Arc::new(app);
-        collect_loop(app, collectors, async {
+        collect_loop(app, collectors, None, async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;

@@ -641,17 +641,25 @@ pub fn backoff(attempt: u32) -> Duration {
 
 /// Runs the collection loop for every collecting cluster until `shutdown` resolves: each cluster
 /// on its own task and schedule, so one failing or slow cluster never stalls the others.
+/// With `admission` (`bursar serve`), each pass first waits until every job admission has
+/// answered is recorded with its cluster job id, so that the final usage of a job finds
+/// the hold it settles.
 pub async fn collect_loop(
     app: Arc<App>,
     collectors: Vec<Collector>,
+    admission: Option<Arc<dyn crate::server::AdmissionApi>>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     for collector in collectors {
         let app = app.clone();
+        let admission = admission.clone();
         tasks.spawn(async move {
             loop {
                 let started = std::time::Instant::now();
+                if let Some(admission) = &admission {
+                    admission.settled().await;
+                }
                 match run_pass(&app, &collector, PassWindow::default(), &|_, _, _| {}).await {
                     Ok(s) => {
                         tracing::info!(

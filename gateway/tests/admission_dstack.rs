@@ -118,6 +118,8 @@ async fn a_task_becomes_a_new_run_and_its_hold_waits_for_its_submission() {
         "the task as written, its name moved to a unique run name, the priced limit enforced"
     );
 
+    // The link is written behind the answer; readers outside the service wait for it.
+    admission.settled().await;
     let hold = app.ledger.holds(true).await.unwrap().pop().unwrap();
     assert_eq!(
         hold.job_ref.as_deref(),

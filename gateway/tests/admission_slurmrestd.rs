@@ -135,6 +135,8 @@ async fn submits_the_v0_0_38_body_as_the_user_and_links_the_hold() {
     let claims = token_claims(&received[0]);
     assert_eq!(claims["sun"], "alice", "the job runs as its user");
 
+    // The link is written behind the answer; readers outside the service wait for it.
+    f.admission.settled().await;
     let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
     assert_eq!(hold.job_ref.as_deref(), Some("4242"));
 

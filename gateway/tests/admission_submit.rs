@@ -33,6 +33,8 @@ async fn the_preferred_cluster_takes_the_job_and_holds_the_estimate() {
 
     let balance = f.balance("physics", "su").await;
     assert_eq!(balance.held, ONPREM_ESTIMATE);
+    // The link is written behind the answer; readers outside the service wait for it.
+    f.admission.settled().await;
     let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
     assert_eq!(Some(hold.id), submitted.hold_id);
     assert_eq!(
@@ -291,6 +293,9 @@ async fn final_usage_settles_the_job_and_reports_its_charge() {
     let f = fixture().await;
     f.allocate("physics", "su", 100_000_000).await;
     let submitted = f.admission.submit(&alice(), job(), None).await.unwrap();
+    // The job's record is written behind the answer; the collection loop waits for it
+    // before each pass, as this does before posting the job's usage.
+    f.admission.settled().await;
     let t = now();
     let record = UsageCharge {
         cluster: "onprem".into(),
@@ -444,6 +449,51 @@ async fn users_list_their_own_jobs_and_finance_lists_all() {
         f.admission.job(&finance, a.id).await.unwrap().job.user,
         "alice"
     );
+}
+
+#[tokio::test]
+async fn a_job_read_right_after_its_answer_shows_its_cluster_job_id() {
+    // The forwarded job's record is written behind the answer: every read of jobs waits
+    // for it, so a client never sees its job without the id the answer gave it.
+    let f = fixture().await;
+    f.allocate("physics", "su", 1_000_000_000).await;
+    for n in 0..30 {
+        let key = format!("read-after-{n}");
+        let submitted = f
+            .admission
+            .submit(&alice(), job(), Some(key.clone()))
+            .await
+            .unwrap();
+        let read = match n % 3 {
+            0 => f.admission.job(&alice(), submitted.id).await.unwrap().job,
+            1 => {
+                f.admission
+                    .jobs(&alice(), &JobQuery::default())
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .find(|j| j.job.id == submitted.id)
+                    .unwrap()
+                    .job
+            }
+            _ => {
+                // A retry of the same submission is answered as the first was.
+                let again = f
+                    .admission
+                    .submit(&alice(), job(), Some(key))
+                    .await
+                    .unwrap();
+                assert_eq!(again.to_json(), submitted.to_json());
+                continue;
+            }
+        };
+        assert_eq!(
+            read.cluster_job_id.as_deref(),
+            Some(submitted.cluster_job_id.as_str()),
+            "submission {n}"
+        );
+    }
+    assert_eq!(f.onprem.submitted().len(), 30);
 }
 
 #[tokio::test]

@@ -123,7 +123,10 @@ async fn list_answers(server: &MockServer, runs: Value) {
         .await;
 }
 
+/// One collection pass as `bursar serve` runs it: after the jobs admission answered are
+/// recorded.
 async fn pass(f: &Fixture) {
+    f.admission.settled().await;
     run_pass(&f.app, &f.collector, PassWindow::default(), &|_, _, _| {})
         .await
         .unwrap();

@@ -53,4 +53,8 @@ impl AdmissionApi for Admission {
     async fn cancel(&self, caller: &Principal, id: i64) -> Result<Value, ApiError> {
         Ok(Admission::cancel(self, caller, id).await?.to_json())
     }
+
+    async fn settled(&self) {
+        Admission::settled(self).await;
+    }
 }

@@ -390,6 +390,12 @@ impl Admission {
         &self.inner.app
     }
 
+    /// Waits until every forwarded job answered so far is recorded in the ledger (`bursar
+    /// serve` calls it before it exits).
+    pub async fn settled(&self) {
+        self.inner.writer.settled().await;
+    }
+
     /// Clusters that can take submissions (have a forwarder).
     pub fn forwarding_clusters(&self) -> Vec<String> {
         self.inner.forwarders.keys().cloned().collect()
@@ -599,7 +605,9 @@ impl Admission {
                         route,
                     })))
                 }
-                Ok(AdmitOutcome::Existing(job)) => return Ok(Admit::Replay(Box::new(job))),
+                Ok(AdmitOutcome::Existing(job)) => {
+                    return Ok(Admit::Replay(Box::new(self.recorded(job).await?)))
+                }
                 Err(LedgerError::InsufficientAllocation {
                     account, remaining, ..
                 }) => {
@@ -638,9 +646,20 @@ impl Admission {
         Err(refusal(&quote, lost))
     }
 
+    /// `job` as it stands once its forwarding is recorded: a retry that overtakes the
+    /// record of the first attempt is answered as that attempt was.
+    async fn recorded(&self, job: ApiJob) -> Result<ApiJob> {
+        if job.state != "held" || job.cluster_job_id.is_some() {
+            return Ok(job);
+        }
+        self.inner.writer.settled().await;
+        Ok(self.inner.app.ledger.api_job(job.id).await?.unwrap_or(job))
+    }
+
     /// The submission recorded under `key`, if any.
     async fn earlier(&self, key: Option<&str>) -> Result<Option<Admit>> {
         let Some(key) = key else { return Ok(None) };
+        self.inner.writer.settled().await;
         let job = self.inner.app.ledger.api_job_by_key(key).await?;
         Ok(job.map(|job| Admit::Replay(Box::new(job))))
     }
@@ -747,24 +766,16 @@ impl Admission {
                 });
             }
         };
-        // The job runs now: failing to note it must not turn into an error the client would
-        // retry (that would run it twice). The hold then expires instead of settling.
-        if let Err(e) = self
-            .inner
-            .writer
-            .forwarded(ForwardedJob {
-                job: job.id,
-                hold: hold_id,
-                settle_ref: forwarded.settle_ref.clone(),
-                cluster_job_id: forwarded.cluster_job_id.clone(),
-                at: now(),
-            })
-            .await
-        {
-            tracing::error!(job = job.id, cluster_job_id = %forwarded.cluster_job_id, error = %e,
-                "the job was forwarded but could not be linked to its hold; the hold will expire \
-                 instead of settling");
-        }
+        // The job runs now: its record is written behind the answer (readers of jobs wait
+        // for it), and failing to write it must not turn into an error the client would
+        // retry (that would run the job twice). The hold then expires instead of settling.
+        self.inner.writer.forwarded(ForwardedJob {
+            job: job.id,
+            hold: hold_id,
+            settle_ref: forwarded.settle_ref.clone(),
+            cluster_job_id: forwarded.cluster_job_id.clone(),
+            at: now(),
+        });
         let estimate = q.estimate.unwrap_or(0);
         tracing::info!(job = job.id, cluster = %q.cluster, cluster_job_id = %forwarded.cluster_job_id,
             user = %principal.user, account = %quote.account, estimate, "job admitted and forwarded");
@@ -864,6 +875,7 @@ impl Admission {
             }
             Some(principal.user.clone())
         };
+        self.inner.writer.settled().await;
         let ledger = &self.inner.app.ledger;
         let jobs = ledger
             .api_jobs(user.as_deref(), query.account.as_deref())
@@ -943,6 +955,7 @@ impl Admission {
 
     /// The job if the caller may see it; someone else's job is "not found" to a user.
     async fn visible_job(&self, principal: &Principal, id: i64) -> Result<ApiJob> {
+        self.inner.writer.settled().await;
         let job = self.inner.app.ledger.api_job(id).await?;
         match job {
             Some(job) if job.user == principal.user || principal.role >= Role::Finance => Ok(job),

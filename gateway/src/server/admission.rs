@@ -46,4 +46,7 @@ pub trait AdmissionApi: Send + Sync {
 
     /// `DELETE /v1/jobs/{id}` → 200: cancel on the cluster, release the hold.
     async fn cancel(&self, caller: &Principal, id: i64) -> Result<Value, ApiError>;
+
+    /// Waits until everything answered so far is in the ledger (called at shutdown).
+    async fn settled(&self) {}
 }

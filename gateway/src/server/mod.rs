@@ -231,7 +231,8 @@ pub async fn serve(app: App, listen: &str, out: &mut impl Write) -> anyhow::Resu
         }
     }
     let app = Arc::new(app);
-    let state = ServerState::new(app.clone(), Arc::new(verifier), admission_service(&app)?);
+    let admission = admission_service(&app)?;
+    let state = ServerState::new(app.clone(), Arc::new(verifier), admission.clone());
 
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -245,6 +246,7 @@ pub async fn serve(app: App, listen: &str, out: &mut impl Write) -> anyhow::Resu
     let collecting = tokio::spawn(collect_loop(
         app.clone(),
         collectors,
+        admission.clone(),
         until_stopped(stopped.clone()),
     ));
     let expiring = tokio::spawn(expiry_loop(app.clone(), until_stopped(stopped.clone())));
@@ -259,6 +261,10 @@ pub async fn serve(app: App, listen: &str, out: &mut impl Write) -> anyhow::Resu
         .await
         .context("the HTTP server failed");
     tracing::info!("shutting down");
+    if let Some(admission) = &admission {
+        // Jobs answered just before the signal are recorded before the process ends.
+        admission.settled().await;
+    }
     let _ = stop.send(true);
     let background = async {
         match collecting.await {
