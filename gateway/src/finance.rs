@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::config::ClusterKind;
-use crate::output::{write_json, Format, Table};
+use crate::output::{write_csv_line, write_json, Format, Table};
 use crate::timefmt::{format_instant, parse_instant};
 
 /// `--from`/`--to` as epoch seconds, `to` after `from`.
@@ -257,50 +257,76 @@ pub fn focus_row(app: &App, e: &JournalEntry) -> Vec<Option<String>> {
     ]
 }
 
+/// Writes the FOCUS rows of the period a day at a time (the export of a year holds no more
+/// than its busiest day in memory): CSV (for `table` too: an export is for tools) or a JSON
+/// array, pretty-printed as the other JSON outputs.
 pub async fn export_focus(
     app: &App,
     args: crate::cli::FocusArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let (from, to) = period(&args.from, &args.to)?;
-    let entries = app.ledger.usage_entries(from, to).await?;
-    match args.format {
-        Format::Json => {
-            let rows: Vec<Value> = entries
-                .iter()
-                .map(|e| {
-                    let row: serde_json::Map<String, Value> = FOCUS_COLUMNS
-                        .iter()
-                        .zip(focus_row(app, e))
-                        .map(|(k, v)| {
-                            let v = match (*k, v) {
-                                ("Tags", Some(t)) => {
-                                    serde_json::from_str(&t).unwrap_or(Value::Null)
-                                }
-                                (_, v) => v.map_or(Value::Null, Value::String),
-                            };
-                            (k.to_string(), v)
-                        })
-                        .collect();
-                    Value::Object(row)
-                })
-                .collect();
-            write_json(out, &Value::Array(rows))?;
-        }
-        Format::Csv | Format::Table => {
-            let mut table = Table::new(&FOCUS_COLUMNS, &[]);
-            for e in &entries {
-                table.push(
-                    focus_row(app, e)
+    let json = matches!(args.format, Format::Json);
+    if !json {
+        write_csv_line(out, &FOCUS_COLUMNS)?;
+    }
+    let mut rows = 0u64;
+    let mut failed: Option<std::io::Error> = None;
+    app.ledger
+        .for_each_usage_day(from, to, |day| {
+            for e in &day {
+                let written = if json {
+                    write_focus_json(out, app, e, rows == 0)
+                } else {
+                    let cells: Vec<String> = focus_row(app, e)
                         .into_iter()
                         .map(Option::unwrap_or_default)
-                        .collect(),
-                );
+                        .collect();
+                    write_csv_line(out, &cells)
+                };
+                if let Err(err) = written {
+                    // Stop reading: the reader of the output is gone or the disk is full.
+                    failed = Some(err);
+                    return Err(bursar_ledger::LedgerError::Storage(
+                        "writing the export failed".to_string(),
+                    ));
+                }
+                rows += 1;
             }
-            table.write_csv(out)?;
-        }
+            Ok(())
+        })
+        .await
+        .map_err(|e| match failed.take() {
+            Some(io) => anyhow::Error::from(io).context("writing the FOCUS export"),
+            None => anyhow::Error::from(e),
+        })?;
+    if json {
+        writeln!(out, "{}", if rows == 0 { "[]" } else { "\n]" })?;
     }
     Ok(())
+}
+
+/// One FOCUS row as an element of a pretty-printed JSON array (`[` before the first).
+fn write_focus_json(
+    out: &mut impl Write,
+    app: &App,
+    e: &JournalEntry,
+    first: bool,
+) -> std::io::Result<()> {
+    let row: serde_json::Map<String, Value> = FOCUS_COLUMNS
+        .iter()
+        .zip(focus_row(app, e))
+        .map(|(k, v)| {
+            let v = match (*k, v) {
+                ("Tags", Some(t)) => serde_json::from_str(&t).unwrap_or(Value::Null),
+                (_, v) => v.map_or(Value::Null, Value::String),
+            };
+            (k.to_string(), v)
+        })
+        .collect();
+    let text = serde_json::to_string_pretty(&Value::Object(row))?;
+    out.write_all(if first { b"[\n  " } else { b",\n  " })?;
+    out.write_all(text.replace('\n', "\n  ").as_bytes())
 }
 
 /// `bursar report top --format json` and `GET /v1/reports/top`.

@@ -70,27 +70,18 @@ impl Table {
     }
 
     pub fn write_csv(&self, out: &mut impl Write) -> std::io::Result<()> {
-        writeln!(
-            out,
-            "{}",
-            self.headers
-                .iter()
-                .map(|h| csv_cell(h))
-                .collect::<Vec<_>>()
-                .join(",")
-        )?;
+        write_csv_line(out, &self.headers)?;
         for row in &self.rows {
-            writeln!(
-                out,
-                "{}",
-                row.iter()
-                    .map(|c| csv_cell(c))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            )?;
+            write_csv_line(out, row)?;
         }
         Ok(())
     }
+}
+
+/// One CSV line of `cells`, quoted as [`csv_cell`] does.
+pub fn write_csv_line<S: AsRef<str>>(out: &mut impl Write, cells: &[S]) -> std::io::Result<()> {
+    let line: Vec<String> = cells.iter().map(|c| csv_cell(c.as_ref())).collect();
+    writeln!(out, "{}", line.join(","))
 }
 
 /// RFC 4180 quoting: cells with a comma, quote or newline are quoted, quotes doubled.

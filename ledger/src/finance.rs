@@ -19,10 +19,11 @@
 //! When the period is exactly one allocation's `[start, end)`, `closing` is that allocation's
 //! `amount − charged`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use bursar_pricing::Currency;
 
+use crate::calendar::SECONDS_PER_DAY;
 use crate::error::{add, sub, LedgerError, Result};
 use crate::model::{AllocationRow, EntryKind, JournalEntry, JournalQuery};
 use crate::names::{check_account, check_currency};
@@ -223,72 +224,104 @@ pub fn top(
     currency: Option<&Currency>,
     limit: usize,
 ) -> Result<Vec<TopRow>> {
-    type Key = (String, String, Option<(String, String, i64)>);
-    let mut groups: BTreeMap<Key, (i64, i64, Option<String>, Option<String>)> = BTreeMap::new();
-    for e in journal {
-        if !e.kind.is_usage() || e.effective_at < from || e.effective_at >= to {
-            continue;
-        }
-        if currency.is_some_and(|c| *c != e.currency) {
-            continue;
-        }
-        let Some(user) = &e.user else { continue };
-        let job = match by {
-            TopBy::User => None,
-            TopBy::Job => match (&e.cluster, &e.job_id, e.submit) {
-                (Some(c), Some(j), Some(s)) => Some((c.clone(), j.clone(), s)),
-                _ => continue,
-            },
-        };
-        let g = groups
-            .entry((e.currency.as_str().to_string(), user.clone(), job))
-            .or_default();
-        g.0 = add(g.0, e.amount, "top amount")?;
-        g.1 = add(g.1, e.job_count, "top jobs")?;
-        if by == TopBy::Job {
-            g.2 = e.display_id.clone().or(g.2.take());
-            g.3 = Some(e.account.clone());
+    let mut sums = TopSums::new(by, from, to, currency);
+    sums.add(journal)?;
+    Ok(sums.finish(limit))
+}
+
+type TopKey = (String, String, Option<(String, String, i64)>);
+
+/// The running sums of [`top`], fed the journal in as many pieces as it takes.
+#[derive(Debug)]
+pub struct TopSums {
+    by: TopBy,
+    from: i64,
+    to: i64,
+    currency: Option<Currency>,
+    groups: BTreeMap<TopKey, (i64, i64, Option<String>, Option<String>)>,
+}
+
+impl TopSums {
+    pub fn new(by: TopBy, from: i64, to: i64, currency: Option<&Currency>) -> TopSums {
+        TopSums {
+            by,
+            from,
+            to,
+            currency: currency.cloned(),
+            groups: BTreeMap::new(),
         }
     }
-    let mut per_currency: HashMap<String, Vec<TopRow>> = HashMap::new();
-    for ((currency, user, job), (amount, jobs, display, account)) in groups {
-        if amount == 0 && jobs == 0 {
-            continue;
+
+    /// Counts the usage entries of `journal` in the period (the rest are skipped).
+    pub fn add(&mut self, journal: &[JournalEntry]) -> Result<()> {
+        for e in journal {
+            if !e.kind.is_usage() || e.effective_at < self.from || e.effective_at >= self.to {
+                continue;
+            }
+            if self.currency.as_ref().is_some_and(|c| *c != e.currency) {
+                continue;
+            }
+            let Some(user) = &e.user else { continue };
+            let job = match self.by {
+                TopBy::User => None,
+                TopBy::Job => match (&e.cluster, &e.job_id, e.submit) {
+                    (Some(c), Some(j), Some(s)) => Some((c.clone(), j.clone(), s)),
+                    _ => continue,
+                },
+            };
+            let g = self
+                .groups
+                .entry((e.currency.as_str().to_string(), user.clone(), job))
+                .or_default();
+            g.0 = add(g.0, e.amount, "top amount")?;
+            g.1 = add(g.1, e.job_count, "top jobs")?;
+            if self.by == TopBy::Job {
+                g.2 = e.display_id.clone().or(g.2.take());
+                g.3 = Some(e.account.clone());
+            }
         }
-        let (cluster, job_id) = match job {
-            Some((c, j, _)) => (Some(c), Some(j)),
-            None => (None, None),
-        };
-        per_currency
-            .entry(currency.clone())
-            .or_default()
-            .push(TopRow {
-                currency: Currency::new(&currency),
-                user,
-                cluster,
-                job_id,
-                display_id: display,
-                account,
-                amount,
-                jobs,
+        Ok(())
+    }
+
+    /// The ranking: at most `limit` rows per currency, currencies by name.
+    pub fn finish(self, limit: usize) -> Vec<TopRow> {
+        let mut per_currency: BTreeMap<String, Vec<TopRow>> = BTreeMap::new();
+        for ((currency, user, job), (amount, jobs, display, account)) in self.groups {
+            if amount == 0 && jobs == 0 {
+                continue;
+            }
+            let (cluster, job_id) = match job {
+                Some((c, j, _)) => (Some(c), Some(j)),
+                None => (None, None),
+            };
+            per_currency
+                .entry(currency.clone())
+                .or_default()
+                .push(TopRow {
+                    currency: Currency::new(&currency),
+                    user,
+                    cluster,
+                    job_id,
+                    display_id: display,
+                    account,
+                    amount,
+                    jobs,
+                });
+        }
+        let mut rows = Vec::new();
+        for (_, mut list) in per_currency {
+            list.sort_by(|a, b| {
+                b.amount
+                    .cmp(&a.amount)
+                    .then_with(|| a.user.cmp(&b.user))
+                    .then_with(|| a.cluster.cmp(&b.cluster))
+                    .then_with(|| a.job_id.cmp(&b.job_id))
             });
+            list.truncate(limit);
+            rows.extend(list);
+        }
+        rows
     }
-    let mut currencies: Vec<String> = per_currency.keys().cloned().collect();
-    currencies.sort();
-    let mut rows = Vec::new();
-    for c in currencies {
-        let mut list = per_currency.remove(&c).unwrap_or_default();
-        list.sort_by(|a, b| {
-            b.amount
-                .cmp(&a.amount)
-                .then_with(|| a.user.cmp(&b.user))
-                .then_with(|| a.cluster.cmp(&b.cluster))
-                .then_with(|| a.job_id.cmp(&b.job_id))
-        });
-        list.truncate(limit);
-        rows.extend(list);
-    }
-    Ok(rows)
 }
 
 impl Ledger {
@@ -365,16 +398,49 @@ impl Ledger {
         statement(&tree, &allocations, &journal, account, currency, from, to)
     }
 
-    /// Usage entries (charges, adjustments, refunds) with `effective_at ∈ [from, to)`, in
-    /// posting order: the rows of a FOCUS export.
+    /// Usage entries (charges, adjustments, refunds) with `effective_at ∈ [from, to)`, by
+    /// `effective_at` then posting order: the rows of a FOCUS export. Reads only the period
+    /// (through the journal's time index); for long periods see
+    /// [`Ledger::for_each_usage_day`], which never holds more than a day.
     pub async fn usage_entries(&self, from: i64, to: i64) -> Result<Vec<JournalEntry>> {
-        let mut journal = self.storage.journal(&JournalQuery::default()).await?;
-        journal.retain(|e| e.kind.is_usage() && e.effective_at >= from && e.effective_at < to);
-        Ok(journal)
+        let mut all = Vec::new();
+        self.for_each_usage_day(from, to, |day| {
+            all.extend(day);
+            Ok(())
+        })
+        .await?;
+        Ok(all)
+    }
+
+    /// Hands `f` the usage entries with `effective_at ∈ [from, to)` one UTC day at a time, in
+    /// order (days without entries skipped): an export or a ranking of any period in the
+    /// memory of its busiest day.
+    pub async fn for_each_usage_day<F>(&self, from: i64, to: i64, mut f: F) -> Result<()>
+    where
+        F: FnMut(Vec<JournalEntry>) -> Result<()>,
+    {
+        let Some((first, last)) = self.storage.journal_span(from, to).await? else {
+            return Ok(());
+        };
+        let mut start = first.max(from);
+        let end = last.saturating_add(1).min(to);
+        while start < end {
+            let next_day = start
+                .div_euclid(SECONDS_PER_DAY)
+                .saturating_add(1)
+                .saturating_mul(SECONDS_PER_DAY);
+            let stop = next_day.min(end);
+            let entries = self.storage.usage_entries(start, stop).await?;
+            if !entries.is_empty() {
+                f(entries)?;
+            }
+            start = stop;
+        }
+        Ok(())
     }
 
     /// The top `limit` users or jobs by net usage in `[from, to)`, per currency (only
-    /// `currency` when given); see [`top`].
+    /// `currency` when given); see [`top`]. Reads the period a day at a time.
     pub async fn top(
         &self,
         by: TopBy,
@@ -383,8 +449,10 @@ impl Ledger {
         currency: Option<&Currency>,
         limit: usize,
     ) -> Result<Vec<TopRow>> {
-        let journal = self.usage_entries(from, to).await?;
-        top(&journal, by, from, to, currency, limit)
+        let mut sums = TopSums::new(by, from, to, currency);
+        self.for_each_usage_day(from, to, |day| sums.add(&day))
+            .await?;
+        Ok(sums.finish(limit))
     }
 }
 
@@ -582,6 +650,34 @@ mod tests {
                     assert_eq!(st, reference);
                     let late = l.statement(account, &su, from + len, 50 * DAY).await.unwrap();
                     assert_eq!(late, l.statement_from_journal(account, &su, from + len, 50 * DAY).await.unwrap());
+                }
+                // The usage of a period read a day at a time through the index is the
+                // journal's, filtered: same entries, by time then posting order, and the
+                // ranking over it the same as over the whole journal.
+                let (a, b) = (from - 1_000, from + len);
+                let mut expected = l.journal(&JournalQuery::default()).await.unwrap();
+                expected.retain(|e| e.kind.is_usage() && e.effective_at >= a && e.effective_at < b);
+                expected.sort_by_key(|e| (e.effective_at, e.id));
+                let mut days = Vec::new();
+                l.for_each_usage_day(a, b, |day| {
+                    assert!(!day.is_empty(), "empty days are skipped");
+                    days.push(day);
+                    Ok(())
+                })
+                .await
+                .unwrap();
+                for day in &days {
+                    let first = day[0].effective_at.div_euclid(DAY);
+                    assert!(day.iter().all(|e| e.effective_at.div_euclid(DAY) == first), "one day each");
+                }
+                assert_eq!(days.concat(), expected);
+                assert_eq!(l.usage_entries(a, b).await.unwrap(), expected);
+                for by in [TopBy::User, TopBy::Job] {
+                    let whole = l.journal(&JournalQuery::default()).await.unwrap();
+                    assert_eq!(
+                        l.top(by, a, b, None, 3).await.unwrap(),
+                        top(&whole, by, a, b, None, 3).unwrap()
+                    );
                 }
                 // With an allocation, the window starts at the allocation whatever `from` is.
                 let split = l.statement("org", &su, from, 50 * DAY).await.unwrap();

@@ -96,6 +96,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn post_usage(&self, batch: &[UsageCharge], posted_at: i64) -> Result<PostOutcome>;
     async fn post_entry(&self, entry: &NewEntry, posted_at: i64) -> Result<bool>;
     async fn journal(&self, query: &JournalQuery) -> Result<Vec<JournalEntry>>;
+    /// Usage entries (charges, adjustments, reversals, reposts, refunds) with `effective_at`
+    /// in `[from, to)`, by `effective_at` then id, read through the time index (none of the
+    /// rest of the journal).
+    async fn usage_entries(&self, from: i64, to: i64) -> Result<Vec<JournalEntry>>;
+    /// The earliest and latest `effective_at` of any journal entry in `[from, to)`, `None`
+    /// when there is none: where [`Storage::usage_entries`] is worth asking.
+    async fn journal_span(&self, from: i64, to: i64) -> Result<Option<(i64, i64)>>;
     async fn job(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<JobRow>>;
 
     /// Places a hold; with `check`, refuses it unless every allocation on the chain covering

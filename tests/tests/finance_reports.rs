@@ -556,7 +556,11 @@ fn focus_export_has_one_row_per_usage_entry_and_sums_to_the_usage_report() {
             .sum();
         assert_eq!(sum, m(total, "amount"), "{currency}");
     }
-    let first = &rows[0];
+    // Rows come by the time each charge took effect (a job's end), then posting order.
+    let first = rows
+        .iter()
+        .find(|r| r["ResourceId"] == "onprem/1")
+        .expect("job 1's row");
     assert_eq!(first["ChargeCategory"], "Usage");
     assert_eq!(first["ProviderName"], "bursar");
     assert_eq!(first["ServiceName"], "Slurm onprem");
@@ -575,6 +579,19 @@ fn focus_export_has_one_row_per_usage_entry_and_sums_to_the_usage_report() {
     ]);
     assert!(csv.starts_with("BilledCost,EffectiveCost,ListCost,BillingCurrency,"));
     assert_eq!(csv.lines().count(), 25);
+
+    // A period without usage: an empty array, a header alone.
+    let none = [
+        "export",
+        "focus",
+        "--from",
+        "2025-01-01",
+        "--to",
+        "2025-02-01",
+    ];
+    assert_eq!(site.json(&none), serde_json::json!([]));
+    let csv = site.ok(&none);
+    assert_eq!(csv.lines().count(), 1, "{csv}");
 }
 
 #[derive(Debug, Clone)]

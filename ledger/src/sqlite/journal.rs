@@ -999,6 +999,68 @@ pub(super) async fn list(
     rows.iter().map(journal_entry).collect()
 }
 
+/// Usage entries (types 2 to 7) with `effective_at ∈ [from, to)`, through the
+/// `journal_by_day` index, ordered by `effective_at` then id.
+pub(super) async fn usage_entries(
+    conn: &mut SqliteConnection,
+    from: i64,
+    to: i64,
+) -> Result<Vec<JournalEntry>> {
+    if from >= to {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "with recursive {JOURNAL_DAYS}
+         {ENTRY_SELECT} where id in (
+             select j.id from days cross join journal j indexed by journal_by_day
+             where j.effective_at / 86400 = days.d and j.effective_at >= ?1
+               and j.effective_at < ?2 and j.type between 2 and 7
+         )
+         order by effective_at, id"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(journal_entry).collect()
+}
+
+/// The earliest and latest `effective_at` in `[from, to)`: two seeks of `journal_by_day`
+/// for the first and last day, then those days' entries.
+pub(super) async fn span(
+    conn: &mut SqliteConnection,
+    from: i64,
+    to: i64,
+) -> Result<Option<(i64, i64)>> {
+    if from >= to {
+        return Ok(None);
+    }
+    // One min() or max() each, so that SQLite answers them from the index's ends.
+    let (first, last): (Option<i64>, Option<i64>) = sqlx::query_as(
+        "select
+           (select min(effective_at) from journal indexed by journal_by_day
+            where effective_at / 86400 = (select min(effective_at / 86400) from journal
+                indexed by journal_by_day
+                where effective_at / 86400 between ?1 / 86400 and (?2 - 1) / 86400
+                and effective_at >= ?1 and effective_at < ?2)
+              and effective_at >= ?1 and effective_at < ?2),
+           (select max(effective_at) from journal indexed by journal_by_day
+            where effective_at / 86400 = (select max(effective_at / 86400) from journal
+                indexed by journal_by_day
+                where effective_at / 86400 between ?1 / 86400 and (?2 - 1) / 86400
+                and effective_at >= ?1 and effective_at < ?2)
+              and effective_at >= ?1 and effective_at < ?2)",
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(first.zip(last))
+}
+
 /// What a statement of `account` in `currency` reads (see [`StatementReads`]): the subtree's
 /// accounts from the tree, then per day and account one range of `journal_by_day` for the
 /// movements, the deposits and the partial days before `from`, and the whole days before

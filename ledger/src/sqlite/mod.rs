@@ -464,6 +464,16 @@ impl Storage for SqliteStorage {
         journal::list(&mut conn, query).await
     }
 
+    async fn usage_entries(&self, from: i64, to: i64) -> Result<Vec<JournalEntry>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        journal::usage_entries(&mut conn, from, to).await
+    }
+
+    async fn journal_span(&self, from: i64, to: i64) -> Result<Option<(i64, i64)>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        journal::span(&mut conn, from, to).await
+    }
+
     async fn job(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<JobRow>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         journal::job(&mut conn, cluster, job_id, submit).await
