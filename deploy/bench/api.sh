@@ -19,7 +19,10 @@
 #   BENCH_DIR        work directory: the measured binary and logs (default /var/tmp/bursar-bench)
 #   BENCH_RUNS       runs of each scenario; the table shows the median (default 3)
 #   BENCH_SECONDS    measured seconds of each local scenario (default 10)
-#   BENCH_SLURM_JOBS measured submissions of each Slurm scenario (default 200)
+#   BENCH_SLURM_JOBS measured submissions of each Slurm scenario per run (default 2000), in
+#                    blocks the two scenarios take turns with (bursar-bench-api --slurm-blocks)
+#   BENCH_SLURM_RUNS runs of the Slurm pair (default 5); bursar's overhead is the median over
+#                    the runs of each run's own comparison
 #   BENCH_IDLE_BUSY  if set (e.g. 10), wait before each run until other processes use less than
 #                    that percentage of the CPU (for at most BENCH_IDLE_WAIT seconds, default
 #                    600). What others used during each run is reported either way.
@@ -30,7 +33,8 @@ set -euo pipefail
 
 RUNS=${BENCH_RUNS:-3}
 SECONDS_EACH=${BENCH_SECONDS:-10}
-SLURM_JOBS=${BENCH_SLURM_JOBS:-200}
+SLURM_JOBS=${BENCH_SLURM_JOBS:-2000}
+SLURM_RUNS=${BENCH_SLURM_RUNS:-5}
 BENCH_DIR=${BENCH_DIR:-/var/tmp/bursar-bench}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SLURM_ENV=${BURSAR_DEV_DIR:-/var/tmp/bursar-dev}/slurm/env.sh
@@ -68,7 +72,7 @@ $(awk '/MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo) RAM, $(unam
 load average $(cut -d' ' -f1-3 /proc/loadavg)"
 say "measuring $BENCH (sha256 $(sha256sum "$BENCH" | cut -c1-12)) at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'); progress in $LOG"
 
-"$BENCH" --runs "$RUNS" --seconds "$SECONDS_EACH" --slurm-jobs "$SLURM_JOBS" \
+"$BENCH" --runs "$RUNS" --seconds "$SECONDS_EACH" --slurm-jobs "$SLURM_JOBS" --slurm-runs "$SLURM_RUNS" \
     --slurm-env "$SLURM_ENV" "${idle[@]}" "$@" 2> >(tee "$LOG" >&2)
 
 if [[ -r $SLURM_ENV ]]; then
