@@ -11,6 +11,7 @@ use bursar_pricing::Currency;
 use crate::alerts::{AlertRow, NewAlert};
 use crate::balances::BalanceSnapshot;
 use crate::error::Result;
+use crate::finance::{TopBy, TopRow};
 use crate::model::{
     AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
@@ -100,6 +101,16 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// in `[from, to)`, by `effective_at` then id, read through the time index (none of the
     /// rest of the journal).
     async fn usage_entries(&self, from: i64, to: i64) -> Result<Vec<JournalEntry>>;
+    /// The ranking of [`crate::finance::top`] over the usage in `[from, to)`, summed and
+    /// ranked by the database (the period read through the time index).
+    async fn top(
+        &self,
+        by: TopBy,
+        from: i64,
+        to: i64,
+        currency: Option<&Currency>,
+        limit: usize,
+    ) -> Result<Vec<TopRow>>;
     /// The earliest and latest `effective_at` of any journal entry in `[from, to)`, `None`
     /// when there is none: where [`Storage::usage_entries`] is worth asking.
     async fn journal_span(&self, from: i64, to: i64) -> Result<Option<(i64, i64)>>;

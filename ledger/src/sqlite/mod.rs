@@ -53,6 +53,7 @@ use sqlx::{Row, Sqlite, Transaction};
 use crate::alerts::{AlertRow, NewAlert};
 use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
+use crate::finance::{TopBy, TopRow};
 use crate::model::{
     AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
@@ -467,6 +468,18 @@ impl Storage for SqliteStorage {
     async fn usage_entries(&self, from: i64, to: i64) -> Result<Vec<JournalEntry>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         journal::usage_entries(&mut conn, from, to).await
+    }
+
+    async fn top(
+        &self,
+        by: TopBy,
+        from: i64,
+        to: i64,
+        currency: Option<&Currency>,
+        limit: usize,
+    ) -> Result<Vec<TopRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        read::top(&mut conn, by, from, to, currency, limit).await
     }
 
     async fn journal_span(&self, from: i64, to: i64) -> Result<Option<(i64, i64)>> {

@@ -12,6 +12,7 @@ use super::{col, db};
 use crate::balances::{AccountTotal, BalanceSnapshot};
 use crate::calendar::{self, SECONDS_PER_DAY};
 use crate::error::{add, LedgerError, Result};
+use crate::finance::{TopBy, TopRow};
 use crate::model::{QuarantineItem, QuarantineRow};
 use crate::report::{Bucket, UsageGrouping, UsageLine};
 use crate::storage::UsageSource;
@@ -542,4 +543,130 @@ pub(super) async fn set_cursor(
     .await
     .map_err(db)?;
     Ok(())
+}
+
+/// The ranking of [`crate::finance::top`] in SQL: the period's usage entries through the
+/// `journal_by_day` index summed per currency and user (and job), ranked per currency by
+/// amount, then user, cluster and job id; only the first `limit` of each leave the database.
+pub(super) async fn top(
+    conn: &mut SqliteConnection,
+    by: TopBy,
+    from: i64,
+    to: i64,
+    currency: Option<&Currency>,
+    limit: usize,
+) -> Result<Vec<TopRow>> {
+    if from >= to || limit == 0 {
+        return Ok(Vec::new());
+    }
+    // The index has no user or job: each entry it finds costs a lookup in the table. Over
+    // much of the journal's time a plain scan of the table is cheaper.
+    let (first_day, last_day): (Option<i64>, Option<i64>) = sqlx::query_as(
+        "select (select min(effective_at / 86400) from journal indexed by journal_by_day),
+                (select max(effective_at / 86400) from journal indexed by journal_by_day)",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)?;
+    let (Some(first_day), Some(last_day)) = (first_day, last_day) else {
+        return Ok(Vec::new());
+    };
+    let journal_days = last_day - first_day + 1;
+    let range_days =
+        (to / SECONDS_PER_DAY).min(last_day + 1) - (from / SECONDS_PER_DAY).max(first_day);
+    let range = if range_days.saturating_mul(4) > journal_days {
+        "from journal j where j.effective_at >= ?1 and j.effective_at < ?2
+           and j.type between 2 and 7"
+    } else {
+        "from days cross join journal j indexed by journal_by_day
+         where j.effective_at / 86400 = days.d and j.effective_at >= ?1
+           and j.effective_at < ?2 and j.type between 2 and 7"
+    };
+    // A job's account is that of its latest entry (a repost moves it): SQLite takes a bare
+    // column from the row of the query's only max().
+    let sql = match by {
+        TopBy::User => format!(
+            "with recursive {JOURNAL_DAYS},
+             sums (currency_id, user_id, amount, jobs) as (
+                 select j.currency_id, j.user_id, sum(j.amount), sum(j.job_count) {range}
+                 group by j.currency_id, j.user_id
+             ),
+             ranked as (
+                 select s.*, rank() over (partition by s.currency_id order by s.amount desc)
+                     as r
+                 from sums s
+                 where s.user_id <> 0 and not (s.amount = 0 and s.jobs = 0)
+                   and (?3 is null or s.currency_id = (select id from labels where value = ?3))
+             )
+             select cur.value, u.value, null, null, null, null, s.amount, s.jobs
+             from ranked s join labels cur on cur.id = s.currency_id
+             join labels u on u.id = s.user_id
+             where s.r <= ?4"
+        ),
+        TopBy::Job => format!(
+            "with recursive {JOURNAL_DAYS},
+             sums (currency_id, user_id, job, amount, jobs, last_id, account_id) as (
+                 select j.currency_id, j.user_id, j.job, sum(j.amount), sum(j.job_count),
+                        max(j.id), j.account_id {range} and j.job is not null
+                 group by j.currency_id, j.user_id, j.job
+             ),
+             ranked as (
+                 select s.*, rank() over (partition by s.currency_id order by s.amount desc)
+                     as r
+                 from sums s
+                 where s.user_id <> 0 and not (s.amount = 0 and s.jobs = 0)
+                   and (?3 is null or s.currency_id = (select id from labels where value = ?3))
+             )
+             select cur.value, u.value, cl.value, jb.job_id,
+                    coalesce(jb.display_id, jb.job_id), a.name, s.amount, s.jobs
+             from ranked s join labels cur on cur.id = s.currency_id
+             join labels u on u.id = s.user_id
+             join jobs jb on jb.id = s.job
+             join labels cl on cl.id = jb.cluster_id
+             join accounts a on a.id = s.account_id
+             where s.r <= ?4"
+        ),
+    };
+    let rows = sqlx::query(&sql)
+        .bind(from)
+        .bind(to)
+        .bind(currency.map(Currency::as_str))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    // `rank()` keeps every row tied at the limit; the names break the ties.
+    let mut ranked = rows
+        .iter()
+        .map(|row| {
+            Ok(TopRow {
+                currency: Currency::new(&col::<String>(row, 0)?),
+                user: col(row, 1)?,
+                cluster: col(row, 2)?,
+                job_id: col(row, 3)?,
+                display_id: col(row, 4)?,
+                account: col(row, 5)?,
+                amount: col(row, 6)?,
+                jobs: col(row, 7)?,
+            })
+        })
+        .collect::<Result<Vec<TopRow>>>()?;
+    ranked.sort_by(|a, b| {
+        a.currency
+            .as_str()
+            .cmp(b.currency.as_str())
+            .then_with(|| b.amount.cmp(&a.amount))
+            .then_with(|| a.user.cmp(&b.user))
+            .then_with(|| a.cluster.cmp(&b.cluster))
+            .then_with(|| a.job_id.cmp(&b.job_id))
+    });
+    let mut per_currency: BTreeMap<String, usize> = BTreeMap::new();
+    ranked.retain(|r| {
+        let n = per_currency
+            .entry(r.currency.as_str().to_string())
+            .or_default();
+        *n += 1;
+        *n <= limit
+    });
+    Ok(ranked)
 }
