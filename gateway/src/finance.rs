@@ -257,76 +257,94 @@ pub fn focus_row(app: &App, e: &JournalEntry) -> Vec<Option<String>> {
     ]
 }
 
-/// Writes the FOCUS rows of the period a day at a time (the export of a year holds no more
-/// than its busiest day in memory): CSV (for `table` too: an export is for tools) or a JSON
-/// array, pretty-printed as the other JSON outputs.
+/// `bursar export focus`: the FOCUS rows of the period, written a day at a time (an export of
+/// a year holds no more than its busiest day in memory). CSV for `table` too: an export is
+/// for tools.
 pub async fn export_focus(
     app: &App,
     args: crate::cli::FocusArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let (from, to) = period(&args.from, &args.to)?;
-    let json = matches!(args.format, Format::Json);
-    if !json {
-        write_csv_line(out, &FOCUS_COLUMNS)?;
+    let mut export = FocusExport::new(matches!(args.format, Format::Json));
+    out.write_all(&export.start())?;
+    for (start, stop) in app.ledger.usage_days(from, to).await? {
+        let day = app.ledger.usage_entries_of_day(start, stop).await?;
+        out.write_all(&export.rows(app, &day)?)?;
     }
-    let mut rows = 0u64;
-    let mut failed: Option<std::io::Error> = None;
-    app.ledger
-        .for_each_usage_day(from, to, |day| {
-            for e in &day {
-                let written = if json {
-                    write_focus_json(out, app, e, rows == 0)
-                } else {
-                    let cells: Vec<String> = focus_row(app, e)
-                        .into_iter()
-                        .map(Option::unwrap_or_default)
-                        .collect();
-                    write_csv_line(out, &cells)
-                };
-                if let Err(err) = written {
-                    // Stop reading: the reader of the output is gone or the disk is full.
-                    failed = Some(err);
-                    return Err(bursar_ledger::LedgerError::Storage(
-                        "writing the export failed".to_string(),
-                    ));
-                }
-                rows += 1;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| match failed.take() {
-            Some(io) => anyhow::Error::from(io).context("writing the FOCUS export"),
-            None => anyhow::Error::from(e),
-        })?;
-    if json {
-        writeln!(out, "{}", if rows == 0 { "[]" } else { "\n]" })?;
-    }
+    out.write_all(&export.end())?;
     Ok(())
 }
 
-/// One FOCUS row as an element of a pretty-printed JSON array (`[` before the first).
-fn write_focus_json(
-    out: &mut impl Write,
-    app: &App,
-    e: &JournalEntry,
-    first: bool,
-) -> std::io::Result<()> {
-    let row: serde_json::Map<String, Value> = FOCUS_COLUMNS
-        .iter()
-        .zip(focus_row(app, e))
-        .map(|(k, v)| {
-            let v = match (*k, v) {
-                ("Tags", Some(t)) => serde_json::from_str(&t).unwrap_or(Value::Null),
-                (_, v) => v.map_or(Value::Null, Value::String),
-            };
-            (k.to_string(), v)
-        })
-        .collect();
-    let text = serde_json::to_string_pretty(&Value::Object(row))?;
-    out.write_all(if first { b"[\n  " } else { b",\n  " })?;
-    out.write_all(text.replace('\n', "\n  ").as_bytes())
+/// The FOCUS export as text, piece by piece, for the CLI and `GET /v1/exports/focus`: CSV,
+/// or a JSON array pretty-printed as the other JSON outputs.
+#[derive(Debug)]
+pub struct FocusExport {
+    json: bool,
+    rows: u64,
+}
+
+impl FocusExport {
+    pub fn new(json: bool) -> FocusExport {
+        FocusExport { json, rows: 0 }
+    }
+
+    /// What comes before the rows: the CSV header (nothing for JSON, whose `[` opens with
+    /// the first row).
+    pub fn start(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if !self.json {
+            // Writing to a Vec cannot fail.
+            let _ = write_csv_line(&mut out, &FOCUS_COLUMNS);
+        }
+        out
+    }
+
+    /// The rows of `entries`.
+    pub fn rows(&mut self, app: &App, entries: &[JournalEntry]) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        for e in entries {
+            if self.json {
+                self.json_row(&mut out, app, e)?;
+            } else {
+                let cells: Vec<String> = focus_row(app, e)
+                    .into_iter()
+                    .map(Option::unwrap_or_default)
+                    .collect();
+                write_csv_line(&mut out, &cells)?;
+            }
+            self.rows += 1;
+        }
+        Ok(out)
+    }
+
+    /// What closes the export.
+    pub fn end(&self) -> Vec<u8> {
+        match (self.json, self.rows) {
+            (false, _) => Vec::new(),
+            (true, 0) => b"[]\n".to_vec(),
+            (true, _) => b"\n]\n".to_vec(),
+        }
+    }
+
+    /// One row as an element of a pretty-printed JSON array (`[` before the first).
+    fn json_row(&self, out: &mut Vec<u8>, app: &App, e: &JournalEntry) -> std::io::Result<()> {
+        let row: serde_json::Map<String, Value> = FOCUS_COLUMNS
+            .iter()
+            .zip(focus_row(app, e))
+            .map(|(k, v)| {
+                let v = match (*k, v) {
+                    ("Tags", Some(t)) => serde_json::from_str(&t).unwrap_or(Value::Null),
+                    (_, v) => v.map_or(Value::Null, Value::String),
+                };
+                (k.to_string(), v)
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&Value::Object(row))?;
+        out.extend_from_slice(if self.rows == 0 { b"[\n  " } else { b",\n  " });
+        out.extend_from_slice(text.replace('\n', "\n  ").as_bytes());
+        Ok(())
+    }
 }
 
 /// `bursar report top --format json` and `GET /v1/reports/top`.

@@ -138,3 +138,67 @@ async fn top_and_rollup_reports() {
     );
     assert_eq!(weekly["rows"][0]["week"], "2025-W01");
 }
+
+#[tokio::test]
+async fn the_focus_export_streams_what_the_cli_prints() {
+    let server = setup().await;
+    server.seed_usage().await;
+    let finance = server.token("carol", Role::Finance);
+    let range = ["--from", "2025-01-01", "--to", "2025-02-01"];
+    let mut cli = vec!["export", "focus"];
+    cli.extend(range);
+
+    // CSV (the default), byte for byte the CLI's, with its content type.
+    let csv = server
+        .get("/v1/exports/focus?from=2025-01-01&to=2025-02-01", &finance)
+        .await;
+    csv.assert_status(200);
+    assert_eq!(
+        csv.headers[axum::http::header::CONTENT_TYPE],
+        "text/csv; charset=utf-8"
+    );
+    let text = csv.json.as_str().expect("CSV text").to_string();
+    assert_eq!(text, server.cli(&cli));
+    assert!(text.starts_with("BilledCost,EffectiveCost,ListCost,BillingCurrency,"));
+    // The seeded jobs span two days: both are in it, a row each.
+    assert!(text.lines().count() > 2, "{text}");
+
+    // JSON: the CLI's array.
+    let json = server
+        .get(
+            "/v1/exports/focus?from=2025-01-01&to=2025-02-01&format=json",
+            &finance,
+        )
+        .await;
+    assert_eq!(*json.assert_status(200), cli_json(&server, &cli));
+    assert_eq!(
+        json.json.as_array().unwrap().len(),
+        text.lines().count() - 1
+    );
+
+    // Nothing in the period: an empty array, a header alone.
+    let empty = server
+        .get(
+            "/v1/exports/focus?from=2024-01-01&to=2024-02-01&format=json",
+            &finance,
+        )
+        .await;
+    assert_eq!(*empty.assert_status(200), serde_json::json!([]));
+
+    let alice = server.token("alice", Role::User);
+    server
+        .get("/v1/exports/focus?from=2025-01-01&to=2025-02-01", &alice)
+        .await
+        .assert_error(403, "forbidden");
+    server
+        .get(
+            "/v1/exports/focus?from=2025-01-01&to=2025-02-01&format=xml",
+            &finance,
+        )
+        .await
+        .assert_error(400, "bad_request");
+    server
+        .get("/v1/exports/focus?from=2025-02-01&to=2025-01-01", &finance)
+        .await
+        .assert_error(400, "bad_request");
+}

@@ -419,9 +419,22 @@ impl Ledger {
     where
         F: FnMut(Vec<JournalEntry>) -> Result<()>,
     {
+        for (start, stop) in self.usage_days(from, to).await? {
+            let entries = self.usage_entries_of_day(start, stop).await?;
+            if !entries.is_empty() {
+                f(entries)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `[from, to)` cut at UTC midnights, from the first to the last entry the journal has in
+    /// it (none when it has none): the pieces [`Ledger::usage_entries_of_day`] reads.
+    pub async fn usage_days(&self, from: i64, to: i64) -> Result<Vec<(i64, i64)>> {
         let Some((first, last)) = self.storage.journal_span(from, to).await? else {
-            return Ok(());
+            return Ok(Vec::new());
         };
+        let mut days = Vec::new();
         let mut start = first.max(from);
         let end = last.saturating_add(1).min(to);
         while start < end {
@@ -430,13 +443,16 @@ impl Ledger {
                 .saturating_add(1)
                 .saturating_mul(SECONDS_PER_DAY);
             let stop = next_day.min(end);
-            let entries = self.storage.usage_entries(start, stop).await?;
-            if !entries.is_empty() {
-                f(entries)?;
-            }
+            days.push((start, stop));
             start = stop;
         }
-        Ok(())
+        Ok(days)
+    }
+
+    /// The usage entries of one piece of [`Ledger::usage_days`] (any range works; a day
+    /// keeps it small), by `effective_at` then posting order.
+    pub async fn usage_entries_of_day(&self, start: i64, stop: i64) -> Result<Vec<JournalEntry>> {
+        self.storage.usage_entries(start, stop).await
     }
 
     /// The top `limit` users or jobs by net usage in `[from, to)`, per currency (only

@@ -117,6 +117,7 @@ fn routes() -> Vec<Route> {
             get(finance::statement),
         ),
         route(Method::GET, "/v1/reports/top", get(finance::top)),
+        route(Method::GET, "/v1/exports/focus", get(finance::focus)),
         route(
             Method::POST,
             "/v1/accounts/{name}/close",
