@@ -11,6 +11,8 @@
 # shellcheck shell=bash
 
 BURSAR_DEV_DIR=${BURSAR_DEV_DIR:-/var/tmp/bursar-dev}
+# Absolute: daemons start from / (dev_spawn).
+case $BURSAR_DEV_DIR in /*) ;; *) BURSAR_DEV_DIR=$PWD/$BURSAR_DEV_DIR ;; esac
 BURSAR_DEV_PORT_OFFSET=${BURSAR_DEV_PORT_OFFSET:-0}
 case $BURSAR_DEV_PORT_OFFSET in
   '' | *[!0-9]*) echo "BURSAR_DEV_PORT_OFFSET must be a non-negative integer, got '$BURSAR_DEV_PORT_OFFSET'" >&2; exit 2 ;;
@@ -109,7 +111,9 @@ dev_running() {
 # are not a process-group leader), and setpriv execs in place, so $! is the daemon.
 dev_spawn() {
   local pf=$1 lf=$2; shift 2
-  setsid "$@" </dev/null >>"$lf" 2>&1 &
+  # From /: a daemon must not keep the caller's directory (a checkout that may be deleted
+  # while the stack runs: slurmrestd then fails getcwd on job submission and exits).
+  (cd / && exec setsid "$@" </dev/null >>"$lf" 2>&1) &
   echo $! > "$pf"
 }
 
