@@ -1180,20 +1180,24 @@ fn median<T: Ord + Copy + Default>(mut values: Vec<T>) -> T {
 /// slurmrestd submission when both Slurm scenarios ran.
 fn report(args: &Args, results: &BTreeMap<usize, (Scenario, Vec<Summary>)>) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\n{} clients, median of each column; local scenarios: {} runs of {} s after {} s of \
-         warm-up; Slurm scenarios: {} runs of {} jobs each in {} alternating blocks, after {} \
-         warm-up jobs.\n",
-        args.clients,
-        args.runs,
-        args.seconds,
-        args.warmup,
-        args.slurm_runs.unwrap_or(args.runs),
-        args.slurm_jobs,
-        args.slurm_blocks,
-        args.clients
-    );
+    let mut setup = vec![format!("{} clients, median of each column", args.clients)];
+    if args.scenarios.iter().any(|s| !s.is_slurm()) {
+        setup.push(format!(
+            "local scenarios: {} runs of {} s after {} s of warm-up",
+            args.runs, args.seconds, args.warmup
+        ));
+    }
+    if args.scenarios.iter().any(|s| s.is_slurm()) {
+        setup.push(format!(
+            "Slurm scenarios: {} runs of {} jobs each in {} alternating blocks, after {} \
+             warm-up jobs a block",
+            args.slurm_runs.unwrap_or(args.runs),
+            args.slurm_jobs,
+            args.slurm_blocks,
+            args.clients
+        ));
+    }
+    let _ = writeln!(out, "\n{}.\n", setup.join("; "));
     let _ = writeln!(
         out,
         "| scenario | requests/s | p50 ms | p99 ms | max ms | bursar CPU µs/request | \
