@@ -454,36 +454,20 @@ impl Ledger {
             .await
     }
 
-    /// [`Ledger::admission_view`], possibly from a cache that every write through this
-    /// ledger empties at once and that a write by another process (another `bursar` on the
-    /// same database) empties for the next read (see `sqlite::view_cache`). For previews
-    /// (quotes), not decisions: admission decides in [`Ledger::admit`], on the data itself.
-    pub async fn admission_view_cached(
+    /// [`Ledger::admission_view`] as fresh as `read` asks ([`ViewRead`]): `Preview` (quotes)
+    /// and `Admission` may come from a cache that every write through this ledger empties at
+    /// once and a write by another process empties for the next read (see
+    /// `sqlite::view_cache`); `Admission` may also predate holds placed and jobs recorded by
+    /// [`Ledger::admit`] since (they only lower what remains; the decision is `admit`'s, on
+    /// the data). A caller about to refuse for money reads `ViewRead::Now` first.
+    pub async fn admission_view_as(
         &self,
         user: &str,
         account: Option<&str>,
         at: i64,
+        read: ViewRead,
     ) -> Result<AdmissionView> {
-        self.storage
-            .admission_view(user, account, at, ViewRead::Preview)
-            .await
-    }
-
-    /// [`Ledger::admission_view`] for admission: like [`Ledger::admission_view_cached`], and
-    /// it may also predate holds placed and jobs recorded by [`Ledger::admit`] and
-    /// [`Ledger::record_forwarded`] since (they only lower what remains; the decision is
-    /// `admit`'s, on the data). Never older than another write through this ledger, nor than
-    /// the second `at` names. A caller about to refuse for money reads
-    /// [`Ledger::admission_view`] first.
-    pub async fn admission_view_for_admission(
-        &self,
-        user: &str,
-        account: Option<&str>,
-        at: i64,
-    ) -> Result<AdmissionView> {
-        self.storage
-            .admission_view(user, account, at, ViewRead::Admission)
-            .await
+        self.storage.admission_view(user, account, at, read).await
     }
 
     /// Records the cluster's job id of a hold placed before the job was forwarded.

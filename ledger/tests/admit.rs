@@ -6,6 +6,7 @@ mod common;
 
 use bursar_ledger::{
     AdmitOutcome, ForwardedJob, HoldState, Ledger, LedgerError, NewAdmission, NewApiJob, NewHold,
+    ViewRead,
 };
 use common::{record, su, temp_ledger, DAY, HOUR, T0, UNIT};
 
@@ -296,7 +297,7 @@ async fn the_cached_view_follows_writes_here_and_in_other_processes() {
             .collect::<Vec<_>>()
     };
     let first = ledger
-        .admission_view_cached("alice", None, T0 + HOUR)
+        .admission_view_as("alice", None, T0 + HOUR, ViewRead::Preview)
         .await
         .unwrap();
     assert_eq!(
@@ -312,7 +313,7 @@ async fn the_cached_view_follows_writes_here_and_in_other_processes() {
         .await
         .unwrap();
     let after = ledger
-        .admission_view_cached("alice", None, T0 + HOUR)
+        .admission_view_as("alice", None, T0 + HOUR, ViewRead::Preview)
         .await
         .unwrap();
     assert_eq!(after.allocations[0].remaining, Some(50 * UNIT));
@@ -325,7 +326,7 @@ async fn the_cached_view_follows_writes_here_and_in_other_processes() {
         .await
         .unwrap();
     let seen = ledger
-        .admission_view_cached("alice", None, T0 + HOUR)
+        .admission_view_as("alice", None, T0 + HOUR, ViewRead::Preview)
         .await
         .unwrap();
     assert_eq!(seen.allocations[0].remaining, Some(170 * UNIT));

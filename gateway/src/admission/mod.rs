@@ -436,15 +436,10 @@ impl Admission {
             }
         }
         let (user, account) = (&principal.user, request.account.as_deref());
-        let view = match read {
-            ViewRead::Now => app.ledger.admission_view(user, account, at).await?,
-            ViewRead::Preview => app.ledger.admission_view_cached(user, account, at).await?,
-            ViewRead::Admission => {
-                app.ledger
-                    .admission_view_for_admission(user, account, at)
-                    .await?
-            }
-        };
+        let view = app
+            .ledger
+            .admission_view_as(user, account, at, read)
+            .await?;
         let Some(account) = view.account else {
             return Err(AdmissionError::Forbidden(format!(
                 "user {user} has no default account and the request names none; \
