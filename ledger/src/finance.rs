@@ -19,7 +19,7 @@
 //! When the period is exactly one allocation's `[start, end)`, `closing` is that allocation's
 //! `amount − charged`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bursar_pricing::Currency;
 
@@ -224,104 +224,72 @@ pub fn top(
     currency: Option<&Currency>,
     limit: usize,
 ) -> Result<Vec<TopRow>> {
-    let mut sums = TopSums::new(by, from, to, currency);
-    sums.add(journal)?;
-    Ok(sums.finish(limit))
-}
-
-type TopKey = (String, String, Option<(String, String, i64)>);
-
-/// The running sums of [`top`], fed the journal in as many pieces as it takes.
-#[derive(Debug)]
-struct TopSums {
-    by: TopBy,
-    from: i64,
-    to: i64,
-    currency: Option<Currency>,
-    groups: BTreeMap<TopKey, (i64, i64, Option<String>, Option<String>)>,
-}
-
-impl TopSums {
-    fn new(by: TopBy, from: i64, to: i64, currency: Option<&Currency>) -> TopSums {
-        TopSums {
-            by,
-            from,
-            to,
-            currency: currency.cloned(),
-            groups: BTreeMap::new(),
+    type Key = (String, String, Option<(String, String, i64)>);
+    let mut groups: BTreeMap<Key, (i64, i64, Option<String>, Option<String>)> = BTreeMap::new();
+    for e in journal {
+        if !e.kind.is_usage() || e.effective_at < from || e.effective_at >= to {
+            continue;
+        }
+        if currency.is_some_and(|c| *c != e.currency) {
+            continue;
+        }
+        let Some(user) = &e.user else { continue };
+        let job = match by {
+            TopBy::User => None,
+            TopBy::Job => match (&e.cluster, &e.job_id, e.submit) {
+                (Some(c), Some(j), Some(s)) => Some((c.clone(), j.clone(), s)),
+                _ => continue,
+            },
+        };
+        let g = groups
+            .entry((e.currency.as_str().to_string(), user.clone(), job))
+            .or_default();
+        g.0 = add(g.0, e.amount, "top amount")?;
+        g.1 = add(g.1, e.job_count, "top jobs")?;
+        if by == TopBy::Job {
+            g.2 = e.display_id.clone().or(g.2.take());
+            g.3 = Some(e.account.clone());
         }
     }
-
-    /// Counts the usage entries of `journal` in the period (the rest are skipped).
-    fn add(&mut self, journal: &[JournalEntry]) -> Result<()> {
-        for e in journal {
-            if !e.kind.is_usage() || e.effective_at < self.from || e.effective_at >= self.to {
-                continue;
-            }
-            if self.currency.as_ref().is_some_and(|c| *c != e.currency) {
-                continue;
-            }
-            let Some(user) = &e.user else { continue };
-            let job = match self.by {
-                TopBy::User => None,
-                TopBy::Job => match (&e.cluster, &e.job_id, e.submit) {
-                    (Some(c), Some(j), Some(s)) => Some((c.clone(), j.clone(), s)),
-                    _ => continue,
-                },
-            };
-            let g = self
-                .groups
-                .entry((e.currency.as_str().to_string(), user.clone(), job))
-                .or_default();
-            g.0 = add(g.0, e.amount, "top amount")?;
-            g.1 = add(g.1, e.job_count, "top jobs")?;
-            if self.by == TopBy::Job {
-                g.2 = e.display_id.clone().or(g.2.take());
-                g.3 = Some(e.account.clone());
-            }
+    let mut per_currency: HashMap<String, Vec<TopRow>> = HashMap::new();
+    for ((currency, user, job), (amount, jobs, display, account)) in groups {
+        if amount == 0 && jobs == 0 {
+            continue;
         }
-        Ok(())
-    }
-
-    /// The ranking: at most `limit` rows per currency, currencies by name.
-    fn finish(self, limit: usize) -> Vec<TopRow> {
-        let mut per_currency: BTreeMap<String, Vec<TopRow>> = BTreeMap::new();
-        for ((currency, user, job), (amount, jobs, display, account)) in self.groups {
-            if amount == 0 && jobs == 0 {
-                continue;
-            }
-            let (cluster, job_id) = match job {
-                Some((c, j, _)) => (Some(c), Some(j)),
-                None => (None, None),
-            };
-            per_currency
-                .entry(currency.clone())
-                .or_default()
-                .push(TopRow {
-                    currency: Currency::new(&currency),
-                    user,
-                    cluster,
-                    job_id,
-                    display_id: display,
-                    account,
-                    amount,
-                    jobs,
-                });
-        }
-        let mut rows = Vec::new();
-        for (_, mut list) in per_currency {
-            list.sort_by(|a, b| {
-                b.amount
-                    .cmp(&a.amount)
-                    .then_with(|| a.user.cmp(&b.user))
-                    .then_with(|| a.cluster.cmp(&b.cluster))
-                    .then_with(|| a.job_id.cmp(&b.job_id))
+        let (cluster, job_id) = match job {
+            Some((c, j, _)) => (Some(c), Some(j)),
+            None => (None, None),
+        };
+        per_currency
+            .entry(currency.clone())
+            .or_default()
+            .push(TopRow {
+                currency: Currency::new(&currency),
+                user,
+                cluster,
+                job_id,
+                display_id: display,
+                account,
+                amount,
+                jobs,
             });
-            list.truncate(limit);
-            rows.extend(list);
-        }
-        rows
     }
+    let mut currencies: Vec<String> = per_currency.keys().cloned().collect();
+    currencies.sort();
+    let mut rows = Vec::new();
+    for c in currencies {
+        let mut list = per_currency.remove(&c).unwrap_or_default();
+        list.sort_by(|a, b| {
+            b.amount
+                .cmp(&a.amount)
+                .then_with(|| a.user.cmp(&b.user))
+                .then_with(|| a.cluster.cmp(&b.cluster))
+                .then_with(|| a.job_id.cmp(&b.job_id))
+        });
+        list.truncate(limit);
+        rows.extend(list);
+    }
+    Ok(rows)
 }
 
 impl Ledger {
@@ -398,38 +366,9 @@ impl Ledger {
         statement(&tree, &allocations, &journal, account, currency, from, to)
     }
 
-    /// Usage entries (charges, adjustments, refunds) with `effective_at ∈ [from, to)`, by
-    /// `effective_at` then posting order: the rows of a FOCUS export. Reads only the period
-    /// (through the journal's time index); for long periods see
-    /// [`Ledger::for_each_usage_day`], which never holds more than a day.
-    pub async fn usage_entries(&self, from: i64, to: i64) -> Result<Vec<JournalEntry>> {
-        let mut all = Vec::new();
-        self.for_each_usage_day(from, to, |day| {
-            all.extend(day);
-            Ok(())
-        })
-        .await?;
-        Ok(all)
-    }
-
-    /// Hands `f` the usage entries with `effective_at ∈ [from, to)` one UTC day at a time, in
-    /// order (days without entries skipped): an export or a ranking of any period in the
-    /// memory of its busiest day.
-    pub async fn for_each_usage_day<F>(&self, from: i64, to: i64, mut f: F) -> Result<()>
-    where
-        F: FnMut(Vec<JournalEntry>) -> Result<()>,
-    {
-        for (start, stop) in self.usage_days(from, to).await? {
-            let entries = self.usage_entries_of_day(start, stop).await?;
-            if !entries.is_empty() {
-                f(entries)?;
-            }
-        }
-        Ok(())
-    }
-
     /// `[from, to)` cut at UTC midnights, from the first to the last entry the journal has in
-    /// it (none when it has none): the pieces [`Ledger::usage_entries_of_day`] reads.
+    /// it (none when it has none): the pieces [`Ledger::usage_entries_of_day`] reads, so that an
+    /// export of any period holds no more than its busiest day.
     pub async fn usage_days(&self, from: i64, to: i64) -> Result<Vec<(i64, i64)>> {
         let Some((first, last)) = self.storage.journal_span(from, to).await? else {
             return Ok(Vec::new());
@@ -673,19 +612,18 @@ mod tests {
                 expected.retain(|e| e.kind.is_usage() && e.effective_at >= a && e.effective_at < b);
                 expected.sort_by_key(|e| (e.effective_at, e.id));
                 let mut days = Vec::new();
-                l.for_each_usage_day(a, b, |day| {
-                    assert!(!day.is_empty(), "empty days are skipped");
-                    days.push(day);
-                    Ok(())
-                })
-                .await
-                .unwrap();
+                for (start, stop) in l.usage_days(a, b).await.unwrap() {
+                    assert!(start < stop && stop - start <= DAY, "{start}..{stop}");
+                    let day = l.usage_entries_of_day(start, stop).await.unwrap();
+                    if !day.is_empty() {
+                        days.push(day);
+                    }
+                }
                 for day in &days {
                     let first = day[0].effective_at.div_euclid(DAY);
                     assert!(day.iter().all(|e| e.effective_at.div_euclid(DAY) == first), "one day each");
                 }
                 assert_eq!(days.concat(), expected);
-                assert_eq!(l.usage_entries(a, b).await.unwrap(), expected);
                 // Both ways the database ranks: a scan for much of the journal's time, the
                 // time index for a short range (a day of up to 40).
                 let whole = l.journal(&JournalQuery::default()).await.unwrap();
