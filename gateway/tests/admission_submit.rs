@@ -497,6 +497,38 @@ async fn a_job_read_right_after_its_answer_shows_its_cluster_job_id() {
 }
 
 #[tokio::test]
+async fn a_forwarded_job_is_recorded_though_nothing_follows_it() {
+    // No later submission for the record to ride with and no reader waiting for it: it is
+    // written alone after a few milliseconds.
+    let f = fixture().await;
+    f.allocate("physics", "su", 1_000_000_000).await;
+    let submitted = f.admission.submit(&alice(), job(), None).await.unwrap();
+    let hold = submitted.hold_id.expect("a hold");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let stored = f.app.ledger.api_job(submitted.id).await.unwrap().unwrap();
+        if stored.cluster_job_id.is_some() {
+            assert_eq!(
+                stored.cluster_job_id.as_deref(),
+                Some(submitted.cluster_job_id.as_str())
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the record was never written"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let linked = f.app.ledger.holds(true).await.unwrap();
+    let linked = linked.iter().find(|h| h.id == hold).unwrap();
+    assert_eq!(
+        linked.job_ref.as_deref(),
+        Some(submitted.cluster_job_id.as_str())
+    );
+}
+
+#[tokio::test]
 async fn holds_expire_after_the_time_limit_plus_the_configured_grace() {
     let f = fixture_with("holds: {grace: 10m}\n").await;
     f.allocate("physics", "su", 100_000_000).await;

@@ -53,12 +53,12 @@ pub use crate::alerts::{AlertKind, AlertPolicy, AlertRow, AlertRules};
 pub use crate::error::{LedgerError, Result};
 pub use crate::forecast::{Exhaustion, Forecast};
 pub use crate::model::{
-    AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
-    BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState, JobRow, JournalEntry,
-    JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
-    QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest, RenewPeriod, RenewRequest,
-    Renewal, ReportSource, StoredPriceTable, TransferOutcome, TransferRequest, UsageCharge,
-    UsageReport, UsageRow, UserRow,
+    AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, AssociationRow,
+    AuditEntry, BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState, JobRow,
+    JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold,
+    NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest,
+    RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable, TransferOutcome,
+    TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
@@ -402,6 +402,21 @@ impl Ledger {
         batch: &[NewAdmission],
         now: i64,
     ) -> Result<Vec<Result<AdmitOutcome>>> {
+        Ok(self.admit_recording(batch, &[], now).await?.outcomes)
+    }
+
+    /// [`Ledger::admit`], and the records of jobs their clusters accepted, in one
+    /// transaction: each hold is linked to the cluster's job (unless linked already) and each
+    /// API job gets its cluster job id. The jobs forwarded since the last batch ride in the
+    /// next one, which costs them no transaction of their own; `batch` may be empty. A forwarded job whose API job is not found is reported in
+    /// [`AdmitBatch::unrecorded`] (the rest is written); an `Err` of the whole call means
+    /// nothing was written.
+    pub async fn admit_recording(
+        &self,
+        batch: &[NewAdmission],
+        forwarded: &[ForwardedJob],
+        now: i64,
+    ) -> Result<AdmitBatch> {
         for admission in batch {
             if let Some(hold) = &admission.hold {
                 check_hold(hold)?;
@@ -417,7 +432,8 @@ impl Ledger {
                 }
             }
         }
-        self.storage.admit(batch, now).await
+        check_forwarded(forwarded)?;
+        self.storage.admit(batch, forwarded, now).await
     }
 
     /// Moves committed data from the write-ahead log into the database, beside the writer
@@ -427,17 +443,6 @@ impl Ledger {
     /// Short-lived processes need not call it at all.
     pub async fn checkpoint(&self) -> Result<()> {
         self.storage.checkpoint().await
-    }
-
-    /// Records jobs their clusters accepted, in one transaction: each hold is linked to the
-    /// cluster's job (unless already linked) and each API job gets its cluster job id.
-    /// Returns how many holds were linked.
-    pub async fn record_forwarded(&self, jobs: &[ForwardedJob]) -> Result<u64> {
-        for job in jobs {
-            check_present("job id", &job.settle_ref)?;
-            check_present("job id", &job.cluster_job_id)?;
-        }
-        self.storage.record_forwarded(jobs).await
     }
 
     /// The account a submission of `user` is charged to (`account`, else the user's
@@ -703,6 +708,14 @@ fn check_key(key: &str) -> Result<()> {
         return Err(LedgerError::Invalid(format!(
             "idempotency key {key:?}: keys starting with {prefix:?} are the ledger's own"
         )));
+    }
+    Ok(())
+}
+
+fn check_forwarded(jobs: &[ForwardedJob]) -> Result<()> {
+    for job in jobs {
+        check_present("job id", &job.settle_ref)?;
+        check_present("job id", &job.cluster_job_id)?;
     }
     Ok(())
 }

@@ -544,7 +544,18 @@ pub enum AdmitOutcome {
     Existing(ApiJob),
 }
 
-/// A job its cluster accepted, for [`crate::Ledger::record_forwarded`]: link the hold to the
+/// What [`crate::Ledger::admit_recording`] did in its one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmitBatch {
+    /// One per submission, in order (as [`crate::Ledger::admit`] returns them).
+    pub outcomes: Vec<crate::Result<AdmitOutcome>>,
+    /// Holds of the forwarded jobs linked (a hold linked before stays as it was).
+    pub linked: u64,
+    /// Forwarded jobs whose API job was not found, so not recorded.
+    pub unrecorded: Vec<i64>,
+}
+
+/// A job its cluster accepted, for [`crate::Ledger::admit_recording`]: link the hold to the
 /// cluster's job (`settle_ref`, what the collector will report it as) and note the cluster's
 /// job id on the API job, whose state becomes `held`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use crate::balances::BalanceSnapshot;
 use crate::error::Result;
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
-    AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
+    AccountRow, AdmissionView, AdmitBatch, AllocationRow, ApiJob, AssociationRow, AuditEntry,
     ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
     NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
     RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome, TransferRequest,
@@ -181,10 +181,14 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         at: i64,
         read: ViewRead,
     ) -> Result<AdmissionView>;
-    /// Admits a batch of submissions in one transaction (see [`crate::Ledger::admit`]).
-    async fn admit(&self, batch: &[NewAdmission], now: i64) -> Result<Vec<Result<AdmitOutcome>>>;
-    /// Records forwarded jobs in one transaction; returns how many holds were linked.
-    async fn record_forwarded(&self, jobs: &[ForwardedJob]) -> Result<u64>;
+    /// Admits a batch of submissions and records forwarded jobs in one transaction (see
+    /// [`crate::Ledger::admit_recording`]).
+    async fn admit(
+        &self,
+        batch: &[NewAdmission],
+        forwarded: &[ForwardedJob],
+        now: i64,
+    ) -> Result<AdmitBatch>;
     /// Moves committed data from the write-ahead log into the database without blocking
     /// writers. The first call also stops writers from doing it themselves at commit time,
     /// so a long-running server calls it periodically (see [`crate::Ledger::checkpoint`]).

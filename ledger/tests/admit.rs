@@ -185,26 +185,30 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
         .unwrap();
     let (j1, h1) = admitted(&out[0]);
     let (j2, _) = admitted(&out[1]);
-    let linked = ledger
-        .record_forwarded(&[
-            ForwardedJob {
-                job: j1,
-                hold: h1,
-                settle_ref: "5".to_string(),
-                cluster_job_id: "5".to_string(),
-                at: T0 + HOUR,
-            },
-            ForwardedJob {
-                job: j2,
-                hold: None,
-                settle_ref: "6".to_string(),
-                cluster_job_id: "6".to_string(),
-                at: T0 + HOUR,
-            },
-        ])
+    let done = ledger
+        .admit_recording(
+            &[],
+            &[
+                ForwardedJob {
+                    job: j1,
+                    hold: h1,
+                    settle_ref: "5".to_string(),
+                    cluster_job_id: "5".to_string(),
+                    at: T0 + HOUR,
+                },
+                ForwardedJob {
+                    job: j2,
+                    hold: None,
+                    settle_ref: "6".to_string(),
+                    cluster_job_id: "6".to_string(),
+                    at: T0 + HOUR,
+                },
+            ],
+            T0 + HOUR,
+        )
         .await
         .unwrap();
-    assert_eq!(linked, 1);
+    assert_eq!((done.linked, done.unrecorded.len()), (1, 0));
     assert_eq!(
         ledger
             .api_job(j2)
@@ -226,17 +230,86 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
     assert_eq!(hold.state, HoldState::Settled);
     let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
     assert_eq!((b.charged, b.held), (12 * UNIT, 0));
-    // A job that is not there is an error, and nothing of the call is kept.
+    // A job that is not there is reported; the others of the call are recorded.
     let missing = ledger
-        .record_forwarded(&[ForwardedJob {
-            job: 999,
-            hold: None,
-            settle_ref: "7".to_string(),
-            cluster_job_id: "7".to_string(),
-            at: T0 + HOUR,
-        }])
-        .await;
-    assert!(missing.is_err());
+        .admit_recording(
+            &[],
+            &[
+                ForwardedJob {
+                    job: 999,
+                    hold: None,
+                    settle_ref: "7".to_string(),
+                    cluster_job_id: "7".to_string(),
+                    at: T0 + HOUR,
+                },
+                ForwardedJob {
+                    job: j2,
+                    hold: None,
+                    settle_ref: "8".to_string(),
+                    cluster_job_id: "8".to_string(),
+                    at: T0 + 2 * HOUR,
+                },
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!((missing.linked, missing.unrecorded), (0, vec![999]));
+    let j2_row = ledger.api_job(j2).await.unwrap().unwrap();
+    assert_eq!(j2_row.cluster_job_id.as_deref(), Some("8"));
+    assert_eq!(j2_row.updated_at, T0 + 2 * HOUR);
+}
+
+#[tokio::test]
+async fn forwarded_jobs_ride_in_the_next_batch() {
+    let (_dir, ledger) = setup().await;
+    let first = ledger
+        .admit(&[admission(1, "physics", 30, Some("k1"))], T0 + HOUR)
+        .await
+        .unwrap();
+    let (j1, h1) = admitted(&first[0]);
+    // The next batch records j1 as forwarded, admits a new job, and answers a retry of j1's
+    // key with j1 as that same transaction leaves it.
+    let done = ledger
+        .admit_recording(
+            &[
+                admission(2, "physics", 20, None),
+                admission(3, "physics", 10, Some("k1")),
+            ],
+            &[ForwardedJob {
+                job: j1,
+                hold: h1,
+                settle_ref: "41".to_string(),
+                cluster_job_id: "41".to_string(),
+                at: T0 + HOUR + 1,
+            }],
+            T0 + HOUR + 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!((done.linked, done.unrecorded.len()), (1, 0));
+    let (j2, h2) = admitted(&done.outcomes[0]);
+    assert_ne!(j2, j1);
+    assert!(h2.is_some());
+    match &done.outcomes[1] {
+        Ok(AdmitOutcome::Existing(job)) => {
+            assert_eq!(job.id, j1);
+            assert_eq!(job.cluster_job_id.as_deref(), Some("41"));
+        }
+        other => panic!("expected the existing job, got {other:?}"),
+    }
+    // What the transaction wrote: j1's hold linked and its cluster job id noted, j2 held.
+    let j1_row = ledger.api_job(j1).await.unwrap().unwrap();
+    assert_eq!(j1_row.cluster_job_id.as_deref(), Some("41"));
+    let holds = ledger.holds(true).await.unwrap();
+    let linked: Vec<_> = holds.iter().map(|h| (h.id, h.job_ref.clone())).collect();
+    assert!(
+        linked.contains(&(h1.unwrap(), Some("41".to_string()))),
+        "{linked:?}"
+    );
+    assert!(linked.contains(&(h2.unwrap(), None)), "{linked:?}");
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(b.held, 50 * UNIT);
 }
 
 #[tokio::test]

@@ -3,10 +3,12 @@
 //! - [`view`]: what a quote reads (the account, the user's association with it, its chain and
 //!   the chain's allocations in force) in one statement.
 //! - [`admit`]: the holds and API jobs of many submissions in one write transaction — group
-//!   commit. Each submission is checked against the chain's allocations as they stand after
-//!   the submissions before it in the batch, exactly as if each were its own transaction, and
-//!   the whole batch costs about as many statements as one submission did alone.
-//! - [`record_forwarded`]: the cluster job ids of many forwarded jobs, in two statements.
+//!   commit — with the records of jobs forwarded since the last one (cluster job ids noted,
+//!   holds linked). Each submission is
+//!   checked against the chain's allocations as they stand after the submissions before it in
+//!   the batch, exactly as if each were its own transaction, and the whole batch is two round
+//!   trips to the database: `BEGIN` with the one read, the one multi-statement write with
+//!   `COMMIT`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -19,7 +21,8 @@ use super::{col, db, json_strings, value_rows, MAX_PARAMS};
 use crate::error::{LedgerError, Result};
 use crate::materialize::{AllocSpan, Effects, Id};
 use crate::model::{
-    AdmissionView, AdmitOutcome, ApiJob, BalanceRow, ForwardedJob, HoldRow, HoldState, NewAdmission,
+    AdmissionView, AdmitBatch, AdmitOutcome, ApiJob, BalanceRow, ForwardedJob, HoldRow, HoldState,
+    NewAdmission, NewHold,
 };
 use crate::posting::{hold_entry, OpenHold};
 use crate::tree::AccountTree;
@@ -137,12 +140,23 @@ struct Placed {
     cluster: Id,
 }
 
+impl Placed {
+    fn hold<'a>(&self, batch: &'a [NewAdmission]) -> &'a NewHold {
+        batch[self.item]
+            .hold
+            .as_ref()
+            .expect("placed holds have a hold")
+    }
+}
+
 /// Everything a batch is decided on, read in one statement (kinded rows):
 /// 0 a used job key (key), 1 a used hold key (key), 2 an account (name, id), 3 a label
 /// (value, id), 4 the tree above the batch's accounts (name, id, parent, closed), 5 the
 /// allocations on it,
-/// 6 the largest ids of holds, API jobs and journal entries.
-const CONTEXT_SQL: &str = "with recursive
+/// 6 the largest ids of holds, API jobs and journal entries. It begins the write transaction
+/// too: one round trip for both.
+const CONTEXT_SQL: &str = "begin immediate;
+    with recursive
     named (id) as materialized (
         select id from accounts where name in (select value from json_each(?3))
     ),
@@ -248,11 +262,22 @@ async fn context(conn: &mut SqliteConnection, batch: &[NewAdmission]) -> Result<
     Ok(ctx)
 }
 
+/// Decides `batch` and records `forwarded` in one transaction that it begins and, when it
+/// returns `Ok`, has committed. On `Err` a transaction may be open: the caller rolls back.
 pub(super) async fn admit(
     conn: &mut SqliteConnection,
     batch: &[NewAdmission],
+    forwarded: &[ForwardedJob],
     now: i64,
-) -> Result<Vec<Result<AdmitOutcome>>> {
+) -> Result<AdmitBatch> {
+    if batch.is_empty() {
+        let (linked, unrecorded) = write(conn, "begin immediate;\n", None, forwarded, now).await?;
+        return Ok(AdmitBatch {
+            outcomes: Vec::new(),
+            linked,
+            unrecorded,
+        });
+    }
     let mut outcomes: Vec<Option<Result<AdmitOutcome>>> = vec![None; batch.len()];
     let mut ctx = context(conn, batch).await?;
 
@@ -352,12 +377,16 @@ pub(super) async fn admit(
         next_job += 1;
     }
 
-    write(conn, batch, &placed, &recorded, &effects, max_entry, now).await?;
-
+    // Jobs recorded before (their keys used) are read inside the transaction, before its
+    // write: as that write will leave them when it records one of them as forwarded.
     for (i, id) in existing {
-        let job = super::gateway::api_job(conn, id)
+        let mut job = super::gateway::api_job(conn, id)
             .await?
             .ok_or_else(|| LedgerError::Storage(format!("api job {id} vanished")))?;
+        if let Some(f) = forwarded.iter().rev().find(|f| f.job == id) {
+            job.cluster_job_id = Some(f.cluster_job_id.clone());
+            job.updated_at = f.at;
+        }
         outcomes[i] = Some(Ok(AdmitOutcome::Existing(job)));
     }
     for &(i, id, hold_id) in &recorded {
@@ -400,10 +429,33 @@ pub(super) async fn admit(
             hold,
         }));
     }
-    outcomes
+    let outcomes = outcomes
         .into_iter()
         .map(|o| o.ok_or_else(|| LedgerError::Storage("a submission was left undecided".into())))
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let decided = Decided {
+        batch,
+        placed: &placed,
+        recorded: &recorded,
+        effects: &effects,
+        max_entry,
+    };
+    let (linked, unrecorded) = write(conn, "", Some(decided), forwarded, now).await?;
+    Ok(AdmitBatch {
+        outcomes,
+        linked,
+        unrecorded,
+    })
+}
+
+/// A decided batch, for [`write`].
+struct Decided<'a, 'e> {
+    batch: &'a [NewAdmission],
+    placed: &'a [Placed],
+    recorded: &'a [(usize, Id, Option<Id>)],
+    effects: &'a Effects<'e>,
+    /// Journal ids continue from here.
+    max_entry: Id,
 }
 
 const HOLD_COLUMNS: &str = "id, idempotency_key, account_id, currency_id, amount, cluster_id, \
@@ -419,177 +471,180 @@ const JOB_ARITY: usize = 14;
 /// Rows per multi-row insert, under SQLite's limit on bound parameters.
 const ROWS: usize = MAX_PARAMS / 20;
 
-/// Writes a decided batch in one round trip to the database: the holds, their `hold` journal
-/// entries (ids from `max_entry + 1`, as the journal's own writer gives them), the held
-/// amounts of the allocations and totals they touch, and the jobs.
+/// Writes, in one round trip to the database, the records of `forwarded` jobs (holds linked
+/// unless linked already, cluster job ids noted) and a decided batch: the holds, their `hold`
+/// journal entries (ids from `max_entry + 1`, as the journal's own writer gives them), the
+/// held amounts of the allocations and totals they touch, and the jobs. Starts with `begin`
+/// (the transaction's `BEGIN`, unless it is open already) and ends with `COMMIT`. Returns how
+/// many holds were linked and the forwarded jobs that were not found.
 async fn write(
     conn: &mut SqliteConnection,
-    batch: &[NewAdmission],
-    placed: &[Placed],
-    recorded: &[(usize, Id, Option<Id>)],
-    effects: &Effects<'_>,
-    max_entry: Id,
+    begin: &str,
+    decided: Option<Decided<'_, '_>>,
+    forwarded: &[ForwardedJob],
     now: i64,
-) -> Result<()> {
-    if recorded.is_empty() {
-        return Ok(());
-    }
-    let updates = effects.allocation_updates()?;
-    let totals = effects.total_deltas();
-    let mut sql = String::new();
-    for chunk in placed.chunks(ROWS) {
-        sql.push_str(&format!(
-            "insert into holds ({HOLD_COLUMNS}) values {};\n",
-            value_rows(chunk.len(), HOLD_ARITY)
-        ));
-    }
-    for chunk in placed.chunks(ROWS) {
-        sql.push_str(&format!(
-            "insert into journal ({HOLD_ENTRY_COLUMNS}) values {};\n",
-            value_rows(chunk.len(), HOLD_ENTRY_ARITY)
-        ));
-    }
-    for _ in &updates {
-        sql.push_str(
-            "update allocations set charged = ?, held = ?, updated_at = ? where id = ?;\n",
-        );
-    }
-    for chunk in totals.chunks(ROWS) {
-        sql.push_str(&format!(
-            "insert into account_totals (account_id, currency_id, charged, held) values {}
-             on conflict (account_id, currency_id) do update set
-                 charged = charged + excluded.charged, held = held + excluded.held;\n",
-            value_rows(chunk.len(), 4)
-        ));
-    }
-    for chunk in recorded.chunks(ROWS) {
-        sql.push_str(&format!(
-            "insert into api_jobs ({JOB_COLUMNS}) values {};\n",
-            value_rows(chunk.len(), JOB_ARITY)
-        ));
-    }
-
-    let hold = |p: &Placed| {
-        batch[p.item]
-            .hold
-            .as_ref()
-            .expect("placed holds have a hold")
-    };
-    let open: Vec<OpenHold> = placed
-        .iter()
-        .map(|p| OpenHold {
-            id: p.id,
-            account: p.account,
-            currency: p.currency,
-            cluster: p.cluster,
-            amount: hold(p).amount,
-            placed_at: hold(p).placed_at,
-        })
-        .collect();
-    let entries: Vec<_> = open
-        .iter()
-        .zip(placed)
-        .map(|(o, p)| hold_entry(o, hold(p).note.as_deref()))
-        .collect();
-
-    // The statements' parameters, in the order of the text above.
-    let mut query = sqlx::query(&sql).persistent(false);
-    for p in placed {
-        let h = hold(p);
-        query = query
-            .bind(p.id)
-            .bind(&h.idempotency_key)
-            .bind(p.account)
-            .bind(p.currency)
-            .bind(h.amount)
-            .bind(p.cluster)
-            .bind(h.job_ref.as_deref())
-            .bind(h.placed_at)
-            .bind(h.expires_at)
-            .bind(h.note.as_deref());
-    }
-    for (n, e) in (1..).zip(&entries) {
-        query = query
-            .bind(max_entry + n)
-            .bind(e.entry_type.code())
-            .bind(e.account)
-            .bind(e.currency)
-            .bind(e.amount)
-            .bind(e.effective_at)
-            .bind(now)
-            .bind(e.cluster)
-            .bind(e.hold_id)
-            .bind(e.key.as_deref())
-            .bind(e.note.as_deref());
-    }
-    for &(id, charged, held) in &updates {
-        query = query.bind(charged).bind(held).bind(now).bind(id);
-    }
-    for &((account, currency), (charged, held)) in &totals {
-        query = query.bind(account).bind(currency).bind(charged).bind(held);
-    }
-    for &(i, id, hold_id) in recorded {
-        let job = &batch[i].job;
-        query = query
-            .bind(id)
-            .bind(job.idempotency_key.as_deref())
-            .bind(&job.actor)
-            .bind(&job.user)
-            .bind(&job.account)
-            .bind(&job.cluster)
-            .bind(job.currency.as_str())
-            .bind(job.estimate)
-            .bind(hold_id)
-            .bind(&job.state)
-            .bind(&job.request_json)
-            .bind(&job.route_json)
-            .bind(job.at)
-            .bind(job.at);
-    }
-    query.execute(&mut *conn).await.map_err(db)?;
-    Ok(())
-}
-
-/// Links each forwarded job's hold (unless it is linked already) and records its cluster job
-/// id; returns how many holds were linked.
-pub(super) async fn record_forwarded(
-    conn: &mut SqliteConnection,
-    jobs: &[ForwardedJob],
-) -> Result<u64> {
-    let mut linked = 0;
-    for chunk in jobs.chunks(MAX_PARAMS / 3) {
-        let with_hold: Vec<&ForwardedJob> = chunk.iter().filter(|j| j.hold.is_some()).collect();
-        if !with_hold.is_empty() {
-            let sql = format!(
+) -> Result<(u64, Vec<Id>)> {
+    let mut sql = begin.to_string();
+    // Each forwarded statement returns a row per change: 1 and the hold linked, 2 and the
+    // job recorded.
+    for chunk in forwarded.chunks(MAX_PARAMS / 3) {
+        let holds = chunk.iter().filter(|j| j.hold.is_some()).count();
+        if holds > 0 {
+            sql.push_str(&format!(
                 "with v (id, job_ref) as (values {})
                  update holds set job_ref = v.job_ref from v
-                 where holds.id = v.id and holds.job_ref is null",
-                value_rows(with_hold.len(), 2)
-            );
-            let mut query = sqlx::query(&sql).persistent(with_hold.len() == 1);
-            for j in &with_hold {
-                query = query.bind(j.hold).bind(&j.settle_ref);
-            }
-            linked += query.execute(&mut *conn).await.map_err(db)?.rows_affected();
+                 where holds.id = v.id and holds.job_ref is null returning 1, holds.id;\n",
+                value_rows(holds, 2)
+            ));
         }
-        let sql = format!(
+        sql.push_str(&format!(
             "with v (id, cluster_job_id, at) as (values {})
              update api_jobs set cluster_job_id = v.cluster_job_id, updated_at = v.at from v
-             where api_jobs.id = v.id",
+             where api_jobs.id = v.id returning 2, api_jobs.id;\n",
             value_rows(chunk.len(), 3)
-        );
-        let mut query = sqlx::query(&sql).persistent(chunk.len() == 1);
+        ));
+    }
+    let decided = decided.filter(|d| !d.recorded.is_empty());
+    let mut updates = Vec::new();
+    let mut totals = Vec::new();
+    let mut entries = Vec::new();
+    if let Some(d) = &decided {
+        updates = d.effects.allocation_updates()?;
+        totals = d.effects.total_deltas();
+        for chunk in d.placed.chunks(ROWS) {
+            sql.push_str(&format!(
+                "insert into holds ({HOLD_COLUMNS}) values {};\n",
+                value_rows(chunk.len(), HOLD_ARITY)
+            ));
+        }
+        for chunk in d.placed.chunks(ROWS) {
+            sql.push_str(&format!(
+                "insert into journal ({HOLD_ENTRY_COLUMNS}) values {};\n",
+                value_rows(chunk.len(), HOLD_ENTRY_ARITY)
+            ));
+        }
+        for _ in &updates {
+            sql.push_str(
+                "update allocations set charged = ?, held = ?, updated_at = ? where id = ?;\n",
+            );
+        }
+        for chunk in totals.chunks(ROWS) {
+            sql.push_str(&format!(
+                "insert into account_totals (account_id, currency_id, charged, held) values {}
+                 on conflict (account_id, currency_id) do update set
+                     charged = charged + excluded.charged, held = held + excluded.held;\n",
+                value_rows(chunk.len(), 4)
+            ));
+        }
+        for chunk in d.recorded.chunks(ROWS) {
+            sql.push_str(&format!(
+                "insert into api_jobs ({JOB_COLUMNS}) values {};\n",
+                value_rows(chunk.len(), JOB_ARITY)
+            ));
+        }
+        entries = d
+            .placed
+            .iter()
+            .map(|p| {
+                let h = p.hold(d.batch);
+                let open = OpenHold {
+                    id: p.id,
+                    account: p.account,
+                    currency: p.currency,
+                    cluster: p.cluster,
+                    amount: h.amount,
+                    placed_at: h.placed_at,
+                };
+                hold_entry(&open, h.note.as_deref())
+            })
+            .collect();
+    }
+    sql.push_str("commit;");
+
+    // The statements' parameters, in the order of the text above. A one-submission batch
+    // (every batch when submissions come one at a time) has a handful of shapes: those are
+    // kept prepared; larger ones are parsed afresh.
+    let small = forwarded.len() <= 2 && decided.as_ref().is_none_or(|d| d.placed.len() <= 1);
+    let mut query = sqlx::query(&sql).persistent(small);
+    for chunk in forwarded.chunks(MAX_PARAMS / 3) {
+        for j in chunk {
+            if let Some(hold) = j.hold {
+                query = query.bind(hold).bind(&j.settle_ref);
+            }
+        }
         for j in chunk {
             query = query.bind(j.job).bind(&j.cluster_job_id).bind(j.at);
         }
-        let done = query.execute(&mut *conn).await.map_err(db)?;
-        if done.rows_affected() != chunk.len() as u64 {
-            return Err(LedgerError::Storage(format!(
-                "{} of {} forwarded jobs are not recorded",
-                chunk.len() as u64 - done.rows_affected(),
-                chunk.len()
-            )));
+    }
+    if let Some(d) = &decided {
+        for p in d.placed {
+            let h = p.hold(d.batch);
+            query = query
+                .bind(p.id)
+                .bind(&h.idempotency_key)
+                .bind(p.account)
+                .bind(p.currency)
+                .bind(h.amount)
+                .bind(p.cluster)
+                .bind(h.job_ref.as_deref())
+                .bind(h.placed_at)
+                .bind(h.expires_at)
+                .bind(h.note.as_deref());
+        }
+        for (n, e) in (1..).zip(&entries) {
+            query = query
+                .bind(d.max_entry + n)
+                .bind(e.entry_type.code())
+                .bind(e.account)
+                .bind(e.currency)
+                .bind(e.amount)
+                .bind(e.effective_at)
+                .bind(now)
+                .bind(e.cluster)
+                .bind(e.hold_id)
+                .bind(e.key.as_deref())
+                .bind(e.note.as_deref());
+        }
+        for &(id, charged, held) in &updates {
+            query = query.bind(charged).bind(held).bind(now).bind(id);
+        }
+        for &((account, currency), (charged, held)) in &totals {
+            query = query.bind(account).bind(currency).bind(charged).bind(held);
+        }
+        for &(i, id, hold_id) in d.recorded {
+            let job = &d.batch[i].job;
+            query = query
+                .bind(id)
+                .bind(job.idempotency_key.as_deref())
+                .bind(&job.actor)
+                .bind(&job.user)
+                .bind(&job.account)
+                .bind(&job.cluster)
+                .bind(job.currency.as_str())
+                .bind(job.estimate)
+                .bind(hold_id)
+                .bind(&job.state)
+                .bind(&job.request_json)
+                .bind(&job.route_json)
+                .bind(job.at)
+                .bind(job.at);
         }
     }
-    Ok(linked)
+    let rows = query.fetch_all(&mut *conn).await.map_err(db)?;
+    let mut linked = 0;
+    let mut found = HashSet::new();
+    for row in &rows {
+        match col::<i64>(row, 0)? {
+            1 => linked += 1,
+            _ => {
+                found.insert(col::<Id>(row, 1)?);
+            }
+        }
+    }
+    let unrecorded = forwarded
+        .iter()
+        .map(|j| j.job)
+        .filter(|id| !found.contains(id))
+        .collect();
+    Ok((linked, unrecorded))
 }

@@ -41,23 +41,25 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+use crate::model::AdmitBatch;
 use async_trait::async_trait;
 use bursar_pricing::Currency;
 use rustc_hash::FxHashMap;
+use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
 
 use crate::alerts::{AlertRow, NewAlert};
 use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
-    AccountRow, AdmissionView, AdmitOutcome, AllocationRow, ApiJob, AssociationRow, AuditEntry,
-    ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
-    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
+    AccountRow, AdmissionView, AllocationRow, ApiJob, AssociationRow, AuditEntry, ForwardedJob,
+    HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry,
+    NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
     RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome, TransferRequest,
     UsageCharge, UserRow,
 };
@@ -200,6 +202,52 @@ impl SqliteStorage {
     /// A read transaction: one consistent snapshot.
     async fn begin_read(&self) -> Result<Transaction<'static, Sqlite>> {
         self.read.begin().await.map_err(db)
+    }
+}
+
+/// The writer connection while a transaction begun and committed by statements of the hot
+/// path's own (`BEGIN` sent with its first read, `COMMIT` with its write: two round trips to
+/// the connection's thread fewer than sqlx's `begin` and `commit`) may be open. Dropped
+/// before it is known to have ended, it closes the connection rather than hand it back to the
+/// pool inside a transaction.
+struct RawTx {
+    conn: Option<PoolConnection<Sqlite>>,
+}
+
+impl RawTx {
+    fn new(conn: PoolConnection<Sqlite>) -> RawTx {
+        RawTx { conn: Some(conn) }
+    }
+
+    fn conn(&mut self) -> &mut SqliteConnection {
+        self.conn
+            .as_mut()
+            .expect("a raw transaction holds its connection until dropped")
+    }
+
+    /// The transaction committed: the connection goes back to the pool.
+    fn ended(mut self) {
+        drop(self.conn.take());
+    }
+
+    /// Rolls back whatever is open; the connection goes back to the pool unless that failed.
+    async fn rollback(mut self) {
+        match sqlx::query("rollback").execute(self.conn()).await {
+            Ok(_) => self.ended(),
+            // Nothing was open (`BEGIN` itself failed, or `COMMIT` already ended it).
+            Err(sqlx::Error::Database(e)) if e.message().contains("no transaction is active") => {
+                self.ended()
+            }
+            Err(e) => tracing::warn!(error = %e, "rolling back failed; closing the connection"),
+        }
+    }
+}
+
+impl Drop for RawTx {
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            conn.close_on_drop();
+        }
     }
 }
 
@@ -694,13 +742,25 @@ impl Storage for SqliteStorage {
         Ok(view)
     }
 
-    async fn admit(&self, batch: &[NewAdmission], now: i64) -> Result<Vec<Result<AdmitOutcome>>> {
-        let mut tx = self.begin().await?;
-        let outcomes = admit::admit(&mut tx, batch, now).await?;
-        let done = tx.commit().await.map_err(db);
+    async fn admit(
+        &self,
+        batch: &[NewAdmission],
+        forwarded: &[ForwardedJob],
+        now: i64,
+    ) -> Result<AdmitBatch> {
+        let mut tx = RawTx::new(self.write.acquire().await.map_err(db)?);
+        let done = admit::admit(tx.conn(), batch, forwarded, now).await;
         self.views.holds_changed();
-        done?;
-        Ok(outcomes)
+        match done {
+            Ok(done) => {
+                tx.ended();
+                Ok(done)
+            }
+            Err(e) => {
+                tx.rollback().await;
+                Err(e)
+            }
+        }
     }
 
     async fn checkpoint(&self) -> Result<()> {
@@ -737,15 +797,6 @@ impl Storage for SqliteStorage {
                 .map_err(db)?;
         }
         Ok(())
-    }
-
-    async fn record_forwarded(&self, jobs: &[ForwardedJob]) -> Result<u64> {
-        let mut tx = self.begin().await?;
-        let linked = admit::record_forwarded(&mut tx, jobs).await?;
-        let done = tx.commit().await.map_err(db);
-        self.views.holds_changed();
-        done?;
-        Ok(linked)
     }
 
     async fn alerts(&self) -> Result<Vec<AlertRow>> {
