@@ -894,18 +894,18 @@ async fn collect(app: App, args: CollectArgs, out: &mut impl Write) -> anyhow::R
     for collector in &collectors {
         let name = collector.cluster.clone();
         let progress = move |done: u64, total: u64, until: i64| {
-            if interactive && total > 1 {
+            if interactive && done < total {
                 let width = 30;
                 let filled = (done * width / total.max(1)) as usize;
                 eprint!(
-                    "\r{name}: [{}{}] {done}/{total} windows, up to {}",
+                    "\r{name}: [{}{}] {:>3} %, up to {}",
                     "#".repeat(filled),
                     " ".repeat(width as usize - filled),
+                    done * 100 / total.max(1),
                     format_instant(until)
                 );
-                if done == total {
-                    eprintln!();
-                }
+            } else if interactive && total > 0 {
+                eprint!("\r\x1b[2K");
             }
         };
         match run_pass(&app, collector, window, &progress).await {

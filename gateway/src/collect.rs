@@ -11,7 +11,7 @@
 //! backoff and jitter, and a pass that still fails records the error in the cluster's status
 //! (`bursar collect status`) without moving its cursor past unprocessed data.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +34,7 @@ use crate::timefmt::{format_instant, now, parse_instant};
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 const DEFAULT_OVERLAP: Duration = Duration::from_secs(3600);
-const DEFAULT_SLICE: Duration = Duration::from_secs(86_400);
+const DEFAULT_SLICE: Duration = Duration::from_secs(3_600);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_BACKFILL: i64 = 7 * 86_400;
 
@@ -65,6 +65,7 @@ pub struct Collector {
     pub source: Source,
     pub interval: Duration,
     pub overlap: Duration,
+    /// The longest window of one accounting call.
     pub slice: Duration,
     pub attempts: u32,
     pub start: Option<i64>,
@@ -170,6 +171,9 @@ fn build_source(
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct SlurmCursor {
     until: i64,
+    /// The slice length (seconds) the next pass starts with: what the last one ended with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    slice: Option<i64>,
 }
 
 /// A dstack cluster's cursor: the runs list position and the runs still to re-poll.
@@ -237,7 +241,7 @@ pub struct PassWindow {
     pub until: Option<i64>,
 }
 
-/// Called after each slice with (slices done, slices in all, the slice's end).
+/// Called after each slice with (seconds of the window done, seconds in all, the slice's end).
 pub type Progress<'a> = &'a (dyn Fn(u64, u64, i64) + Sync);
 
 /// Runs one pass for one cluster and records its outcome in the cluster's status.
@@ -307,10 +311,21 @@ async fn slurm_pass(
     if end <= start {
         return Ok(summary);
     }
-    let slices = Window::new(start, end).slices(collector.slice);
-    let total = slices.len() as u64;
+    let max_slice = i64::try_from(collector.slice.as_secs())
+        .unwrap_or(i64::MAX)
+        .max(1);
+    let mut len = cursor
+        .as_ref()
+        .and_then(|c| c.slice)
+        .unwrap_or(FIRST_SLICE_SECS)
+        .clamp(1, max_slice);
+    let mut at = start;
+    // The records of the slice before: a job pending or running across slices comes back in
+    // each, and only the others tell how dense the jobs are.
+    let mut seen: HashSet<(String, i64)> = HashSet::new();
     let mut until = cursor.as_ref().map(|c| c.until);
-    for (i, slice) in slices.into_iter().enumerate() {
+    while at < end {
+        let slice = Window::new(at, at.saturating_add(len).min(end));
         let (records, quarantined) = match &collector.source {
             Source::Slurmrestd(client) => {
                 let fetched = with_retries(
@@ -342,6 +357,12 @@ async fn slurm_pass(
             }
             Source::Dstack { .. } => unreachable!("dstack passes are not windowed"),
         };
+        let keys: HashSet<(String, i64)> = records
+            .iter()
+            .map(|r| (r.job_id.clone(), r.submit))
+            .collect();
+        let fresh = keys.difference(&seen).count();
+        seen = keys;
         let source = format!("{}:{}", collector.source.kind(), collector.cluster);
         post(
             app,
@@ -352,20 +373,57 @@ async fn slurm_pass(
             &mut summary,
         )
         .await?;
+        len = next_slice(len, slice.end - slice.start, fresh, max_slice);
         // Only a window that joins the collected range extends it; an explicit backfill of an
         // older range never moves the cursor back, and a gap never moves it forward.
         if until.is_none_or(|u| slice.start <= u) {
             let next = until.map_or(slice.end, |u| u.max(slice.end));
+            let cursor = SlurmCursor {
+                until: next,
+                slice: Some(len),
+            };
             app.ledger
-                .set_cursor(&key, &serde_json::to_string(&SlurmCursor { until: next })?)
+                .set_cursor(&key, &serde_json::to_string(&cursor)?)
                 .await?;
             until = Some(next);
             status.collected_until = until;
         }
         summary.windows += 1;
-        progress(i as u64 + 1, total, slice.end);
+        progress(
+            u64::try_from(slice.end - start).unwrap_or(0),
+            u64::try_from(end - start).unwrap_or(0),
+            slice.end,
+        );
+        at = slice.end;
     }
     Ok(summary)
+}
+
+/// The most records one accounting call should bring. slurmrestd 22.05 builds its whole
+/// answer in memory, about 170 KB a job: one call for a day of 131,241 jobs grew it to 22.7 GB
+/// before the kernel killed it. So a pass's slices shrink where jobs are dense and grow back
+/// where they are sparse.
+const RECORDS_PER_CALL: usize = 1_000;
+
+/// The first slice of a cluster's first pass: a minute, from which it doubles while the jobs
+/// are sparse — the first call must not be the one that brings a busy day at once.
+const FIRST_SLICE_SECS: i64 = 60;
+
+/// The length of the next slice after one planned at `planned` seconds, `actual` seconds long
+/// (the last of a window is cut short), brought `fresh` records that the slice before it did
+/// not: shrunk to hold [`RECORDS_PER_CALL`] at the density seen when above it, doubled when
+/// below a quarter of it, else kept; within one second and `max`.
+fn next_slice(planned: i64, actual: i64, fresh: usize, max: i64) -> i64 {
+    let target = RECORDS_PER_CALL as i64;
+    let fresh = i64::try_from(fresh).unwrap_or(i64::MAX);
+    let next = if fresh > target {
+        actual.max(1).saturating_mul(target) / fresh
+    } else if fresh < target / 4 {
+        planned.saturating_mul(2)
+    } else {
+        planned
+    };
+    next.clamp(1, max.max(1))
 }
 
 async fn dstack_pass(
@@ -574,9 +632,11 @@ async fn post(
         }
     }
     summary.records += charges.len() as u64;
-    summary.quarantined += items.len() as u64;
     if !items.is_empty() {
-        app.ledger
+        // Counted once: a record read again (the overlap, a job in several slices) is already
+        // in quarantine.
+        summary.quarantined += app
+            .ledger
             .quarantine_add(&items)
             .await
             .context("recording quarantined records")?;
@@ -691,5 +751,35 @@ pub fn describe_lag(until: Option<i64>) -> (String, String) {
     match until {
         Some(u) => (format_instant(u), crate::timefmt::format_age(now() - u)),
         None => ("-".into(), "-".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{next_slice, RECORDS_PER_CALL};
+
+    const HOUR: i64 = 3_600;
+
+    #[test]
+    fn dense_slices_shrink_to_the_records_a_call_should_bring() {
+        // 10,000 new jobs in an hour: a tenth of an hour holds a call's worth.
+        assert_eq!(
+            next_slice(HOUR, HOUR, 10 * RECORDS_PER_CALL, HOUR),
+            HOUR / 10
+        );
+        // A burst in a short cut-off slice is judged by that slice's own length.
+        assert_eq!(next_slice(HOUR, 60, 4 * RECORDS_PER_CALL, HOUR), 15);
+        // Never below a second, whatever the density.
+        assert_eq!(next_slice(1, 1, 1_000_000, HOUR), 1);
+    }
+
+    #[test]
+    fn sparse_slices_grow_back_up_to_the_configured_slice() {
+        assert_eq!(next_slice(60, 60, 10, HOUR), 120);
+        assert_eq!(next_slice(2_000, 2_000, 0, HOUR), HOUR);
+        // The short last slice of a window does not shorten what was planned.
+        assert_eq!(next_slice(HOUR, 300, 3, HOUR), HOUR);
+        // Between a quarter and all of a call's worth: kept.
+        assert_eq!(next_slice(600, 600, RECORDS_PER_CALL / 2, HOUR), 600);
     }
 }

@@ -89,25 +89,44 @@ async fn charged_jobs(f: &Fixture) -> usize {
         .count()
 }
 
-fn day_query(n: i64) -> wiremock::matchers::QueryParamExactMatcher {
-    query_param("start_time", day(n))
+/// slurmrestd answering the real jobs for slices that start on the first day and failing
+/// (HTTP 500, slurmdbd's "Unable to query database") for any that starts later; notes the
+/// start of each failed call.
+struct FailsAfterDay1 {
+    failed: std::sync::Mutex<Vec<i64>>,
+}
+
+impl wiremock::Respond for FailsAfterDay1 {
+    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        let start = query_time(request, "start_time");
+        if start < DAY1 + DAY {
+            return ResponseTemplate::new(200).set_body_string(day1_jobs());
+        }
+        self.failed.lock().unwrap().push(start);
+        ResponseTemplate::new(500).set_body_string(
+            r#"{"errors":[{"error":"Unable to query database","error_number":7000}]}"#,
+        )
+    }
+}
+
+/// Lets a test keep a handle on a responder that wiremock owns.
+struct Shared<R>(std::sync::Arc<R>);
+
+impl<R: wiremock::Respond> wiremock::Respond for Shared<R> {
+    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        self.0.respond(request)
+    }
 }
 
 #[tokio::test]
-async fn a_failing_second_slice_keeps_the_first_and_stops_the_cursor_there() {
+async fn a_failing_slice_keeps_the_ones_before_and_stops_the_cursor_there() {
     let server = MockServer::start().await;
+    let cluster = std::sync::Arc::new(FailsAfterDay1 {
+        failed: Default::default(),
+    });
     Mock::given(method("GET"))
         .and(path(JOBS_PATH))
-        .and(day_query(0))
-        .respond_with(ResponseTemplate::new(200).set_body_string(day1_jobs()))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path(JOBS_PATH))
-        .and(day_query(1))
-        .respond_with(ResponseTemplate::new(500).set_body_string(
-            r#"{"errors":[{"error":"Unable to query database","error_number":7000}]}"#,
-        ))
+        .respond_with(Shared(cluster.clone()))
         .mount(&server)
         .await;
     let f = fixture(&server.uri()).await;
@@ -118,10 +137,18 @@ async fn a_failing_second_slice_keeps_the_first_and_stops_the_cursor_there() {
             || format!("{err:#}").to_lowercase().contains("database"),
         "{err:#}"
     );
+    // Each failed call was tried `attempts` (2) times, at the same start: where the cursor
+    // stopped, after the last posted slice.
+    let failed = cluster.failed.lock().unwrap().clone();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert!(
+        failed[0] >= DAY1 + DAY && failed[0] == failed[1],
+        "{failed:?}"
+    );
     assert_eq!(
         cursor(&f).await,
-        Some(DAY1 + DAY),
-        "the cursor stops after the posted slice"
+        Some(failed[0]),
+        "the cursor stops after the posted slices"
     );
     assert!(
         charged_jobs(&f).await >= 16,
@@ -248,9 +275,18 @@ async fn a_job_with_a_missing_field_is_quarantined_and_the_rest_charged() {
     let jobs = value["jobs"].as_array_mut().unwrap();
     let total = jobs.len();
     jobs[0].as_object_mut().unwrap().remove("time");
+    // The jobs come in the first slice; the later ones of the day are empty.
     Mock::given(method("GET"))
         .and(path(JOBS_PATH))
+        .and(query_param("start_time", day(0)))
         .respond_with(ResponseTemplate::new(200).set_body_string(value.to_string()))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_string(r#"{"meta":{},"errors":[],"jobs":[]}"#),
+        )
         .mount(&server)
         .await;
     let f = fixture(&server.uri()).await;
@@ -303,4 +339,153 @@ async fn a_slow_body_within_the_timeout_is_read_whole() {
     let f = fixture(&server.uri()).await;
     let summary = pass(&f, 1).await.unwrap();
     assert!(summary.records >= 16);
+}
+
+/// A slurmrestd whose cluster ran `jobs` one-second jobs, evenly from `from` over `span`
+/// seconds: each call answers the jobs eligible or running in its window (as slurmdbd does),
+/// and the size of every answer is noted.
+struct DenseCluster {
+    template: serde_json::Value,
+    from: i64,
+    span: i64,
+    jobs: i64,
+    answered: std::sync::Mutex<Vec<(i64, i64, usize)>>,
+}
+
+impl DenseCluster {
+    fn new(from: i64, span: i64, jobs: i64) -> DenseCluster {
+        let value: serde_json::Value = serde_json::from_str(JOBS).unwrap();
+        let template = value["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["cluster"] == "onprem" && j["state"]["current"] == "COMPLETED")
+            .unwrap()
+            .clone();
+        DenseCluster {
+            template,
+            from,
+            span,
+            jobs,
+            answered: Default::default(),
+        }
+    }
+
+    /// When job `n` (from 1) was submitted, started and ended.
+    fn times(&self, n: i64) -> (i64, i64) {
+        let at = self.from + (n - 1) * self.span / self.jobs;
+        (at, at + 1)
+    }
+}
+
+fn query_time(request: &wiremock::Request, name: &str) -> i64 {
+    let (_, value) = request
+        .url
+        .query_pairs()
+        .find(|(k, _)| k == name)
+        .unwrap_or_else(|| panic!("no {name} in {}", request.url));
+    chrono::NaiveDateTime::parse_from_str(&value, "%Y-%m-%dT%H:%M:%S")
+        .unwrap()
+        .and_utc()
+        .timestamp()
+}
+
+impl wiremock::Respond for DenseCluster {
+    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        let (start, end) = (
+            query_time(request, "start_time"),
+            query_time(request, "end_time"),
+        );
+        let jobs: Vec<serde_json::Value> = (1..=self.jobs)
+            .filter_map(|n| {
+                let (at, ended) = self.times(n);
+                (at < end && ended >= start).then(|| {
+                    let mut job = self.template.clone();
+                    job["job_id"] = n.into();
+                    let time = &mut job["time"];
+                    for field in ["submission", "eligible", "start"] {
+                        time[field] = at.into();
+                    }
+                    time["end"] = ended.into();
+                    time["elapsed"] = 1.into();
+                    job
+                })
+            })
+            .collect();
+        self.answered.lock().unwrap().push((start, end, jobs.len()));
+        let mut body: serde_json::Value = serde_json::from_str(JOBS).unwrap();
+        body["jobs"] = jobs.into();
+        ResponseTemplate::new(200).set_body_string(body.to_string())
+    }
+}
+
+#[tokio::test]
+async fn dense_windows_are_read_in_calls_of_about_a_thousand_jobs() {
+    // 12,000 jobs in ten minutes, then two idle hours, read with `slice: 1h`. slurmrestd 22.05
+    // holds a whole answer in memory, so bursar starts with a one-minute slice (1,200 jobs
+    // here), shortens the next ones to about a thousand jobs a call, lengthens them again
+    // where the cluster was idle, and starts its next pass from where this one ended.
+    let server = MockServer::start().await;
+    let cluster = std::sync::Arc::new(DenseCluster::new(DAY1, 600, 12_000));
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(Shared(cluster.clone()))
+        .mount(&server)
+        .await;
+    let mut f = fixture(&server.uri()).await;
+    f.collector.slice = Duration::from_secs(3_600);
+    let end = DAY1 + 2 * 3_600 + 600;
+    let window = PassWindow {
+        since: Some(DAY1),
+        until: Some(end),
+    };
+    let summary = run_pass(&f.app, &f.collector, window, &|_, _, _| {})
+        .await
+        .unwrap();
+
+    let answered = cluster.answered.lock().unwrap().clone();
+    assert_eq!(answered[0], (DAY1, DAY1 + 60, 1_200), "{answered:?}");
+    // After the first minute, every call in the burst brings about a thousand jobs (and the
+    // twenty of the second before, still running at the slice's start).
+    let burst: Vec<_> = answered[1..]
+        .iter()
+        .filter(|(start, _, _)| *start < DAY1 + 600)
+        .collect();
+    for (start, end, jobs) in &burst {
+        assert!(
+            (900..=1_020).contains(jobs) || *end >= DAY1 + 600,
+            "{jobs} jobs in [{start}, {end})"
+        );
+    }
+    assert!((10..=12).contains(&burst.len()), "{answered:?}");
+    // Idle: the slices double (the last is cut at the window's end).
+    let lengths: Vec<i64> = answered.iter().map(|(s, e, _)| e - s).collect();
+    assert_eq!(
+        lengths[burst.len() + 1..],
+        [50, 100, 200, 400, 800, 1_600, 3_200, 840],
+        "{lengths:?}"
+    );
+    assert_eq!(answered.last().unwrap().1, end);
+    // Every job charged once; the cursor at the window's end, with the length to go on with.
+    assert_eq!(charged_jobs(&f).await, 12_000);
+    assert_eq!(summary.windows as usize, answered.len());
+    let text = f.app.ledger.get_cursor("onprem").await.unwrap().unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(stored["until"], end);
+    assert_eq!(stored["slice"], 3_600);
+
+    // The next pass starts with the hour the last one ended with.
+    let calls = answered.len();
+    let next = PassWindow {
+        since: Some(end),
+        until: Some(end + 2 * 3_600),
+    };
+    run_pass(&f.app, &f.collector, next, &|_, _, _| {})
+        .await
+        .unwrap();
+    let answered = cluster.answered.lock().unwrap().clone();
+    assert_eq!(
+        &answered[calls..],
+        [(end, end + 3_600, 0), (end + 3_600, end + 7_200, 0)]
+    );
 }
