@@ -325,23 +325,36 @@ async fn slurm_pass(
     let mut seen: HashSet<(String, i64)> = HashSet::new();
     let mut until = cursor.as_ref().map(|c| c.until);
     while at < end {
-        let slice = Window::new(at, at.saturating_add(len).min(end));
-        let (records, quarantined) = match &collector.source {
+        let planned = Window::new(at, at.saturating_add(len).min(end));
+        // A retry asks for a quarter of the window the failed call asked for: an answer too
+        // big to build in time is not asked for again whole.
+        let (slice, records, quarantined) = match &collector.source {
             Source::Slurmrestd(client) => {
-                let fetched = with_retries(
+                let (slice, fetched) = with_retries(
                     collector,
                     "slurmrestd",
-                    || client.fetch_jobs(slice),
+                    |attempt| {
+                        let slice = narrowed(planned, attempt);
+                        async move { client.fetch_jobs(slice).await.map(|f| (slice, f)) }
+                    },
                     |e| e.is_retryable(),
                 )
                 .await?;
-                (fetched.records, fetched.quarantined)
+                (slice, fetched.records, fetched.quarantined)
             }
             Source::Sacct(command) => {
-                let fetched = with_retries(
+                let (slice, fetched) = with_retries(
                     collector,
                     "sacct",
-                    || command.fetch(slice.start, slice.end),
+                    |attempt| {
+                        let slice = narrowed(planned, attempt);
+                        async move {
+                            command
+                                .fetch(slice.start, slice.end)
+                                .await
+                                .map(|f| (slice, f))
+                        }
+                    },
                     |e| e.is_retryable(),
                 )
                 .await?;
@@ -353,7 +366,7 @@ async fn slurm_pass(
                         raw: q.raw,
                     })
                     .collect();
-                (fetched.records, quarantined)
+                (slice, fetched.records, quarantined)
             }
             Source::Dstack { .. } => unreachable!("dstack passes are not windowed"),
         };
@@ -373,6 +386,9 @@ async fn slurm_pass(
             &mut summary,
         )
         .await?;
+        if slice != planned {
+            len = slice.end - slice.start;
+        }
         len = next_slice(len, slice.end - slice.start, fresh, max_slice);
         // Only a window that joins the collected range extends it; an explicit backfill of an
         // older range never moves the cursor back, and a gap never moves it forward.
@@ -404,6 +420,19 @@ async fn slurm_pass(
 /// before the kernel killed it. So a pass's slices shrink where jobs are dense and grow back
 /// where they are sparse.
 const RECORDS_PER_CALL: usize = 1_000;
+
+/// `window` as attempt `attempt` (from 1) reads it: whole at first, then a quarter as long at
+/// each retry (at least a second).
+fn narrowed(window: Window, attempt: u32) -> Window {
+    let len = (window.end - window.start)
+        .checked_shr(2 * attempt.saturating_sub(1))
+        .unwrap_or(0)
+        .max(1);
+    Window::new(
+        window.start,
+        window.start.saturating_add(len).min(window.end),
+    )
+}
 
 /// The first slice of a cluster's first pass: a minute, from which it doubles while the jobs
 /// are sparse — the first call must not be the one that brings a busy day at once.
@@ -475,7 +504,7 @@ async fn dstack_pass(
         let page = with_retries(
             collector,
             "dstack",
-            || client.fetch_since(runs.clone(), 1),
+            |_| client.fetch_since(runs.clone(), 1),
             |e| e.is_retryable(),
         )
         .await?;
@@ -506,7 +535,7 @@ async fn dstack_pass(
         let refreshed = with_retries(
             collector,
             "dstack",
-            || client.refresh_runs(&ids),
+            |_| client.refresh_runs(&ids),
             |e| e.is_retryable(),
         )
         .await?;
@@ -665,13 +694,13 @@ async fn with_retries<T, E, F, Fut>(
     retryable: impl Fn(&E) -> bool,
 ) -> anyhow::Result<T>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(u32) -> Fut,
     Fut: Future<Output = Result<T, E>>,
     E: std::error::Error + Send + Sync + 'static,
 {
     let mut attempt = 1;
     loop {
-        match call().await {
+        match call(attempt).await {
             Ok(value) => return Ok(value),
             Err(e) if attempt < collector.attempts && retryable(&e) => {
                 let delay = backoff(attempt);
@@ -756,7 +785,7 @@ pub fn describe_lag(until: Option<i64>) -> (String, String) {
 
 #[cfg(test)]
 mod tests {
-    use super::{next_slice, RECORDS_PER_CALL};
+    use super::{narrowed, next_slice, Window, RECORDS_PER_CALL};
 
     const HOUR: i64 = 3_600;
 
@@ -771,6 +800,16 @@ mod tests {
         assert_eq!(next_slice(HOUR, 60, 4 * RECORDS_PER_CALL, HOUR), 15);
         // Never below a second, whatever the density.
         assert_eq!(next_slice(1, 1, 1_000_000, HOUR), 1);
+    }
+
+    #[test]
+    fn retries_ask_for_a_quarter_of_the_window_each_time() {
+        let w = Window::new(1_000, 1_000 + HOUR);
+        assert_eq!(narrowed(w, 1), w);
+        assert_eq!(narrowed(w, 2), Window::new(1_000, 1_900));
+        assert_eq!(narrowed(w, 3), Window::new(1_000, 1_225));
+        assert_eq!(narrowed(Window::new(5, 7), 9), Window::new(5, 6));
+        assert_eq!(narrowed(w, 40), Window::new(1_000, 1_001));
     }
 
     #[test]

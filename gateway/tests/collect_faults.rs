@@ -489,3 +489,68 @@ async fn dense_windows_are_read_in_calls_of_about_a_thousand_jobs() {
         [(end, end + 3_600, 0), (end + 3_600, end + 7_200, 0)]
     );
 }
+
+/// slurmrestd that takes longer than bursar's timeout (2 s here) to answer any window longer
+/// than 20 minutes, as a big answer does, and answers shorter ones at once (no jobs); notes
+/// every window asked for.
+#[derive(Default)]
+struct SlowOnLongWindows {
+    asked: std::sync::Mutex<Vec<(i64, i64)>>,
+}
+
+impl wiremock::Respond for SlowOnLongWindows {
+    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        let (start, end) = (
+            query_time(request, "start_time"),
+            query_time(request, "end_time"),
+        );
+        self.asked.lock().unwrap().push((start, end));
+        let answer =
+            ResponseTemplate::new(200).set_body_string(r#"{"meta":{},"errors":[],"jobs":[]}"#);
+        if end - start > 1_200 {
+            answer.set_delay(Duration::from_secs(5))
+        } else {
+            answer
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slice_that_times_out_is_retried_a_quarter_as_long() {
+    let server = MockServer::start().await;
+    let cluster = std::sync::Arc::new(SlowOnLongWindows::default());
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(Shared(cluster.clone()))
+        .mount(&server)
+        .await;
+    let mut f = fixture(&server.uri()).await;
+    f.collector.slice = Duration::from_secs(3_600);
+    let end = DAY1 + 3_600;
+    let window = PassWindow {
+        since: Some(DAY1),
+        until: Some(end),
+    };
+    run_pass(&f.app, &f.collector, window, &|_, _, _| {})
+        .await
+        .unwrap();
+    let asked = cluster.asked.lock().unwrap().clone();
+    // 1, 2, 4, 8, 16 minutes, then the last 29 (cut at the window's end) time out and the
+    // retry reads a quarter of them; the slices go on from there.
+    let t = |m: i64| DAY1 + 60 * m;
+    assert_eq!(
+        asked[..7],
+        [
+            (t(0), t(1)),
+            (t(1), t(3)),
+            (t(3), t(7)),
+            (t(7), t(15)),
+            (t(15), t(31)),
+            (t(31), t(60)),
+            (t(31), t(31) + 29 * 60 / 4),
+        ],
+        "{asked:?}"
+    );
+    assert_eq!(asked.last().unwrap().1, end);
+    assert_eq!(cursor(&f).await, Some(end));
+}
