@@ -554,6 +554,10 @@ impl Measured {
             if all.first_error.is_none() {
                 all.first_error = b.first_error;
             }
+            all.cpu = match (all.cpu, b.cpu) {
+                (Some(a), Some(b)) => Some(a.plus(&b)),
+                (a, b) => a.or(b),
+            };
         }
         all
     }
@@ -564,9 +568,12 @@ impl Measured {
         let ok = u64::try_from(all.len()).unwrap_or(u64::MAX);
         let total: u128 = all.iter().map(|&ns| u128::from(ns)).sum();
         let elapsed = self.elapsed_ns.max(1);
+        // /proc counts in ticks of 10 ms: less than a second (one block of Slurm jobs) says
+        // nothing; the blocks of a run together do.
+        let cpu = self.cpu.filter(|_| elapsed >= 1_000_000_000);
         Summary {
-            server_cpu_ns: self.cpu.and_then(|c| c.server_ns_per(elapsed, ok)),
-            others_permille: self.cpu.and_then(|c| c.others_permille()),
+            server_cpu_ns: cpu.and_then(|c| c.server_ns_per(elapsed, ok)),
+            others_permille: cpu.and_then(|c| c.others_permille()),
             ok,
             errors: self.errors,
             per_second: u64::try_from(u128::from(ok) * 1_000_000_000 / elapsed).unwrap_or(u64::MAX),
@@ -698,11 +705,7 @@ where
             }
         }
         let elapsed_ns = u128::max(started.elapsed().as_nanos(), 1);
-        // /proc counts in ticks of 10 ms: shorter runs (a burst of Slurm jobs) say nothing.
-        let cpu = cpu_before
-            .zip(CpuSample::now())
-            .map(|(a, b)| b.since(&a))
-            .filter(|_| elapsed_ns >= 1_000_000_000);
+        let cpu = cpu_before.zip(CpuSample::now()).map(|(a, b)| b.since(&a));
         Measured {
             latencies: all,
             errors,
@@ -778,6 +781,17 @@ impl CpuSample {
             busy: self.busy.saturating_sub(earlier.busy),
             server: self.server.saturating_sub(earlier.server),
             client: self.client.saturating_sub(earlier.client),
+        }
+    }
+
+    /// The ticks of two intervals together.
+    fn plus(&self, other: &CpuSample) -> CpuSample {
+        CpuSample {
+            cpus: self.cpus,
+            total: self.total + other.total,
+            busy: self.busy + other.busy,
+            server: self.server + other.server,
+            client: self.client + other.client,
         }
     }
 
