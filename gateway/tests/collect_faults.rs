@@ -59,6 +59,11 @@ fn day1_jobs() -> String {
     value.to_string()
 }
 
+/// A 22.05 answer with no jobs in the window.
+fn empty_page() -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_string(r#"{"meta":{},"errors":[],"jobs":[]}"#)
+}
+
 /// The `start_time` bursar sends for the slice starting `n` days after DAY1.
 fn day(n: i64) -> String {
     format!("2026-11-{:02}T00:00:00", 22 + n)
@@ -162,9 +167,7 @@ async fn a_failing_slice_keeps_the_ones_before_and_stops_the_cursor_there() {
     server.reset().await;
     Mock::given(method("GET"))
         .and(path(JOBS_PATH))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_string(r#"{"meta":{},"errors":[],"jobs":[]}"#),
-        )
+        .respond_with(empty_page())
         .mount(&server)
         .await;
     let before = charged_jobs(&f).await;
@@ -284,9 +287,7 @@ async fn a_job_with_a_missing_field_is_quarantined_and_the_rest_charged() {
         .await;
     Mock::given(method("GET"))
         .and(path(JOBS_PATH))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_string(r#"{"meta":{},"errors":[],"jobs":[]}"#),
-        )
+        .respond_with(empty_page())
         .mount(&server)
         .await;
     let f = fixture(&server.uri()).await;
@@ -313,9 +314,7 @@ async fn an_empty_page_is_a_success_that_moves_the_cursor() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path(JOBS_PATH))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_string(r#"{"meta":{},"errors":[],"jobs":[]}"#),
-        )
+        .respond_with(empty_page())
         .mount(&server)
         .await;
     let f = fixture(&server.uri()).await;
@@ -505,8 +504,7 @@ impl wiremock::Respond for SlowOnLongWindows {
             query_time(request, "end_time"),
         );
         self.asked.lock().unwrap().push((start, end));
-        let answer =
-            ResponseTemplate::new(200).set_body_string(r#"{"meta":{},"errors":[],"jobs":[]}"#);
+        let answer = empty_page();
         if end - start > 1_200 {
             answer.set_delay(Duration::from_secs(5))
         } else {

@@ -408,9 +408,9 @@ impl Ledger {
     /// [`Ledger::admit`], and the records of jobs their clusters accepted, in one
     /// transaction: each hold is linked to the cluster's job (unless linked already) and each
     /// API job gets its cluster job id. The jobs forwarded since the last batch ride in the
-    /// next one, which costs them no transaction of their own; `batch` may be empty. A forwarded job whose API job is not found is reported in
-    /// [`AdmitBatch::unrecorded`] (the rest is written); an `Err` of the whole call means
-    /// nothing was written.
+    /// next one, which costs them no transaction of their own; `batch` may be empty. A
+    /// forwarded job whose API job is not found is reported in [`AdmitBatch::unrecorded`]
+    /// (the rest is written); an `Err` of the whole call means nothing was written.
     pub async fn admit_recording(
         &self,
         batch: &[NewAdmission],

@@ -41,7 +41,6 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use crate::model::AdmitBatch;
 use async_trait::async_trait;
 use bursar_pricing::Currency;
 use rustc_hash::FxHashMap;
@@ -57,9 +56,9 @@ use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
-    AccountRow, AdmissionView, AllocationRow, ApiJob, AssociationRow, AuditEntry, ForwardedJob,
-    HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry,
-    NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
+    AccountRow, AdmissionView, AdmitBatch, AllocationRow, ApiJob, AssociationRow, AuditEntry,
+    ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
+    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
     RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome, TransferRequest,
     UsageCharge, UserRow,
 };
