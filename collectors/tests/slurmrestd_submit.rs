@@ -174,6 +174,18 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         (&v42["job"]["nodes"], &v42["job"]["tres_per_node"]),
         (&json!("2"), &json!("gres/gpu:h100:2"))
     );
+
+    // --hold: `hold` in the job of every generation, absent unless asked for
+    for version in ApiVersion::ALL {
+        let held = JobSubmission {
+            hold: true,
+            ..fixture_job()
+        };
+        let body = submit_body(version, &held).unwrap();
+        assert_eq!(body["job"]["hold"], json!(true), "{version}");
+        let body = submit_body(version, &fixture_job()).unwrap();
+        assert_eq!(body["job"].get("hold"), None, "{version}");
+    }
 }
 
 #[tokio::test]
@@ -274,6 +286,42 @@ async fn submit_failures_from_22_05() {
         .await
         .unwrap_err();
     assert!(matches!(err, RestError::BadPayload { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_held_job_is_submitted_though_22_05_lists_an_error_beside_its_id() {
+    // 22.05.8's real answer to `"hold": true`: HTTP 200, the job id, and errors[] 2042.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/slurm/v0.0.38/job/submit"))
+        .respond_with(json_answer(200, fixture("real-22.05/submit-held.json")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (rest, _key) = client(&server, Some(ApiVersion::V0_0_38));
+    let held = JobSubmission {
+        hold: true,
+        ..fixture_job()
+    };
+    let submitted = rest.submit_job("alice", &held).await.unwrap();
+    assert_eq!(submitted.job_id, 9149);
+    assert_eq!(
+        submitted.user_msg,
+        "Job is in held state, pending scheduler release"
+    );
+
+    // The same errors[] without a job id is a refusal.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(json_answer(
+            200,
+            fixture("real-22.05/submit-held.json").replace(r#""job_id": 9149,"#, ""),
+        ))
+        .mount(&server)
+        .await;
+    let (rest, _key) = client(&server, Some(ApiVersion::V0_0_38));
+    let err = rest.submit_job("alice", &held).await.unwrap_err();
+    assert_eq!(err.slurm_error_number(), Some(2042), "{err:?}");
 }
 
 #[tokio::test]

@@ -183,6 +183,9 @@ fn every_option_in_every_form() {
         }),
         (&["--constraint=a&b"], |r| r.constraint = Some("a&b".into())),
         (&["--exclusive"], |r| r.exclusive = true),
+        (&["-H"], |r| r.hold = true),
+        (&["--hold"], |r| r.hold = true),
+        (&["-HQ"], |r| r.hold = true),
         // client flags and ignored chatter leave the job alone
         (
             &["--parsable", "-Q", "--test-only", "-v", "--verbose", "-Qv"],
@@ -819,12 +822,25 @@ fn request() -> impl Strategy<Value = JobRequest> {
         proptest::option::of(text()),
         proptest::option::of(text()),
         any::<bool>(),
+        any::<bool>(),
     );
     (shape, names, texts).prop_map(
         |(
             (nodes, extra_tasks, per_node, cpus, memory, gpu, other_gres, time),
             (account, partition, qos, clusters),
-            (job_name, output, error, dir, export, mail_type, mail_user, comment, constraint, excl),
+            (
+                job_name,
+                output,
+                error,
+                dir,
+                export,
+                mail_type,
+                mail_user,
+                comment,
+                constraint,
+                excl,
+                hold,
+            ),
         )| JobRequest {
             account,
             partition,
@@ -848,6 +864,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
             comment,
             constraint,
             exclusive: excl,
+            hold,
             ..JobRequest::default()
         },
     )

@@ -338,6 +338,19 @@ impl Gateway {
             .unwrap_or_else(|| panic!("no {account} {currency} row in {balances}"))
     }
 
+    /// What alice's `balance --remote` shows held on `account` in `currency`: 0 when the row is
+    /// gone (an account without an allocation in a currency and with nothing charged or held
+    /// in it has no row).
+    fn alice_held(&self, account: &str, currency: &str) -> i64 {
+        let balances = self.client_json(&self.alice, &["balance", "--remote", "--format", "json"]);
+        balances["balances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["account"] == account && r["currency"] == currency)
+            .map_or(0, |row| micros(row["held"].as_str().unwrap()))
+    }
+
     /// sacct's `User|Account|State|ElapsedRaw|AllocTRES` of one job, once it is listed and
     /// (with `final_only`) finished.
     fn sacct(&self, cluster: &str, job: &str, final_only: bool) -> Vec<String> {
@@ -659,6 +672,58 @@ fn a_job_runs_as_its_user_holds_its_estimate_and_settles_at_its_sacct_cost() {
 }
 
 #[test]
+fn a_held_job_waits_on_its_cluster_and_cancelling_it_releases_its_hold() {
+    let gw = Gateway::start();
+    gw.set_allocation("org", "su", "100");
+    gw.set_allocation("org", "usd", "100");
+    let script = job_script(gw.site.dir.path());
+    let script = script.to_str().unwrap();
+    let estimate = cost_micros(&ONPREM, 1, 1000, 0, 60);
+
+    // slurmrestd 22.05 answers a held job with its id *and* errors[] 2042: submitted all the same.
+    let sub = gw.submit(&["-H", script]);
+    assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+    let queued = gw.dev.slurm(
+        "squeue",
+        "onprem",
+        &["-h", "-j", &sub.cluster_job_id, "-o", "%T|%r|%u|%a"],
+    );
+    assert_eq!(
+        queued.trim(),
+        "PENDING|JobHeldUser|alice|physics",
+        "squeue of job {}",
+        sub.cluster_job_id
+    );
+    let job = gw.job(sub.id);
+    assert_eq!(job["state"], "held", "{job}");
+    assert_eq!(micros(job["hold"].as_str().unwrap()), estimate, "{job}");
+    assert_eq!(
+        micros(gw.alice_balance("physics", "su")["held"].as_str().unwrap()),
+        estimate
+    );
+    println!(
+        "held on the cluster: job {} {}; {} su held",
+        sub.cluster_job_id,
+        queued.trim(),
+        job["hold"]
+    );
+
+    let id = sub.id.to_string();
+    let out = gw.client_ok(&gw.alice, &["cancel", &id]);
+    assert!(out.contains("its hold is released"), "{out}");
+    let job = gw.job(sub.id);
+    assert_eq!(job["state"], "cancelled", "{job}");
+    assert_eq!(micros(job["hold"].as_str().unwrap()), 0, "{job}");
+    assert_eq!(gw.alice_held("physics", "su"), 0);
+    // Cancelled on the cluster as alice herself.
+    let uid = Command::new("id").args(["-u", "alice"]).output().unwrap();
+    let uid = String::from_utf8(uid.stdout).unwrap();
+    let done = gw.sacct("onprem", &sub.cluster_job_id, true);
+    assert_eq!(done[2], format!("CANCELLED by {}", uid.trim()), "{done:?}");
+    println!("cancelled: {}; sacct {}", out.trim(), done.join("|"));
+}
+
+#[test]
 fn a_job_bursts_to_the_next_cluster_and_is_refused_when_no_currency_covers_it() {
     let gw = Gateway::start();
     let script = job_script(gw.site.dir.path());
@@ -816,17 +881,8 @@ fn a_dstack_task_is_applied_fails_for_lack_of_capacity_and_settles_at_zero() {
         submission["job_provisioning_data"].is_null(),
         "{submission}"
     );
-    // Nothing held any more: physics's usd row shows 0 held, or is gone (an account without
-    // an allocation in a currency and with nothing charged or held in it has no row).
-    let balances = gw.client_json(&gw.alice, &["balance", "--remote", "--format", "json"]);
-    if let Some(row) = balances["balances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["account"] == "physics" && r["currency"] == "usd")
-    {
-        assert_eq!(micros(row["held"].as_str().unwrap()), 0, "{row}");
-    }
+    // Nothing held any more.
+    assert_eq!(gw.alice_held("physics", "usd"), 0);
     println!(
         "dstack run {}: {} ({}); bursar job {} settled, charge {} usd, hold {}",
         sub.cluster_job_id,

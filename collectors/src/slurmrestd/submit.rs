@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::error::{api_errors, check_ok_errors, excerpt, RestError};
+use super::error::{api_errors, check_ok_errors, excerpt, RestError, ESLURM_REST_EMPTY_RESULT};
 use super::version::ApiVersion;
 
 /// A batch job to forward, in bursar's terms. Every `Option` left `None` is left out of the
@@ -33,6 +33,8 @@ pub struct JobSubmission {
     /// (`/usr/local/bin:/usr/bin:/bin`) when missing.
     pub environment: Vec<(String, String)>,
     pub comment: Option<String>,
+    /// `--hold`: submitted with priority 0 until released (`hold` in every body version).
+    pub hold: bool,
 }
 
 /// `count` GPUs per node, of `kind` (`h100`) when given.
@@ -149,6 +151,9 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(comment) = &job.comment {
         put("comment", json!(comment));
     }
+    if job.hold {
+        put("hold", json!(true));
+    }
     if modern {
         let list: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         put("environment", json!(list));
@@ -206,22 +211,41 @@ pub(crate) fn parse_submitted(
     user: &str,
 ) -> Result<SubmittedJob, RestError> {
     let json = json_body(body, "submit answer")?;
-    check_ok_errors(status, &api_errors(&json), user)?;
+    let errors = api_errors(&json);
     let job_id = json
         .get("job_id")
         .and_then(Value::as_u64)
         .or_else(|| json.pointer("/result/job_id").and_then(Value::as_u64))
-        .filter(|id| *id > 0)
-        .ok_or_else(|| RestError::BadPayload {
+        .filter(|id| *id > 0);
+    // A job id means slurmctld created the job, whatever errors[] says beside it: 22.05 answers
+    // a held job (`"hold": true`, or priority 0 from a job_submit plugin) with the job id and
+    // errors[] 2042 "Job is in held state, pending scheduler release". Calling that a refusal
+    // would release the hold of a job that exists on the cluster.
+    let Some(job_id) = job_id else {
+        check_ok_errors(status, &errors, user)?;
+        return Err(RestError::BadPayload {
             problem: "submit answer has no job_id".into(),
             excerpt: excerpt(body),
-        })?;
-    let user_msg = json
+        });
+    };
+    let mut notes: Vec<String> = json
         .get("job_submit_user_msg")
         .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    Ok(SubmittedJob { job_id, user_msg })
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    notes.extend(
+        errors
+            .iter()
+            .filter(|e| e.number != Some(ESLURM_REST_EMPTY_RESULT))
+            .map(|e| e.text.clone()),
+    );
+    Ok(SubmittedJob {
+        job_id,
+        user_msg: notes.join("; "),
+    })
 }
 
 /// Checks a 2xx cancel answer: `errors[]`, and v0.0.42+'s per-job `status[].error.code`.

@@ -257,6 +257,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         standard_error: r.error.clone(),
         environment,
         comment: r.comment.clone(),
+        hold: r.hold,
     })
 }
 
@@ -385,6 +386,9 @@ impl Forwarder for DstackForwarder {
                 "environment variables of a dstack task go in the task's env, not the request"
                     .to_string(),
             );
+        }
+        if request.hold {
+            return Err("dstack has no held runs: --hold applies to Slurm clusters".to_string());
         }
         Ok(())
     }

@@ -171,6 +171,9 @@ pub struct JobRequest {
     /// `--exclusive`: whole nodes (Slurm charges them whole; see the module docs).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub exclusive: bool,
+    /// `-H/--hold`: submitted held (priority 0) until the user releases it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hold: bool,
     /// A dstack task; serialized as the task file's own content (JSON).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dstack: Option<DstackTask>,
@@ -205,6 +208,7 @@ impl Default for JobRequest {
             comment: None,
             constraint: None,
             exclusive: false,
+            hold: false,
             dstack: None,
         }
     }
@@ -265,6 +269,8 @@ struct JobRequestWire {
     #[serde(default)]
     exclusive: bool,
     #[serde(default)]
+    hold: bool,
+    #[serde(default)]
     dstack: Option<DstackTask>,
 }
 
@@ -305,6 +311,7 @@ impl From<JobRequestWire> for JobRequest {
             comment: w.comment,
             constraint: w.constraint,
             exclusive: w.exclusive,
+            hold: w.hold,
             dstack: w.dstack,
         }
     }
@@ -619,6 +626,9 @@ impl JobRequest {
         put("constraint", self.constraint.clone());
         if self.exclusive {
             lines.push("#SBATCH --exclusive".to_string());
+        }
+        if self.hold {
+            lines.push("#SBATCH --hold".to_string());
         }
         lines
     }

@@ -26,6 +26,7 @@
 //! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
 //! | `--export`, `--mail-type`, `--mail-user`, `--comment`, `-C/--constraint` | recorded as given and forwarded; not priced |
 //! | `--exclusive` | recorded and forwarded; a note says Slurm charges whole nodes (`--exclusive=MODE` is refused) |
+//! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
 //! | `--parsable`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
 //! | `-v/--verbose` | accepted and ignored: it only changes sbatch's own chatter |
 //! | `-h/--help`, `--usage` | [`RequestError::HelpRequested`]; print [`SBATCH_USAGE`] |
@@ -95,6 +96,7 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --comment=TEXT            job comment
   -C, --constraint=FEATURES     node features
       --exclusive               whole nodes (charged whole by Slurm)
+  -H, --hold                    submit the job held (release it with scontrol release)
       --parsable                print only the job id
   -Q, --quiet                   print nothing but errors
       --test-only               quote the job, do not submit it
@@ -409,6 +411,7 @@ enum Opt {
     Comment,
     Constraint,
     Exclusive,
+    Hold,
     Parsable,
     Quiet,
     TestOnly,
@@ -467,6 +470,7 @@ const OPTIONS: &[Spec] = &[
     spec("comment", None, Opt::Comment, Arg::Required),
     spec("constraint", Some('C'), Opt::Constraint, Arg::Required),
     spec("exclusive", None, Opt::Exclusive, Arg::Optional),
+    spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("parsable", None, Opt::Parsable, Arg::Flag),
     spec("quiet", Some('Q'), Opt::Quiet, Arg::Flag),
     spec("test-only", None, Opt::TestOnly, Arg::Flag),
@@ -575,6 +579,7 @@ struct Directives {
     comment: Option<String>,
     constraint: Option<String>,
     exclusive: bool,
+    hold: bool,
     parsable: bool,
     quiet: bool,
     test_only: bool,
@@ -791,6 +796,7 @@ impl Directives {
                 }
                 self.exclusive = true;
             }
+            Opt::Hold => self.hold = true,
             Opt::Parsable => self.parsable = true,
             Opt::Quiet => self.quiet = true,
             Opt::TestOnly => self.test_only = true,
@@ -877,6 +883,7 @@ impl Directives {
             comment: cli.comment.or(script.comment),
             constraint: cli.constraint.or(script.constraint),
             exclusive: cli.exclusive || script.exclusive,
+            hold: cli.hold || script.hold,
             parsable: cli.parsable || script.parsable,
             quiet: cli.quiet || script.quiet,
             test_only: cli.test_only || script.test_only,
@@ -970,6 +977,7 @@ impl Directives {
             comment: self.comment,
             constraint: self.constraint,
             exclusive: self.exclusive,
+            hold: self.hold,
             ..JobRequest::default()
         };
         Ok(SbatchCommand {
