@@ -468,6 +468,10 @@ const JOB_COLUMNS: &str = "id, idempotency_key, actor, user_name, account, clust
      estimate, hold_id, state, request_json, route_json, submitted_at, updated_at";
 const JOB_ARITY: usize = 14;
 
+/// The largest batch whose write statements stay prepared (see [`write`]); the writer's
+/// statement cache ([`super::WRITER_STATEMENTS`]) holds every shape up to it.
+pub(super) const PREPARED_BATCH: usize = 16;
+
 /// Rows per multi-row insert, under SQLite's limit on bound parameters.
 const ROWS: usize = MAX_PARAMS / 20;
 
@@ -561,10 +565,19 @@ async fn write(
     }
     sql.push_str("commit;");
 
-    // The statements' parameters, in the order of the text above. A one-submission batch
-    // (every batch when submissions come one at a time) has a handful of shapes: those are
-    // kept prepared; larger ones are parsed afresh.
-    let small = forwarded.len() <= 2 && decided.as_ref().is_none_or(|d| d.placed.len() <= 1);
+    // The statements' parameters, in the order of the text above. The text's shape is set by
+    // how many jobs were forwarded and admitted and how many allocations and totals they
+    // touch; batches of up to [`PREPARED_BATCH`] of each (every batch at the rates a
+    // cluster's controller accepts) keep theirs prepared in the writer's statement cache
+    // (parsing them afresh was a tenth of bursar's CPU per submission); larger ones are parsed
+    // each time.
+    let small = forwarded.len() <= PREPARED_BATCH
+        && decided.as_ref().is_none_or(|d| {
+            d.placed.len() <= PREPARED_BATCH
+                && d.recorded.len() <= PREPARED_BATCH
+                && updates.len() <= PREPARED_BATCH / 2
+                && totals.len() <= PREPARED_BATCH / 2
+        });
     let mut query = sqlx::query(&sql).persistent(small);
     for chunk in forwarded.chunks(MAX_PARAMS / 3) {
         for j in chunk {

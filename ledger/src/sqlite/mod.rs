@@ -100,6 +100,10 @@ impl SqliteTarget {
     }
 }
 
+/// Prepared statements the single writer connection keeps: the admission batch writes of up to
+/// [`admit::PREPARED_BATCH`] jobs come in a few hundred shapes (sqlx's default keeps 100).
+const WRITER_STATEMENTS: usize = 1024;
+
 /// The ledger on SQLite.
 #[derive(Debug, Clone)]
 pub struct SqliteStorage {
@@ -142,7 +146,7 @@ impl SqliteStorage {
             .min_connections(1)
             .idle_timeout(None)
             .max_lifetime(None)
-            .connect_with(base.clone())
+            .connect_with(base.clone().statement_cache_capacity(WRITER_STATEMENTS))
             .await
             .map_err(db)?;
         let base_watch = base.clone();
