@@ -28,6 +28,11 @@
 #                    600). What others used during each run is reported either way.
 #   BENCH_BIN        a folder holding an already built `bursar-bench-api` to measure instead of
 #                    building
+#   BENCH_SPLIT_CPUS if set, the dev stack's daemons (every process with a pid file under
+#                    BURSAR_DEV_DIR: slurmctld, slurmd, slurmrestd, slurmdbd, MariaDB, munged,
+#                    dstack) run on CPU 0 and the benchmark (clients and bursar) on the others,
+#                    as when bursar runs on a login node beside the controller; the daemons get
+#                    every CPU back when the script ends
 #   CARGO_TARGET_DIR as for cargo
 set -euo pipefail
 
@@ -37,7 +42,8 @@ SLURM_JOBS=${BENCH_SLURM_JOBS:-2000}
 SLURM_RUNS=${BENCH_SLURM_RUNS:-5}
 BENCH_DIR=${BENCH_DIR:-/var/tmp/bursar-bench}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-SLURM_ENV=${BURSAR_DEV_DIR:-/var/tmp/bursar-dev}/slurm/env.sh
+DEV_DIR=${BURSAR_DEV_DIR:-/var/tmp/bursar-dev}
+SLURM_ENV=$DEV_DIR/slurm/env.sh
 
 say() { printf '%s\n' "$*" >&2; }
 
@@ -53,6 +59,32 @@ fi
 # A private copy: a concurrent rebuild can't swap the binary mid-run.
 BENCH=$BENCH_DIR/bin/bursar-bench-api
 [[ $BUILT/bursar-bench-api -ef $BENCH ]] || cp "$BUILT/bursar-bench-api" "$BENCH"
+
+run=()
+if [[ -n ${BENCH_SPLIT_CPUS:-} ]]; then
+    ncpu=$(nproc)
+    if ((ncpu < 2)); then
+        say "BENCH_SPLIT_CPUS needs at least 2 CPUs; this machine has $ncpu"
+        exit 2
+    fi
+    mapfile -t stack_pids < <(find "$DEV_DIR" -name '*.pid' -exec cat {} + 2>/dev/null | sort -un)
+    if ((${#stack_pids[@]} == 0)); then
+        say "BENCH_SPLIT_CPUS: no pid files under $DEV_DIR (start the dev stack: deploy/dev/up.sh)"
+        exit 2
+    fi
+    give_back() {
+        for pid in "${stack_pids[@]}"; do
+            taskset -a -p -c "0-$((ncpu - 1))" "$pid" >/dev/null 2>&1 || true
+        done
+    }
+    trap give_back EXIT
+    pinned=0
+    for pid in "${stack_pids[@]}"; do
+        taskset -a -p -c 0 "$pid" >/dev/null 2>&1 && pinned=$((pinned + 1))
+    done
+    run=(taskset -c "1-$((ncpu - 1))")
+    say "split CPUs: $pinned dev-stack processes on CPU 0, the benchmark on CPUs 1-$((ncpu - 1))"
+fi
 
 idle=()
 [[ -n ${BENCH_IDLE_BUSY:-} ]] && idle=(--idle-below "$BENCH_IDLE_BUSY" --idle-wait "${BENCH_IDLE_WAIT:-600}")
@@ -72,7 +104,7 @@ $(awk '/MemTotal/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo) RAM, $(unam
 load average $(cut -d' ' -f1-3 /proc/loadavg)"
 say "measuring $BENCH (sha256 $(sha256sum "$BENCH" | cut -c1-12)) at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'); progress in $LOG"
 
-"$BENCH" --runs "$RUNS" --seconds "$SECONDS_EACH" --slurm-jobs "$SLURM_JOBS" --slurm-runs "$SLURM_RUNS" \
+"${run[@]}" "$BENCH" --runs "$RUNS" --seconds "$SECONDS_EACH" --slurm-jobs "$SLURM_JOBS" --slurm-runs "$SLURM_RUNS" \
     --slurm-env "$SLURM_ENV" "${idle[@]}" "$@" 2> >(tee "$LOG" >&2)
 
 if [[ -r $SLURM_ENV ]]; then

@@ -25,8 +25,11 @@
 //! `--seconds` after `--warmup` seconds. The Slurm ones submit `--slurm-jobs` jobs each after
 //! one warm-up submission per client, in `--slurm-blocks` blocks the two take turns with
 //! (bursar, direct, bursar, …; the other way round on even runs), so that the controller's
-//! drift and stalls and the machine's neighbours weigh on both alike; every job is cancelled
-//! afterwards. Each scenario runs `--runs` times (`--slurm-runs` for the Slurm pair) and the
+//! drift and stalls and the machine's neighbours weigh on both alike. The Slurm jobs are
+//! submitted held (`--hold`, as `bursar submit -H`), so that what slurmctld does after a
+//! submission — scheduling, starting and ending the job — stays out of the measurement (and
+//! out of the next block's); `--slurm-runnable` submits them ready to run. Every job is
+//! cancelled afterwards. Each scenario runs `--runs` times (`--slurm-runs` for the Slurm pair) and the
 //! table shows the median of each column; bursar's overhead is also given as the median over
 //! the runs of each run's own comparison.
 //! Besides latency, each run reports the CPU time bursar's threads (server runtime, SQLite
@@ -95,6 +98,11 @@ struct Args {
     /// `MinJobAge` (30 s on the dev stack), so each run starts on a purged controller.
     #[arg(long, default_value_t = 35)]
     slurm_settle: u64,
+    /// Submit the Slurm scenarios' jobs ready to run instead of held: the controller then
+    /// also schedules, starts and ends them while the blocks run (the next block meets the
+    /// work of the one before).
+    #[arg(long)]
+    slurm_runnable: bool,
     /// Runs of each scenario; the table shows the median of each column.
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -254,11 +262,15 @@ fn wait_idle(percent: u64, limit: Duration) {
         let Some(before) = CpuSample::now() else {
             return;
         };
+        let sampled = Instant::now();
         std::thread::sleep(Duration::from_secs(2));
         let Some(after) = CpuSample::now() else {
             return;
         };
-        let others = after.since(&before).others_permille().unwrap_or(0);
+        let others = after
+            .since(&before)
+            .others_permille(sampled.elapsed().as_nanos())
+            .unwrap_or(0);
         if others < percent * 10 || started.elapsed() >= limit {
             if started.elapsed() > Duration::from_secs(3) {
                 eprintln!(
@@ -364,9 +376,10 @@ routing:
 }
 
 /// The job every scenario sends: one CPU for one minute running `true`, charged to physics,
-/// its output thrown away. No partition: each cluster quotes its default one.
-fn job_request() -> Value {
-    json!({
+/// its output thrown away. No partition: each cluster quotes its default one. `held`: submitted
+/// with `--hold`.
+fn job_request(held: bool) -> Value {
+    let mut job = json!({
         "account": "physics",
         "ntasks": 1,
         "time_limit_min": 1,
@@ -374,7 +387,11 @@ fn job_request() -> Value {
         "script": "#!/bin/sh\ntrue\n",
         "working_dir": "/tmp",
         "output": "/dev/null",
-    })
+    });
+    if held {
+        job["hold"] = Value::Bool(true);
+    }
+    job
 }
 
 /// A running bursar: its address, the token clients send, and how to stop it.
@@ -574,12 +591,12 @@ impl Measured {
         let ok = u64::try_from(all.len()).unwrap_or(u64::MAX);
         let total: u128 = all.iter().map(|&ns| u128::from(ns)).sum();
         let elapsed = self.elapsed_ns.max(1);
-        // /proc counts in ticks of 10 ms: less than a second (one block of Slurm jobs) says
-        // nothing; the blocks of a run together do.
-        let cpu = self.cpu.filter(|_| elapsed >= 1_000_000_000);
+        // The machine's share counts in ticks of 10 ms: less than a second (one block of Slurm
+        // jobs) says little; the blocks of a run together do.
+        let machine = self.cpu.filter(|_| elapsed >= 1_000_000_000);
         Summary {
-            server_cpu_ns: cpu.and_then(|c| c.server_ns_per(elapsed, ok)),
-            others_permille: cpu.and_then(|c| c.others_permille()),
+            server_cpu_ns: self.cpu.and_then(|c| c.server_ns_per(ok)),
+            others_permille: machine.and_then(|c| c.others_permille(elapsed)),
             ok,
             errors: self.errors,
             per_second: u64::try_from(u128::from(ok) * 1_000_000_000 / elapsed).unwrap_or(u64::MAX),
@@ -722,17 +739,19 @@ where
     })
 }
 
-/// CPU ticks as Linux's `/proc` counts them: the whole machine's, and this process's split into
-/// the clients' threads and the rest (bursar: the server runtime and the SQLite workers).
+/// CPU time as Linux's `/proc` counts it: the whole machine's in ticks (`/proc/stat`), and this
+/// process's threads in nanoseconds (`/proc/self/task/*/schedstat`) split into the clients'
+/// threads and the rest (bursar: the server runtime and the SQLite workers). Per-thread ticks
+/// (10 ms) would blur a block of a few hundred submissions by tens of µs each.
 #[derive(Debug, Clone, Copy)]
 struct CpuSample {
     cpus: u64,
-    /// All CPUs, busy or not.
+    /// All CPUs, busy or not, in ticks.
     total: u64,
-    /// All CPUs, busy (everything but idle and iowait).
+    /// All CPUs, busy (everything but idle and iowait), in ticks.
     busy: u64,
-    server: u64,
-    client: u64,
+    server_ns: u64,
+    client_ns: u64,
 }
 
 impl CpuSample {
@@ -750,72 +769,75 @@ impl CpuSample {
         let total: u64 = all.iter().sum();
         // user nice system idle iowait irq softirq steal …
         let idle = all.get(3).copied().unwrap_or(0) + all.get(4).copied().unwrap_or(0);
-        let (mut server, mut client) = (0, 0);
+        let (mut server_ns, mut client_ns) = (0, 0);
         for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-            let Ok(text) = std::fs::read_to_string(task.path().join("stat")) else {
+            let (Ok(comm), Ok(sched)) = (
+                std::fs::read_to_string(task.path().join("comm")),
+                std::fs::read_to_string(task.path().join("schedstat")),
+            ) else {
                 continue; // the thread just ended
             };
-            let Some((head, tail)) = text.rsplit_once(')') else {
+            // Time on a CPU in ns, time waiting to run, timeslices.
+            let Some(ns) = sched
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+            else {
                 continue;
             };
-            let fields: Vec<&str> = tail.split_whitespace().collect();
-            // After the name: state(0) … utime(11) stime(12).
-            let ticks = [11, 12]
-                .iter()
-                .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-                .sum::<u64>();
-            if head.ends_with("(client") {
-                client += ticks;
+            if comm.trim_end() == "client" {
+                client_ns += ns;
             } else {
-                server += ticks;
+                server_ns += ns;
             }
         }
         Some(CpuSample {
             cpus: cpus.max(1),
             total,
             busy: total.saturating_sub(idle),
-            server,
-            client,
+            server_ns,
+            client_ns,
         })
     }
 
-    /// The ticks between `earlier` and this sample.
+    /// The CPU time between `earlier` and this sample. (Threads that ended in between are
+    /// lost: the measured phases start and end none.)
     fn since(&self, earlier: &CpuSample) -> CpuSample {
         CpuSample {
             cpus: self.cpus,
             total: self.total.saturating_sub(earlier.total),
             busy: self.busy.saturating_sub(earlier.busy),
-            server: self.server.saturating_sub(earlier.server),
-            client: self.client.saturating_sub(earlier.client),
+            server_ns: self.server_ns.saturating_sub(earlier.server_ns),
+            client_ns: self.client_ns.saturating_sub(earlier.client_ns),
         }
     }
 
-    /// The ticks of two intervals together.
+    /// The CPU time of two intervals together.
     fn plus(&self, other: &CpuSample) -> CpuSample {
         CpuSample {
             cpus: self.cpus,
             total: self.total + other.total,
             busy: self.busy + other.busy,
-            server: self.server + other.server,
-            client: self.client + other.client,
+            server_ns: self.server_ns + other.server_ns,
+            client_ns: self.client_ns + other.client_ns,
         }
     }
 
-    /// bursar's CPU time per request over an interval of `elapsed_ns` (the machine's ticks over
-    /// the interval are `cpus × elapsed`, which sets the length of a tick).
-    fn server_ns_per(&self, elapsed_ns: u128, requests: u64) -> Option<u64> {
-        if self.total == 0 || requests == 0 {
+    /// bursar's CPU time per request.
+    fn server_ns_per(&self, requests: u64) -> Option<u64> {
+        (requests > 0).then(|| self.server_ns / requests)
+    }
+
+    /// ‰ of the machine used by other processes over an interval of `elapsed_ns` (the machine's
+    /// ticks over it are `cpus × elapsed`, which sets the length of a tick).
+    fn others_permille(&self, elapsed_ns: u128) -> Option<u64> {
+        if self.total == 0 || elapsed_ns == 0 {
             return None;
         }
-        let ns =
-            u128::from(self.server) * elapsed_ns * u128::from(self.cpus) / u128::from(self.total);
-        u64::try_from(ns / u128::from(requests)).ok()
-    }
-
-    /// ‰ of the machine used by other processes over the interval.
-    fn others_permille(&self) -> Option<u64> {
-        (self.total > 0)
-            .then(|| self.busy.saturating_sub(self.server + self.client) * 1000 / self.total)
+        let ours_ticks = u128::from(self.server_ns + self.client_ns) * u128::from(self.total)
+            / (elapsed_ns * u128::from(self.cpus));
+        let others = u128::from(self.busy).saturating_sub(ours_ticks);
+        u64::try_from(others * 1000 / u128::from(self.total)).ok()
     }
 }
 
@@ -900,7 +922,7 @@ fn run_local(
         Forwarding::Stub,
         None,
     )?;
-    let job = job_request();
+    let job = job_request(false);
     let (path, body, expected) = match scenario {
         Scenario::Healthz => ("/healthz", None, 200),
         Scenario::Quotes => ("/v1/quotes", Some(&job), 200),
@@ -990,8 +1012,8 @@ impl SlurmTarget {
 }
 
 /// The submission bursar forwards for [`job_request`] (onprem, batch, one minute, as alice).
-fn direct_submission() -> anyhow::Result<JobSubmission> {
-    let request: JobRequest = serde_json::from_value(job_request())?;
+fn direct_submission(held: bool) -> anyhow::Result<JobSubmission> {
+    let request: JobRequest = serde_json::from_value(job_request(held))?;
     let job = ForwardJob {
         cluster: "onprem".to_string(),
         user: "alice".to_string(),
@@ -1031,7 +1053,8 @@ fn run_slurm(
     // connection (client → bursar → slurmrestd, or client → slurmrestd) open and alice's
     // token minted before the measured jobs.
     let warmup_jobs = u64::try_from(args.clients).unwrap_or(u64::MAX);
-    let submission = Arc::new(direct_submission()?);
+    let held = !args.slurm_runnable;
+    let submission = Arc::new(direct_submission(held)?);
     let block = |scenario: Scenario, tag: String, n: u64| -> anyhow::Result<Measured> {
         let server = match scenario {
             Scenario::AdmitSlurm => Some(start_server(
@@ -1046,7 +1069,7 @@ fn run_slurm(
             Some(server) => Some(api_clients(
                 server,
                 "/v1/jobs",
-                Some(&job_request()),
+                Some(&job_request(held)),
                 args.clients,
             )?),
             None => None,
@@ -1209,10 +1232,15 @@ fn report(args: &Args, results: &BTreeMap<usize, (Scenario, Vec<Summary>)>) -> S
     }
     if args.scenarios.iter().any(|s| s.is_slurm()) {
         setup.push(format!(
-            "Slurm scenarios: {} runs of {} jobs each in {} alternating blocks, after {} \
+            "Slurm scenarios: {} runs of {} {} jobs each in {} alternating blocks, after {} \
              warm-up jobs a block",
             args.slurm_runs.unwrap_or(args.runs),
             args.slurm_jobs,
+            if args.slurm_runnable {
+                "runnable"
+            } else {
+                "held"
+            },
             args.slurm_blocks,
             args.clients
         ));
