@@ -175,16 +175,20 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         (&json!("2"), &json!("gres/gpu:h100:2"))
     );
 
-    // --hold: `hold` in the job of every generation, absent unless asked for
+    // --hold and --constraint: `hold` and `constraints` in the job of every generation, absent
+    // unless asked for
     for version in ApiVersion::ALL {
         let held = JobSubmission {
             hold: true,
+            constraints: Some("skylake&ib".into()),
             ..fixture_job()
         };
         let body = submit_body(version, &held).unwrap();
         assert_eq!(body["job"]["hold"], json!(true), "{version}");
+        assert_eq!(body["job"]["constraints"], json!("skylake&ib"), "{version}");
         let body = submit_body(version, &fixture_job()).unwrap();
         assert_eq!(body["job"].get("hold"), None, "{version}");
+        assert_eq!(body["job"].get("constraints"), None, "{version}");
     }
 }
 

@@ -33,11 +33,11 @@ DBD_PORT=$((6819 + OFF))
 HOST=$(hostname -s)
 USERS=(alice bob carol)
 
-# name  ctld  slurmd  restd  node-prefix  nodes  partition  gpu-type(- = untyped)  TRESBillingWeights
+# name  ctld  slurmd  restd  node-prefix  nodes  partition  gpu-type(- = untyped)  node-features  TRESBillingWeights
 # node i of a cluster is <prefix><i>; its slurmd listens on <slurmd> + 100*(i-1)
 CLUSTERS=(
-  "onprem $((6817 + OFF)) $((6818 + OFF)) $((6820 + OFF)) op-n 2 batch -    CPU=1.0,Mem=0.25G,GRES/gpu=4.0"
-  "cloud  $((6827 + OFF)) $((6828 + OFF)) $((6830 + OFF)) cl-n 1 gpu   h100 CPU=0.5,Mem=0.1G,GRES/gpu=10.0"
+  "onprem $((6817 + OFF)) $((6818 + OFF)) $((6820 + OFF)) op-n 2 batch -    skylake,ib CPU=1.0,Mem=0.25G,GRES/gpu=4.0"
+  "cloud  $((6827 + OFF)) $((6828 + OFF)) $((6830 + OFF)) cl-n 1 gpu   h100 icelake    CPU=0.5,Mem=0.1G,GRES/gpu=10.0"
 )
 CLUSTER_NAMES=$(for c in "${CLUSTERS[@]}"; do echo "${c%% *}"; done | paste -sd, -)
 nodes_of() { # nodes_of PREFIX COUNT PORT0 -> "node port" lines
@@ -153,7 +153,7 @@ PurgeEventAfter=0
 EOF
 
 for c in "${CLUSTERS[@]}"; do
-  read -r name cport dport rport prefix nn part gtype weights <<<"$c"
+  read -r name cport dport rport prefix nn part gtype features weights <<<"$c"
   dev_mkdir root:root 0755 "$ETC/$name" "$S/fakedev/$name"
   dev_mkdir slurm:slurm 0755 "$STATE/$name" "$STATE/$name/ctld"
   while read -r node _; do dev_mkdir root:root 0755 "$STATE/$name/slurmd-$node"; done < <(nodes_of "$prefix" "$nn" "$dport")
@@ -215,7 +215,7 @@ GresTypes=gpu
 # fake hardware: 8 CPUs / 16 GB per node on a 2-core box; the declared sizes win
 SlurmdParameters=config_overrides
 $(nodes_of "$prefix" "$nn" "$dport" | while read -r node port; do
-  echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:$gres_count State=UNKNOWN"
+  echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:$gres_count Features=$features State=UNKNOWN"
 done)
 PartitionName=$part Nodes=${prefix}[1-$nn] Default=YES MaxTime=INFINITE State=UP TRESBillingWeights="$weights"
 EOF

@@ -245,8 +245,8 @@ fn options_slurmrestd_cannot_carry_are_refused_not_dropped() {
         }
     };
     for (extra, option) in [
-        (json!({"constraint": "intel"}), "--constraint"),
         (json!({"exclusive": true}), "--exclusive"),
+        (json!({"mail_type": "END"}), "--mail-type"),
         (json!({"other_gres": ["shard:1"]}), "--gres=shard:1"),
         (
             json!({"nodes": 2, "gpus": {"count": 3, "per": "job"}}),
@@ -264,6 +264,10 @@ fn options_slurmrestd_cannot_carry_are_refused_not_dropped() {
     assert_eq!(s.gpus_per_node.unwrap().count, 2);
     assert!(s.script.starts_with("#!/bin/sh"));
     assert_eq!(s.time_limit_min, Some(30));
+    // Node features go as given: slurmctld reads sbatch's syntax.
+    let s = slurm_submission(&job(json!({"constraint": "[skylake|icelake]&ib"}))).unwrap();
+    assert_eq!(s.constraints.as_deref(), Some("[skylake|icelake]&ib"));
+    assert_eq!(slurm_submission(&job(json!({}))).unwrap().constraints, None);
 }
 
 #[tokio::test]
@@ -271,11 +275,11 @@ async fn a_quote_says_which_option_cannot_be_forwarded() {
     let server = MockServer::start().await;
     let f = fixture(&server.uri()).await;
     let mut constrained = request();
-    constrained.constraint = Some("intel".into());
+    constrained.exclusive = true;
     let quote = f.admission.quote(&alice(), &constrained).await.unwrap();
     assert_eq!(
         quote.cluster("onprem").unwrap().reasons,
-        ["onprem: --constraint cannot be forwarded through slurmrestd yet; leave it out or submit with sbatch"]
+        ["onprem: --exclusive cannot be forwarded through slurmrestd yet; leave it out or submit with sbatch"]
     );
     let err = f
         .admission

@@ -724,6 +724,49 @@ fn a_held_job_waits_on_its_cluster_and_cancelling_it_releases_its_hold() {
 }
 
 #[test]
+fn node_features_reach_the_cluster_and_one_it_lacks_is_refused_with_nothing_held() {
+    let gw = Gateway::start();
+    gw.set_allocation("org", "su", "100");
+    gw.set_allocation("org", "usd", "100");
+    let script = job_script(gw.site.dir.path());
+    let script = script.to_str().unwrap();
+
+    // The dev stack's onprem nodes have the features skylake and ib; held, so it waits.
+    let sub = gw.submit(&["-H", "-C", "skylake&ib", script]);
+    assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+    let queued = gw.dev.slurm(
+        "squeue",
+        "onprem",
+        &["-h", "-j", &sub.cluster_job_id, "-o", "%f|%u"],
+    );
+    assert_eq!(
+        queued.trim(),
+        "skylake&ib|alice",
+        "squeue of job {}",
+        sub.cluster_job_id
+    );
+    println!(
+        "features on the cluster: job {} {}",
+        sub.cluster_job_id,
+        queued.trim()
+    );
+
+    // A feature no node has: slurmctld refuses the job, bursar says so and keeps nothing held.
+    let out = gw.client(
+        &gw.alice,
+        &["submit", "-M", "onprem", "-C", "gpu_a100", script],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("Invalid feature specification"), "{stderr}");
+    assert_eq!(
+        gw.alice_held("physics", "su"),
+        cost_micros(&ONPREM, 1, 1000, 0, 60)
+    );
+    println!("refused: {}", stderr.trim());
+}
+
+#[test]
 fn a_job_bursts_to_the_next_cluster_and_is_refused_when_no_currency_covers_it() {
     let gw = Gateway::start();
     let script = job_script(gw.site.dir.path());

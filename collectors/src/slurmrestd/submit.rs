@@ -33,6 +33,9 @@ pub struct JobSubmission {
     /// (`/usr/local/bin:/usr/bin:/bin`) when missing.
     pub environment: Vec<(String, String)>,
     pub comment: Option<String>,
+    /// `-C/--constraint`: node features as sbatch takes them (`a100`, `skylake&ib`, `[a|b]`);
+    /// slurmctld checks them.
+    pub constraints: Option<String>,
     /// `--hold`: submitted with priority 0 until released (`hold` in every body version).
     pub hold: bool,
 }
@@ -150,6 +153,9 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let Some(comment) = &job.comment {
         put("comment", json!(comment));
+    }
+    if let Some(constraints) = &job.constraints {
+        put("constraints", json!(constraints));
     }
     if job.hold {
         put("hold", json!(true));

@@ -178,9 +178,6 @@ pub fn slurm_unsupported(request: &JobRequest) -> Result<(), String> {
     if !request.other_gres.is_empty() {
         return not_yet(&format!("--gres={}", request.other_gres.join(",")));
     }
-    if request.constraint.is_some() {
-        return not_yet("--constraint");
-    }
     if request.exclusive {
         return not_yet("--exclusive");
     }
@@ -257,6 +254,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         standard_error: r.error.clone(),
         environment,
         comment: r.comment.clone(),
+        constraints: r.constraint.clone(),
         hold: r.hold,
     })
 }

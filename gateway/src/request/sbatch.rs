@@ -24,8 +24,9 @@
 //! | `-t/--time` | [`TimeLimit`] (all Slurm formats) |
 //! | `-J/--job-name`, `-o/--output`, `-e/--error`, `-D/--chdir` | as given |
 //! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
-//! | `--export`, `--mail-type`, `--mail-user`, `--comment`, `-C/--constraint` | recorded as given and forwarded; not priced |
-//! | `--exclusive` | recorded and forwarded; a note says Slurm charges whole nodes (`--exclusive=MODE` is refused) |
+//! | `--export`, `--comment`, `-C/--constraint` | recorded as given and forwarded; not priced |
+//! | `--mail-type`, `--mail-user` | recorded; a Slurm cluster cannot be sent them yet and is not eligible ([`slurm_unsupported`](crate::admission::forward::slurm_unsupported)) |
+//! | `--exclusive` | recorded, with a note that Slurm charges whole nodes (`--exclusive=MODE` is refused); a Slurm cluster cannot be sent it yet and is not eligible |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
 //! | `--parsable`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
 //! | `-v/--verbose` | accepted and ignored: it only changes sbatch's own chatter |
