@@ -11,7 +11,7 @@ use bursar_collectors::slurmrestd::{ApiVersion, LegacyTimes, RestError, SlurmRes
 use bursar_pricing::{JobState, Tres};
 use common::*;
 use serde_json::{json, Value};
-use wiremock::matchers::{method, path, query_param};
+use wiremock::matchers::{method, path, query_param, query_param_is_missing};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const V38_JOBS: &str = "/slurmdb/v0.0.38/jobs";
@@ -322,16 +322,20 @@ async fn v0_0_38_query_is_percent_encoded_local_iso_with_cluster_and_skip_steps(
             ResponseTemplate::new(200)
                 .set_body_raw(fixture("real-22.05/dbjobs-all.json"), "application/json"),
         )
-        .expect(1)
+        .expect(2)
         .mount(&server)
         .await;
     let (client, _key) = client(&server, Some(ApiVersion::V0_0_38));
     client.fetch_jobs(capture()).await.unwrap();
+    // The window, then the jobs cancelled in it (a job cancelled before it became eligible is
+    // in no plain window).
     assert_eq!(
         queries(&server).await,
         vec![
             "cluster=onprem&start_time=2026-11-22T00%3A06%3A40&end_time=2026-11-22T01%3A46%3A40\
-             &skip_steps=true"
+             &skip_steps=true",
+            "cluster=onprem&start_time=2026-11-22T00%3A06%3A40&end_time=2026-11-22T01%3A46%3A40\
+             &skip_steps=true&state=CANCELLED"
         ]
     );
 }
@@ -361,7 +365,11 @@ async fn v0_0_38_times_in_the_configured_server_zone_or_as_uts() {
             // 00:06:40Z is 19:06:40 the day before in New York (EST, UTC-5)
             "cluster=onprem&start_time=2026-11-21T19%3A06%3A40&end_time=2026-11-21T20%3A46%3A40\
              &skip_steps=true",
+            "cluster=onprem&start_time=2026-11-21T19%3A06%3A40&end_time=2026-11-21T20%3A46%3A40\
+             &skip_steps=true&state=CANCELLED",
             "cluster=onprem&start_time=uts1795306000&end_time=uts1795312000&skip_steps=true",
+            "cluster=onprem&start_time=uts1795306000&end_time=uts1795312000&skip_steps=true\
+             &state=CANCELLED",
         ]
     );
 }
@@ -384,7 +392,7 @@ async fn v0_0_4x_query_has_epoch_times_and_explicit_duplicate_and_truncation_fla
                 ResponseTemplate::new(200)
                     .set_body_raw(r#"{"jobs": [], "errors": []}"#, "application/json"),
             )
-            .expect(1)
+            .expect(2)
             .mount(&server)
             .await;
         let (client, _key) = client(&server, Some(version));
@@ -393,7 +401,9 @@ async fn v0_0_4x_query_has_epoch_times_and_explicit_duplicate_and_truncation_fla
             queries(&server).await,
             vec![
                 "cluster=onprem&start_time=1795306000&end_time=1795312000&skip_steps=true\
-                 &show_duplicates=true&disable_truncate_usage_time=true"
+                 &show_duplicates=true&disable_truncate_usage_time=true",
+                "cluster=onprem&start_time=1795306000&end_time=1795312000&skip_steps=true\
+                 &show_duplicates=true&disable_truncate_usage_time=true&state=CANCELLED"
             ],
             "{version}"
         );
@@ -401,7 +411,7 @@ async fn v0_0_4x_query_has_epoch_times_and_explicit_duplicate_and_truncation_fla
 }
 
 #[tokio::test]
-async fn a_three_day_window_is_three_calls_and_a_job_seen_twice_is_kept_once() {
+async fn a_three_day_window_is_three_slices_and_a_job_seen_twice_is_kept_once() {
     let day = 86_400;
     let t0 = 1_795_305_600; // 2026-11-22T00:00:00Z
     let page = |jobs: Vec<Value>| json!({"jobs": jobs, "errors": []}).to_string();
@@ -434,6 +444,25 @@ async fn a_three_day_window_is_three_calls_and_a_job_seen_twice_is_kept_once() {
             .and(query_param("start_time", start.to_string()))
             .and(query_param("end_time", (start + day).to_string()))
             .and(query_param("cluster", "onprem"))
+            .and(query_param_is_missing("state"))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(body, "application/json"))
+            .expect(1)
+            .mount(&server)
+            .await;
+    }
+    // The jobs cancelled in each slice: on the second day, job 3, cancelled while held (in no
+    // plain window: it never became eligible).
+    let mut held = job(3);
+    held["state"]["current"] = json!(["CANCELLED"]);
+    for (i, body) in [page(vec![]), page(vec![held]), page(vec![])]
+        .into_iter()
+        .enumerate()
+    {
+        let start = t0 + day * i as i64;
+        Mock::given(method("GET"))
+            .and(path("/slurmdb/v0.0.41/jobs/"))
+            .and(query_param("start_time", start.to_string()))
+            .and(query_param("state", "CANCELLED"))
             .respond_with(ResponseTemplate::new(200).set_body_raw(body, "application/json"))
             .expect(1)
             .mount(&server)
@@ -449,7 +478,11 @@ async fn a_three_day_window_is_three_calls_and_a_job_seen_twice_is_kept_once() {
         .unwrap();
 
     let ids: Vec<_> = fetched.records.iter().map(|r| r.job_id.as_str()).collect();
-    assert_eq!(ids, vec!["1", "31", "2"]);
+    assert_eq!(ids, vec!["1", "31", "2", "3"]);
+    assert_eq!(
+        find(&fetched.records, "onprem", "3").state,
+        JobState::Cancelled
+    );
     let job31 = find(&fetched.records, "onprem", "31");
     assert_eq!(
         (job31.state, job31.end),
@@ -482,7 +515,8 @@ async fn a_base_url_path_prefix_is_kept_and_windows_are_checked() {
         client.fetch_jobs(Window::new(9, 5)).await,
         Err(RestError::InvalidRequest(_))
     ));
-    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+    // one slice: the window and the jobs cancelled in it
+    assert_eq!(server.received_requests().await.unwrap().len(), 2);
 }
 
 #[tokio::test]

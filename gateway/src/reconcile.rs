@@ -878,8 +878,9 @@ fn reconcile_slurm(inputs: &SlurmInputs<'_>, views: SlurmViews) -> Report {
         let cluster_side = slurm_side(record, Some(expected));
         match ledger.get(&(record.job_id.as_str(), record.submit)) {
             None if !record.state.is_final() => unfinished_missing += 1,
-            // Costs 0 whatever happens; Slurm lists such a job in a window only once its
-            // begin time is inside it, so a collector may never have seen it.
+            // Costs 0 whatever happens. Slurm lists a job cancelled before it became
+            // eligible only in its cancelled-jobs query (which collectors read since this
+            // release), so a ledger collected before may not have it.
             None if charge.reason == Some(ChargeReason::NeverStarted) => never_started_missing += 1,
             None => problems.push(JobProblem {
                 problem: Problem::Missing,

@@ -76,29 +76,35 @@ fn parse_tres(text: &str) -> BTreeMap<String, u128> {
         .collect()
 }
 
-/// Final jobs sacct lists for `cluster` in `[since, until]`: (JobIDRaw, Submit) → expected micros.
+/// Final jobs sacct lists for `cluster` in `[since, until]` — the jobs eligible or running in
+/// it and the jobs cancelled in it (one cancelled before it became eligible is in no plain
+/// window) — as (JobIDRaw, Submit) → expected micros.
 fn sacct_expectations(
     dev: &DevStack,
     cluster: &str,
     since: i64,
     until: i64,
 ) -> BTreeMap<(String, i64), i64> {
-    let out = dev.slurm(
-        "sacct",
-        cluster,
-        &[
-            "--parsable2",
-            "--noheader",
-            "--allusers",
-            "--duplicates",
-            "--allocations",
-            "--noconvert",
-            &format!("--clusters={cluster}"),
-            &format!("--starttime=uts{since}"),
-            &format!("--endtime=uts{until}"),
-            "--format=JobIDRaw,Submit,Start,State,QOS,ElapsedRaw,AllocTRES",
-        ],
-    );
+    let list = |state: Option<&str>| {
+        let mut args = vec![
+            "--parsable2".to_string(),
+            "--noheader".into(),
+            "--allusers".into(),
+            "--duplicates".into(),
+            "--allocations".into(),
+            "--noconvert".into(),
+            format!("--clusters={cluster}"),
+            format!("--starttime=uts{since}"),
+            format!("--endtime=uts{until}"),
+            "--format=JobIDRaw,Submit,Start,State,QOS,ElapsedRaw,AllocTRES".into(),
+        ];
+        if let Some(state) = state {
+            args.push(format!("--state={state}"));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        dev.slurm("sacct", cluster, &args)
+    };
+    let out = list(None) + &list(Some("CANCELLED"));
     let weights = if cluster == "cloud" { &CLOUD } else { &ONPREM };
     let mut expected = BTreeMap::new();
     for line in out.lines().filter(|l| !l.trim().is_empty()) {
@@ -185,7 +191,7 @@ fn chrono_like_parse(text: &str) -> i64 {
     days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
 }
 
-fn assert_matches_sacct(dev: &DevStack, site: &Site, since: i64, until: i64) {
+fn assert_matches_sacct(dev: &DevStack, site: &Site, source: &str, since: i64, until: i64) {
     for cluster in ["onprem", "cloud"] {
         let expected = sacct_expectations(dev, cluster, since, until);
         assert!(
@@ -194,9 +200,9 @@ fn assert_matches_sacct(dev: &DevStack, site: &Site, since: i64, until: i64) {
         );
         let got = charged(site, cluster);
         for (key, amount) in &expected {
-            let charged = got
-                .get(key)
-                .unwrap_or_else(|| panic!("{cluster} job {key:?} listed by sacct was not charged"));
+            let charged = got.get(key).unwrap_or_else(|| {
+                panic!("{source}: {cluster} job {key:?} listed by sacct was not charged")
+            });
             assert_eq!(charged, amount, "{cluster} job {key:?}");
         }
         let expected_total: i64 = expected.values().sum();
@@ -249,7 +255,7 @@ fn collect_charges_every_job_sacct_lists_through_slurmrestd_and_through_sacct() 
             first.contains("onprem:") && first.contains("cloud:"),
             "{first}"
         );
-        assert_matches_sacct(&dev, &site, since, until);
+        assert_matches_sacct(&dev, &site, source, since, until);
 
         let balances = site.json(&["balance", "--at", &iso(until)]);
         let second = site.ok(&[&["collect"], &window[..]].concat());

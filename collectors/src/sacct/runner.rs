@@ -79,7 +79,13 @@ impl SacctCommand {
 
     /// The arguments for the window `[start, end)` (Unix seconds).
     pub fn args(&self, start: i64, end: i64) -> Vec<String> {
-        vec![
+        self.args_in_state(start, end, None)
+    }
+
+    /// The arguments for the jobs in `state` during `[start, end)` when given (sacct then
+    /// reads the window as the time the jobs were in that state), else for the window.
+    pub fn args_in_state(&self, start: i64, end: i64, state: Option<&str>) -> Vec<String> {
+        let mut args: Vec<String> = vec![
             "--parsable2".into(),
             "--allusers".into(),
             "--duplicates".into(),
@@ -88,16 +94,53 @@ impl SacctCommand {
             format!("--clusters={}", self.cluster),
             format!("--starttime={}", iso_utc(start)),
             format!("--endtime={}", iso_utc(end)),
-            format!("--format={FORMAT}"),
-        ]
+        ];
+        if let Some(state) = state {
+            args.push(format!("--state={state}"));
+        }
+        args.push(format!("--format={FORMAT}"));
+        args
     }
 
-    /// Runs sacct for `[start, end)` and parses what it prints.
+    /// Every job record sacct has for `[start, end)`: the jobs eligible or running in it, and
+    /// the jobs cancelled in it. Two runs, because slurmdbd's window takes a job whose eligible
+    /// time is before the window's end and whose end is after its start: a job cancelled before
+    /// it became eligible (held, or `--begin` in the future) is in no window shorter than the
+    /// stretch from its end to its eligible time — a held one in none. With `--state`, the
+    /// window is the time the job was cancelled. Each job once (by cluster, job id and submit
+    /// time).
     pub async fn fetch(&self, start: i64, end: i64) -> Result<SacctFetch, SacctRunError> {
+        let mut fetched = self.run(self.args(start, end)).await?;
+        let cancelled = self
+            .run(self.args_in_state(start, end, Some("CANCELLED")))
+            .await?;
+        let mut seen: std::collections::HashSet<(String, String, i64)> = fetched
+            .records
+            .iter()
+            .map(|r| (r.cluster.clone(), r.job_id.clone(), r.submit))
+            .collect();
+        for record in cancelled.records {
+            if seen.insert((record.cluster.clone(), record.job_id.clone(), record.submit)) {
+                fetched.records.push(record);
+            }
+        }
+        let known: std::collections::HashSet<String> =
+            fetched.quarantined.iter().map(|q| q.raw.clone()).collect();
+        fetched.quarantined.extend(
+            cancelled
+                .quarantined
+                .into_iter()
+                .filter(|q| !known.contains(&q.raw)),
+        );
+        Ok(fetched)
+    }
+
+    /// Runs sacct with `args` and parses what it prints.
+    async fn run(&self, args: Vec<String>) -> Result<SacctFetch, SacctRunError> {
         let program = self.program.display().to_string();
         let mut command = tokio::process::Command::new(&self.program);
         command
-            .args(self.args(start, end))
+            .args(args)
             .env("TZ", "UTC")
             .env("SLURM_TIME_FORMAT", "%s")
             .stdin(Stdio::null())

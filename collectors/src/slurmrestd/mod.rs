@@ -168,6 +168,10 @@ pub struct SlurmRestClient {
     legacy_times: LegacyTimes,
 }
 
+/// The state asked for in each slice's second accounting call (see
+/// [`SlurmRestClient::fetch_jobs`]).
+const CANCELLED: &str = "CANCELLED";
+
 impl SlurmRestClient {
     /// Checks the configuration and reads the key file; makes no call.
     pub fn new(config: SlurmRestConfig) -> Result<SlurmRestClient, RestError> {
@@ -266,6 +270,17 @@ impl SlurmRestClient {
 
     /// The URL of one accounting call for `window` (exposed for diagnostics and tests).
     pub fn jobs_url(&self, version: ApiVersion, window: Window) -> Result<Url, RestError> {
+        self.jobs_url_in_state(version, window, None)
+    }
+
+    /// The URL of one accounting call for `window`, of the jobs in `state` during it when
+    /// given (slurmdbd then reads the window as the time the jobs were in that state).
+    pub fn jobs_url_in_state(
+        &self,
+        version: ApiVersion,
+        window: Window,
+        state: Option<&str>,
+    ) -> Result<Url, RestError> {
         let (start, end) = window::time_params(version, self.legacy_times, window)?;
         let mut url = self.url(&version.db_jobs_path());
         {
@@ -280,14 +295,24 @@ impl SlurmRestClient {
                     .append_pair("show_duplicates", "true")
                     .append_pair("disable_truncate_usage_time", "true");
             }
+            if let Some(state) = state {
+                query.append_pair("state", state);
+            }
         }
         Ok(url)
     }
 
-    /// Every job record of the cluster that was eligible or running during `window`, in
-    /// slices of at most `max_window`, each job once. Running and pending jobs are included
-    /// (their state says so); a failed slice fails the call, since a partial window must not
-    /// advance a cursor.
+    /// Every job record of the cluster that was eligible or running during `window`, or was
+    /// cancelled during it, in slices of at most `max_window`, each job once. Running and
+    /// pending jobs are included (their state says so); a failed slice fails the call, since a
+    /// partial window must not advance a cursor.
+    ///
+    /// Each slice is two calls. slurmdbd's window takes a job whose eligible time is before
+    /// the window's end and whose end is after its start, so a job cancelled before it became
+    /// eligible — held (`--hold`, eligible never), or `--begin` in the future — is in no
+    /// window shorter than the stretch from its end to its eligible time, and a held one in
+    /// none at all. Asked for `state=CANCELLED`, slurmdbd reads the window as the time the
+    /// job was cancelled instead: the second call brings those.
     #[tracing::instrument(level = "debug", skip(self), fields(cluster = %self.cluster))]
     pub async fn fetch_jobs(&self, window: Window) -> Result<FetchedJobs, RestError> {
         if window.end < window.start {
@@ -301,8 +326,12 @@ impl SlurmRestClient {
         let mut fetched = FetchedJobs::default();
         let mut index: HashMap<(String, String, i64), usize> = HashMap::new();
         let mut quarantined: HashSet<String> = HashSet::new();
-        for slice in window.slices(self.max_window) {
-            let url = self.jobs_url(version, slice)?;
+        let calls = window
+            .slices(self.max_window)
+            .into_iter()
+            .flat_map(|slice| [(slice, None), (slice, Some(CANCELLED))]);
+        for (slice, state) in calls {
+            let url = self.jobs_url_in_state(version, slice, state)?;
             let (status, body) = self.call(Method::GET, url, user, None).await?;
             if !(200..300).contains(&status) {
                 return Err(http_error(status, &body, user));
