@@ -163,6 +163,13 @@ async fn batch_scripts_are_not_for_dstack_and_dstack_errors_release_the_hold() {
         quote.cluster("lab").unwrap().reasons,
         ["lab is a dstack cluster: it runs dstack tasks, not batch scripts"]
     );
+    let mut held = task();
+    held.hold = true;
+    let quote = admission.quote(&alice(), &held).await.unwrap();
+    assert_eq!(
+        quote.cluster("lab").unwrap().reasons,
+        ["lab: dstack has no held runs: --hold applies to Slurm clusters"]
+    );
 
     let err = admission.submit(&alice(), task(), None).await.unwrap_err();
     assert_eq!((err.status(), err.code()), (502, "upstream_refused"));
