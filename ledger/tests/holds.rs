@@ -2,7 +2,7 @@
 
 mod common;
 
-use bursar_ledger::{HoldState, Ledger, LedgerError, NewHold};
+use bursar_ledger::{HoldState, Ledger, LedgerError, NewHold, UsageCharge};
 use common::{record, running, su, temp_ledger, DAY, HOUR, T0, UNIT};
 
 fn hold(key: &str, account: &str, units: i64, job: Option<&str>) -> NewHold {
@@ -178,4 +178,95 @@ async fn holds_are_idempotent_by_key_and_validated() {
     ));
     let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
     assert_eq!(b.held, 10 * UNIT);
+}
+
+#[tokio::test]
+async fn a_hold_lives_a_lifetime_past_the_last_sighting_of_its_unfinished_job() {
+    let (_dir, ledger) = setup().await;
+    // Placed at T0 + 1 h, expiring at T0 + 1 day: a lifetime of 23 h.
+    let h = ledger
+        .place_hold(&hold("queued", "physics", 10, Some("7")))
+        .await
+        .unwrap();
+    let lifetime = DAY - HOUR;
+    let expiry = |ledger: &Ledger| {
+        let ledger = ledger.clone();
+        async move {
+            let holds = ledger.holds(true).await.unwrap();
+            holds.iter().find(|x| x.id == h.id).map(|x| x.expires_at)
+        }
+    };
+    // Seen pending: it now expires a lifetime after the sighting.
+    let pending = |at: i64| UsageCharge {
+        state: "PENDING".to_string(),
+        ..running("7", &format!("p{at}"), "physics", 0, at)
+    };
+    ledger
+        .post_usage(&[pending(T0 + 2 * HOUR)], T0 + 2 * HOUR)
+        .await
+        .unwrap();
+    assert_eq!(expiry(&ledger).await, Some(T0 + 2 * HOUR + lifetime));
+    // Still queued past its first expiry: seen again, it moves a whole lifetime on from there,
+    // the original lifetime each time (not growing).
+    let later = T0 + DAY + 5 * HOUR;
+    assert_eq!(ledger.expire_holds(T0 + DAY).await.unwrap(), 0);
+    ledger.post_usage(&[pending(later)], later).await.unwrap();
+    assert_eq!(expiry(&ledger).await, Some(later + lifetime));
+    ledger
+        .post_usage(&[pending(later + HOUR)], later + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(expiry(&ledger).await, Some(later + HOUR + lifetime));
+    // A job of another cluster with the same id moves nothing.
+    let other = UsageCharge {
+        cluster: "beta".to_string(),
+        ..pending(later + 2 * HOUR)
+    };
+    ledger.post_usage(&[other], later + 2 * HOUR).await.unwrap();
+    assert_eq!(expiry(&ledger).await, Some(later + HOUR + lifetime));
+    // Held on the allocation all along; its final record settles it.
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(b.held, 10 * UNIT);
+    let out = ledger
+        .post_usage(
+            &[record("7", "done", "physics", 4, later + 3 * HOUR)],
+            later + 3 * HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.settled_holds, 1);
+    assert_eq!(expiry(&ledger).await, None);
+    // Not seen again: a hold expires a lifetime after its last sighting.
+    let h2 = ledger
+        .place_hold(&hold("gone", "physics", 5, Some("8")))
+        .await
+        .unwrap();
+    ledger
+        .post_usage(
+            &[UsageCharge {
+                job_id: "8".into(),
+                display_id: "8".into(),
+                ..pending(T0 + 3 * HOUR)
+            }],
+            T0 + 3 * HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger
+            .expire_holds(T0 + 3 * HOUR + lifetime - 1)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        ledger.expire_holds(T0 + 3 * HOUR + lifetime).await.unwrap(),
+        1
+    );
+    let gone = ledger.holds(false).await.unwrap();
+    assert_eq!(
+        gone.iter().find(|x| x.id == h2.id).map(|x| x.state),
+        Some(HoldState::Expired)
+    );
+    assert!(ledger.verify().await.unwrap().is_empty());
 }

@@ -1,6 +1,8 @@
 //! Holds: placing (optionally checked against every allocation on the chain), linking to a
 //! cluster job, and closing (released, settled, expired) with a `release` entry.
 
+use std::collections::HashMap;
+
 use bursar_pricing::Currency;
 use sqlx::sqlite::SqliteRow;
 use sqlx::SqliteConnection;
@@ -8,7 +10,7 @@ use sqlx::SqliteConnection;
 use super::journal::{insert_entries, open_hold, write_effects, OPEN_HOLD_SELECT};
 use super::labels::intern;
 use super::tree::{load_context, require_account, require_open};
-use super::{col, db, json_ints};
+use super::{col, db, json_ints, json_strings};
 use crate::error::{LedgerError, Result};
 use crate::materialize::{Effects, Id};
 use crate::model::{HoldRow, NewHold};
@@ -213,6 +215,40 @@ pub(super) async fn mark_closed(
     .await
     .map_err(db)?;
     Ok(())
+}
+
+/// Moves the expiry of the active holds of jobs the cluster reports unfinished at `at`
+/// (`jobs`: job ids by cluster label) to a whole lifetime after `at`: a hold expires only a
+/// lifetime after its job was last seen pending or running, never while it is queued longer
+/// than its time limit. (slurmdbd reports no job that is held: a held one keeps the lifetime it
+/// was placed with.) The lifetime is the one the hold was placed with, kept in
+/// `lifetime` from the first sighting on (migration 0007). Returns how many holds moved.
+pub(super) async fn extend_sighted(
+    conn: &mut SqliteConnection,
+    jobs: &HashMap<Id, Vec<&str>, impl std::hash::BuildHasher>,
+    at: i64,
+) -> Result<u64> {
+    let mut moved = 0;
+    for (cluster, job_ids) in jobs {
+        // Every right-hand side reads the row as it was: the first sighting takes the lifetime
+        // from the original expiry.
+        let done = sqlx::query(
+            "update holds set
+                 lifetime = coalesce(lifetime, expires_at - placed_at),
+                 expires_at = ?1 + coalesce(lifetime, expires_at - placed_at)
+             where state = 'active' and cluster_id = ?2
+               and job_ref in (select value from json_each(?3))
+               and expires_at < ?1 + coalesce(lifetime, expires_at - placed_at)",
+        )
+        .bind(at)
+        .bind(cluster)
+        .bind(json_strings(job_ids.iter().copied()))
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+        moved += done.rows_affected();
+    }
+    Ok(moved)
 }
 
 /// Closes active holds: `release` entries, materialized numbers, state.

@@ -662,11 +662,14 @@ pub(super) async fn post_usage(
     // Known identities, per cluster.
     let mut by_cluster: FxHashMap<Id, Vec<usize>> = FxHashMap::default();
     let mut finals: FxHashMap<Id, Vec<&str>> = FxHashMap::default();
+    let mut unfinished: FxHashMap<Id, Vec<&str>> = FxHashMap::default();
     for (i, c) in batch.iter().enumerate() {
         let cluster = lid(i, CLUSTER);
         by_cluster.entry(cluster).or_default().push(i);
         if c.is_final {
             finals.entry(cluster).or_default().push(&c.job_id);
+        } else {
+            unfinished.entry(cluster).or_default().push(&c.job_id);
         }
     }
     let mut known: Vec<Option<Known>> = vec![None; batch.len()];
@@ -818,6 +821,7 @@ pub(super) async fn post_usage(
     write_effects(conn, &effects, posted_at).await?;
     let settled_ids: Vec<Id> = settling.iter().map(|h| h.id).collect();
     super::holds::mark_closed(conn, &settled_ids, "settled", SETTLED_REASON, posted_at).await?;
+    super::holds::extend_sighted(conn, &unfinished, posted_at).await?;
 
     Ok(PostOutcome {
         charged: plan.charged,
