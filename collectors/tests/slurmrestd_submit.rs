@@ -478,3 +478,35 @@ async fn secrets_never_show_in_debug_output() {
     .unwrap_err();
     assert!(matches!(err, RestError::Config(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn job_state_reads_both_generations_and_an_unknown_job_is_none() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.38/job/3119"))
+        .respond_with(json_answer(200, fixture("real-22.05/job-held.json")))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.38/job/99999999"))
+        .respond_with(json_answer(500, fixture("real-22.05/job-unknown.json")))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.41/job/7"))
+        .respond_with(json_answer(
+            200,
+            r#"{"jobs": [{"job_id": 7, "job_state": ["PENDING", "REQUEUED"]}], "errors": []}"#
+                .into(),
+        ))
+        .mount(&server)
+        .await;
+    let (v38, _key) = client(&server, Some(ApiVersion::V0_0_38));
+    assert_eq!(
+        v38.job_state(3119).await.unwrap().as_deref(),
+        Some("PENDING")
+    );
+    assert_eq!(v38.job_state(99999999).await.unwrap(), None);
+    let (v41, _key) = client(&server, Some(ApiVersion::V0_0_41));
+    assert_eq!(v41.job_state(7).await.unwrap().as_deref(), Some("PENDING"));
+}

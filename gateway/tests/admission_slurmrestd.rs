@@ -328,3 +328,64 @@ async fn cancelling_a_job_that_already_ended_still_releases_the_hold() {
         "held"
     );
 }
+
+#[tokio::test]
+async fn a_hold_whose_job_still_waits_on_the_cluster_is_kept_the_others_expire() {
+    let server = MockServer::start().await;
+    for id in [3119, 4242] {
+        Mock::given(method("POST"))
+            .and(path(SUBMIT))
+            .respond_with(
+                ResponseTemplate::new(200).set_body_json(json!({"errors": [], "job_id": id})),
+            )
+            .up_to_n_times(1)
+            .mount(&server)
+            .await;
+    }
+    // slurmctld's real answers (22.05.8): job 3119 held, job 99999999 unknown (HTTP 500, 2017).
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.38/job/3119"))
+        .and(header("x-slurm-user-name", "slurm"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(include_str!(
+            "../../collectors/tests/fixtures/slurmrestd/real-22.05/job-held.json"
+        )))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.38/job/4242"))
+        .respond_with(ResponseTemplate::new(500).set_body_string(include_str!(
+            "../../collectors/tests/fixtures/slurmrestd/real-22.05/job-unknown.json"
+        )))
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let mut held = request();
+    held.hold = true;
+    let first = f
+        .admission
+        .submit(&alice(), held.clone(), None)
+        .await
+        .unwrap();
+    let second = f.admission.submit(&alice(), held, None).await.unwrap();
+    assert_eq!(
+        (
+            first.cluster_job_id.as_str(),
+            second.cluster_job_id.as_str()
+        ),
+        ("3119", "4242")
+    );
+    f.admission.settled().await;
+    let holds = f.app.ledger.holds(true).await.unwrap();
+    let lifetime = holds[0].expires_at - holds[0].placed_at;
+
+    // Past both holds' expiry: job 3119 still waits (held), job 4242 is gone.
+    let later = holds.iter().map(|h| h.expires_at).max().unwrap() + 60;
+    assert_eq!(f.admission.keep_waiting(later).await, 1);
+    assert_eq!(f.app.ledger.expire_holds(later).await.unwrap(), 1);
+    let active = f.app.ledger.holds(true).await.unwrap();
+    assert_eq!(active.len(), 1, "{active:?}");
+    assert_eq!(active[0].job_ref.as_deref(), Some("3119"));
+    assert_eq!(active[0].expires_at, later + lifetime);
+    // Asked again before its new expiry, nothing is due.
+    assert_eq!(f.admission.keep_waiting(later + 60).await, 0);
+}

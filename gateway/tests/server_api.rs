@@ -767,6 +767,7 @@ async fn the_expiry_loop_expires_holds_and_their_api_jobs() {
     // The first tick is immediate; stop soon after.
     bursar_gateway::server::expiry_loop(
         server.app.clone(),
+        None,
         tokio::time::sleep(std::time::Duration::from_millis(300)),
     )
     .await;

@@ -486,6 +486,13 @@ impl Ledger {
         self.storage.release_hold(hold_id, reason, at).await
     }
 
+    /// Keeps the active hold `id` a whole lifetime (the time limit + grace it was placed with)
+    /// past `at`, for a job the cluster says still waits; `false` when it is not active or
+    /// already lives that long.
+    pub async fn extend_hold(&self, hold_id: i64, at: i64) -> Result<bool> {
+        self.storage.extend_hold(hold_id, at).await
+    }
+
     /// Expires every active hold with `expires_at ≤ now`; returns how many. The API jobs of
     /// those holds that have not ended yet are marked `expired` in the same transaction.
     pub async fn expire_holds(&self, now: i64) -> Result<u64> {

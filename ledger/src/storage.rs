@@ -122,6 +122,7 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn link_hold(&self, id: i64, job_ref: &str) -> Result<()>;
     async fn release_hold(&self, id: i64, reason: &str, at: i64) -> Result<bool>;
     async fn expire_holds(&self, now: i64) -> Result<u64>;
+    async fn extend_hold(&self, id: i64, at: i64) -> Result<bool>;
     async fn holds(&self, active_only: bool) -> Result<Vec<HoldRow>>;
 
     async fn balance_snapshot(&self) -> Result<BalanceSnapshot>;

@@ -123,11 +123,16 @@ struct Submission {
 
 impl Gateway {
     fn start() -> Gateway {
+        Gateway::start_with("")
+    }
+
+    /// As [`start`](Gateway::start), with `extra` appended to the site's configuration.
+    fn start_with(extra: &str) -> Gateway {
         let dev = DevStack::get();
         let site = Site::new("");
         let token_file = site.path("dstack.token");
         std::fs::write(&token_file, dev.var("BURSAR_DEV_DSTACK_ADMIN_TOKEN")).unwrap();
-        std::fs::write(&site.config, site_config(&dev, &token_file)).unwrap();
+        std::fs::write(&site.config, site_config(&dev, &token_file) + extra).unwrap();
         let key = site.path("jwt.key");
         site.ok(&["token", "keygen", "--key-file", key.to_str().unwrap()]);
         site.ok(&["config", "check"]);
@@ -721,6 +726,43 @@ fn a_held_job_waits_on_its_cluster_and_cancelling_it_releases_its_hold() {
     let done = gw.sacct("onprem", &sub.cluster_job_id, true);
     assert_eq!(done[2], format!("CANCELLED by {}", uid.trim()), "{done:?}");
     println!("cancelled: {}; sacct {}", out.trim(), done.join("|"));
+}
+
+#[test]
+fn a_held_job_keeps_its_hold_past_its_lifetime_while_slurmctld_still_lists_it() {
+    // A hold lives the time limit (1 min) + grace (1 s); slurmdbd never reports a held job, so
+    // only slurmctld can say it still waits. The expiry loop runs every 30 s.
+    let gw = Gateway::start_with("holds: {grace: 1s}\n");
+    gw.set_allocation("org", "su", "100");
+    gw.set_allocation("org", "usd", "100");
+    let script = job_script(gw.site.dir.path());
+    let script = script.to_str().unwrap();
+    let estimate = cost_micros(&ONPREM, 1, 1000, 0, 60);
+    let sub = gw.submit(&["-H", script]);
+    assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+    let placed = now();
+    // Past the lifetime and two expiry ticks after it.
+    while now() < placed + 61 + 62 {
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let job = gw.job(sub.id);
+    assert_eq!(
+        job["state"],
+        "held",
+        "{job}\nserver log:\n{}",
+        gw.server_log()
+    );
+    assert_eq!(micros(job["hold"].as_str().unwrap()), estimate, "{job}");
+    assert!(
+        gw.server_log()
+            .contains("hold kept: its job still waits on the cluster"),
+        "{}",
+        gw.server_log()
+    );
+    println!("still held after {} s: {} su", now() - placed, job["hold"]);
+    let id = sub.id.to_string();
+    gw.client_ok(&gw.alice, &["cancel", &id]);
+    assert_eq!(gw.alice_held("physics", "su"), 0);
 }
 
 #[test]

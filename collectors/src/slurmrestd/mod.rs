@@ -396,6 +396,21 @@ impl SlurmRestClient {
         submit::check_cancelled(status, &answer, as_user)
     }
 
+    /// The state slurmctld gives job `job_id` now (`PENDING`, `RUNNING`, …), asked as the
+    /// configured user; `None` when slurmctld no longer (or never) knew it. Unlike the
+    /// accounting database, slurmctld reports held jobs.
+    pub async fn job_state(&self, job_id: u64) -> Result<Option<String>, RestError> {
+        let version = self.api_version().await?;
+        let user = self.credentials.default_user();
+        let url = self.url(&version.job_path(job_id));
+        let (status, answer) = self.call(Method::GET, url, user, None).await?;
+        // 22.05 answers an unknown job with HTTP 500 and errno 2017: not a failure here.
+        if !(200..300).contains(&status) && status != 500 {
+            return Err(http_error(status, &answer, user));
+        }
+        submit::parse_job_state(status, &answer, user)
+    }
+
     /// `GET /slurm/vX/ping`: whether slurmrestd, the token and slurmctld all work.
     pub async fn ping(&self) -> Result<Ping, RestError> {
         let version = self.api_version().await?;

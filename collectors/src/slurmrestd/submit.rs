@@ -356,6 +356,34 @@ fn json_body(body: &[u8], what: &str) -> Result<Value, RestError> {
     })
 }
 
+/// The state slurmctld gives a job (`GET /slurm/vX/job/{id}`): `jobs[0].job_state`, a string
+/// up to v0.0.39 and a list of flags since (the first is the base state). `None` when the job
+/// is not in slurmctld's memory (ended more than `MinJobAge` ago, or never existed).
+pub(crate) fn parse_job_state(
+    status: u16,
+    body: &[u8],
+    user: &str,
+) -> Result<Option<String>, RestError> {
+    let json = json_body(body, "job answer")?;
+    let errors = api_errors(&json);
+    if errors
+        .iter()
+        .any(|e| e.number == Some(ESLURM_INVALID_JOB_ID))
+    {
+        return Ok(None);
+    }
+    check_ok_errors(status, &errors, user)?;
+    let state = json.pointer("/jobs/0/job_state");
+    Ok(match state {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(flags)) => flags.first().and_then(Value::as_str).map(str::to_string),
+        _ => None,
+    })
+}
+
+/// ESLURM_INVALID_JOB_ID: slurmctld does not know the job.
+const ESLURM_INVALID_JOB_ID: i64 = 2017;
+
 #[cfg(test)]
 mod tests {
     use super::*;

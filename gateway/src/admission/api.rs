@@ -57,4 +57,8 @@ impl AdmissionApi for Admission {
     async fn settled(&self) {
         Admission::settled(self).await;
     }
+
+    async fn keep_waiting(&self, now: i64) -> u64 {
+        Admission::keep_waiting(self, now).await
+    }
 }

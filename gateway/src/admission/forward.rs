@@ -84,6 +84,13 @@ pub trait Forwarder: Send + Sync {
     /// Cancels the job `cluster_job_id` (as [`Forwarded::cluster_job_id`]) as `user`. A job
     /// that already ended is not an error.
     async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError>;
+
+    /// Whether the job whose usage will carry `settle_ref` ([`Forwarded::settle_ref`]) is still
+    /// queued or running on the cluster, asked of the cluster itself. `false` when it cannot
+    /// tell.
+    async fn still_waiting(&self, _settle_ref: &str) -> Result<bool, ForwardError> {
+        Ok(false)
+    }
 }
 
 /// The forwarders of every configured cluster that has somewhere to submit to
@@ -259,6 +266,17 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
     })
 }
 
+/// Job states slurmctld reports for a job that has not ended (held jobs are `PENDING`).
+const SLURM_WAITING: [&str; 7] = [
+    "PENDING",
+    "RUNNING",
+    "SUSPENDED",
+    "REQUEUED",
+    "CONFIGURING",
+    "COMPLETING",
+    "RESIZING",
+];
+
 /// Slurm errnos that mean "the job is already gone": cancelling it is done.
 const SLURM_ALREADY_GONE: [i64; 2] = [
     2017, // ESLURM_INVALID_JOB_ID (ended and purged)
@@ -293,6 +311,14 @@ impl Forwarder for SlurmForwarder {
             settle_ref: id,
             message: Some(submitted.user_msg).filter(|m| !m.is_empty()),
         })
+    }
+
+    async fn still_waiting(&self, settle_ref: &str) -> Result<bool, ForwardError> {
+        let Ok(id) = settle_ref.parse::<u64>() else {
+            return Ok(false);
+        };
+        let state = self.client.job_state(id).await.map_err(slurm_error)?;
+        Ok(state.is_some_and(|s| SLURM_WAITING.contains(&s.as_str())))
     }
 
     async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError> {

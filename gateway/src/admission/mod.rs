@@ -334,6 +334,45 @@ struct Inner {
     writer: AdmissionWriter,
 }
 
+impl Admission {
+    /// Keeps a lifetime longer each hold due to expire at `now` whose job its cluster says
+    /// still waits: slurmdbd reports no held job, so the collector cannot keep its hold alive.
+    /// A cluster that cannot be asked leaves the hold to expire. Returns how many were kept.
+    pub async fn keep_waiting(&self, now: i64) -> u64 {
+        let holds = match self.inner.app.ledger.holds(true).await {
+            Ok(holds) => holds,
+            Err(e) => {
+                tracing::error!("listing holds to expire: {e}");
+                return 0;
+            }
+        };
+        let mut kept = 0;
+        for hold in holds.iter().filter(|h| h.expires_at <= now) {
+            let (Some(job), Some(forwarder)) = (
+                hold.job_ref.as_deref(),
+                self.inner.forwarders.get(&hold.cluster),
+            ) else {
+                continue;
+            };
+            match forwarder.still_waiting(job).await {
+                Ok(true) => match self.inner.app.ledger.extend_hold(hold.id, now).await {
+                    Ok(true) => {
+                        kept += 1;
+                        tracing::info!(hold = hold.id, cluster = %hold.cluster, job,
+                            "hold kept: its job still waits on the cluster");
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::error!(hold = hold.id, "keeping a hold: {e}"),
+                },
+                Ok(false) => {}
+                Err(e) => tracing::warn!(hold = hold.id, cluster = %hold.cluster, job,
+                    "cannot ask whether the job still waits; its hold expires: {e}"),
+            }
+        }
+        kept
+    }
+}
+
 impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admission")

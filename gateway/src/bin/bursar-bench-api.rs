@@ -455,7 +455,7 @@ fn start_server(
             Forwarding::Config => forwarders_from_config(&app.config)?,
         };
         let admission: Arc<dyn AdmissionApi> = Arc::new(Admission::new(app.clone(), forwarders));
-        let state = ServerState::new(app.clone(), Arc::new(verifier), Some(admission));
+        let state = ServerState::new(app.clone(), Arc::new(verifier), Some(admission.clone()));
         let bearer = format!(
             "Bearer {}",
             issuer
@@ -476,7 +476,7 @@ fn start_server(
             let checkpointing = tokio::spawn(checkpoint_loop(app.clone(), async {
                 let _ = checkpoints_stopped.await;
             }));
-            let expiring = tokio::spawn(expiry_loop(app, async {
+            let expiring = tokio::spawn(expiry_loop(app, Some(admission), async {
                 let _ = expiry_stopped.await;
             }));
             let served = axum::serve(listener, router(state))

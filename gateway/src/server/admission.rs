@@ -49,4 +49,11 @@ pub trait AdmissionApi: Send + Sync {
 
     /// Waits until everything answered so far is in the ledger (called at shutdown).
     async fn settled(&self) {}
+
+    /// Before holds expire at `now`: keeps those whose job its cluster says still waits (a
+    /// held job, which the accounting database does not report) a lifetime longer; returns
+    /// how many.
+    async fn keep_waiting(&self, _now: i64) -> u64 {
+        0
+    }
 }

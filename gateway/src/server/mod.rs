@@ -250,7 +250,11 @@ pub async fn serve(app: App, listen: &str, out: &mut impl Write) -> anyhow::Resu
         admission.clone(),
         until_stopped(stopped.clone()),
     ));
-    let expiring = tokio::spawn(expiry_loop(app.clone(), until_stopped(stopped.clone())));
+    let expiring = tokio::spawn(expiry_loop(
+        app.clone(),
+        admission.clone(),
+        until_stopped(stopped.clone()),
+    ));
     let checkpointing = tokio::spawn(checkpoint_loop(app.clone(), until_stopped(stopped.clone())));
     let alerting = tokio::spawn(crate::alerts::alerts_loop(
         app.clone(),
@@ -347,10 +351,15 @@ pub async fn checkpoint_loop(app: Arc<App>, shutdown: impl Future<Output = ()>) 
     }
 }
 
-/// Every [`EXPIRY_INTERVAL`], expires the holds past their expiry (and, in the same ledger
-/// transaction, marks their API jobs `expired`) and picks up new price-table versions, until
-/// `shutdown` resolves.
-pub async fn expiry_loop(app: Arc<App>, shutdown: impl Future<Output = ()>) {
+/// Every [`EXPIRY_INTERVAL`], keeps the holds of jobs their cluster says still wait (through
+/// `admission`, [`AdmissionApi::keep_waiting`]), expires the other holds past their expiry
+/// (and, in the same ledger transaction, marks their API jobs `expired`) and picks up new
+/// price-table versions, until `shutdown` resolves.
+pub async fn expiry_loop(
+    app: Arc<App>,
+    admission: Option<Arc<dyn AdmissionApi>>,
+    shutdown: impl Future<Output = ()>,
+) {
     let mut ticks = tokio::time::interval(EXPIRY_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
@@ -359,7 +368,11 @@ pub async fn expiry_loop(app: Arc<App>, shutdown: impl Future<Output = ()>) {
             () = &mut shutdown => return,
             _ = ticks.tick() => {}
         }
-        match app.ledger.expire_holds(crate::timefmt::now()).await {
+        let now = crate::timefmt::now();
+        if let Some(admission) = &admission {
+            admission.keep_waiting(now).await;
+        }
+        match app.ledger.expire_holds(now).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(expired = n, "holds expired"),
             Err(e) => tracing::error!("expiring holds: {e}"),

@@ -217,11 +217,32 @@ pub(super) async fn mark_closed(
     Ok(())
 }
 
+/// The expiry of the active hold `id` when its job is known to be waiting at `at`: a lifetime
+/// after `at` (see [`extend_sighted`]). `false` when the hold is not active or already lives
+/// that long.
+pub(super) async fn extend(conn: &mut SqliteConnection, id: Id, at: i64) -> Result<bool> {
+    let done = sqlx::query(&format!("{EXTEND} and id = ?2"))
+        .bind(at)
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Moves an active hold's expiry to a lifetime after `?1` (every right-hand side reads the row
+/// as it was: the first move takes the lifetime from the original expiry); callers add which
+/// holds.
+const EXTEND: &str = "update holds set
+         lifetime = coalesce(lifetime, expires_at - placed_at),
+         expires_at = ?1 + coalesce(lifetime, expires_at - placed_at)
+     where state = 'active' and expires_at < ?1 + coalesce(lifetime, expires_at - placed_at)";
+
 /// Moves the expiry of the active holds of jobs the cluster reports unfinished at `at`
 /// (`jobs`: job ids by cluster label) to a whole lifetime after `at`: a hold expires only a
 /// lifetime after its job was last seen pending or running, never while it is queued longer
-/// than its time limit. (slurmdbd reports no job that is held: a held one keeps the lifetime it
-/// was placed with.) The lifetime is the one the hold was placed with, kept in
+/// than its time limit. (slurmdbd reports no held job: the gateway asks slurmctld about those,
+/// [`extend`].) The lifetime is the one the hold was placed with, kept in
 /// `lifetime` from the first sighting on (migration 0007). Returns how many holds moved.
 pub(super) async fn extend_sighted(
     conn: &mut SqliteConnection,
@@ -230,16 +251,9 @@ pub(super) async fn extend_sighted(
 ) -> Result<u64> {
     let mut moved = 0;
     for (cluster, job_ids) in jobs {
-        // Every right-hand side reads the row as it was: the first sighting takes the lifetime
-        // from the original expiry.
-        let done = sqlx::query(
-            "update holds set
-                 lifetime = coalesce(lifetime, expires_at - placed_at),
-                 expires_at = ?1 + coalesce(lifetime, expires_at - placed_at)
-             where state = 'active' and cluster_id = ?2
-               and job_ref in (select value from json_each(?3))
-               and expires_at < ?1 + coalesce(lifetime, expires_at - placed_at)",
-        )
+        let done = sqlx::query(&format!(
+            "{EXTEND} and cluster_id = ?2 and job_ref in (select value from json_each(?3))"
+        ))
         .bind(at)
         .bind(cluster)
         .bind(json_strings(job_ids.iter().copied()))

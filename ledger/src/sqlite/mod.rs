@@ -566,6 +566,13 @@ impl Storage for SqliteStorage {
         Ok(released)
     }
 
+    async fn extend_hold(&self, id: i64, at: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let moved = holds::extend(&mut tx, id, at).await?;
+        self.commit(tx).await?;
+        Ok(moved)
+    }
+
     #[tracing::instrument(skip_all)]
     async fn expire_holds(&self, now: i64) -> Result<u64> {
         let mut tx = self.begin().await?;
