@@ -114,6 +114,22 @@ impl wiremock::Respond for FailsAfterDay1 {
     }
 }
 
+/// A mock slurmrestd answering every jobs call with `cluster`, and a fixture collecting from it
+/// in slices of at most an hour.
+async fn serving_hours<R: wiremock::Respond + 'static>(
+    cluster: std::sync::Arc<R>,
+) -> (MockServer, Fixture) {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(JOBS_PATH))
+        .respond_with(Shared(cluster))
+        .mount(&server)
+        .await;
+    let mut f = fixture(&server.uri()).await;
+    f.collector.slice = Duration::from_secs(3_600);
+    (server, f)
+}
+
 /// Lets a test keep a handle on a responder that wiremock owns.
 struct Shared<R>(std::sync::Arc<R>);
 
@@ -435,15 +451,8 @@ async fn dense_windows_are_read_in_calls_of_about_a_thousand_jobs() {
     // holds a whole answer in memory, so bursar starts with a one-minute slice (1,200 jobs
     // here), shortens the next ones to about a thousand jobs a call, lengthens them again
     // where the cluster was idle, and starts its next pass from where this one ended.
-    let server = MockServer::start().await;
     let cluster = std::sync::Arc::new(DenseCluster::new(DAY1, 600, 12_000));
-    Mock::given(method("GET"))
-        .and(path(JOBS_PATH))
-        .respond_with(Shared(cluster.clone()))
-        .mount(&server)
-        .await;
-    let mut f = fixture(&server.uri()).await;
-    f.collector.slice = Duration::from_secs(3_600);
+    let (_server, f) = serving_hours(cluster.clone()).await;
     let end = DAY1 + 2 * 3_600 + 600;
     let window = PassWindow {
         since: Some(DAY1),
@@ -528,15 +537,8 @@ impl wiremock::Respond for SlowOnLongWindows {
 
 #[tokio::test]
 async fn a_slice_that_times_out_is_retried_a_quarter_as_long() {
-    let server = MockServer::start().await;
     let cluster = std::sync::Arc::new(SlowOnLongWindows::default());
-    Mock::given(method("GET"))
-        .and(path(JOBS_PATH))
-        .respond_with(Shared(cluster.clone()))
-        .mount(&server)
-        .await;
-    let mut f = fixture(&server.uri()).await;
-    f.collector.slice = Duration::from_secs(3_600);
+    let (_server, f) = serving_hours(cluster.clone()).await;
     let end = DAY1 + 3_600;
     let window = PassWindow {
         since: Some(DAY1),

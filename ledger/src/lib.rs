@@ -504,6 +504,11 @@ impl Ledger {
         self.storage.holds(active_only).await
     }
 
+    /// The active holds [`expire_holds`](Ledger::expire_holds) would close at `now`, by id.
+    pub async fn holds_due(&self, now: i64) -> Result<Vec<HoldRow>> {
+        self.storage.holds_due(now).await
+    }
+
     // --- balances and reports -------------------------------------------------------------
 
     /// Balances at `at` of every account, for every currency it has an allocation active at

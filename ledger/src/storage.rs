@@ -124,6 +124,7 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn expire_holds(&self, now: i64) -> Result<u64>;
     async fn extend_hold(&self, id: i64, at: i64) -> Result<bool>;
     async fn holds(&self, active_only: bool) -> Result<Vec<HoldRow>>;
+    async fn holds_due(&self, now: i64) -> Result<Vec<HoldRow>>;
 
     async fn balance_snapshot(&self) -> Result<BalanceSnapshot>;
     async fn usage_lines(

@@ -126,6 +126,17 @@ impl Gateway {
         Gateway::start_with("")
     }
 
+    /// A gateway (`extra` appended to its configuration) whose org holds 100 su and 100 usd,
+    /// and the path of [`job_script`] in its site.
+    fn funded(extra: &str) -> (Gateway, String) {
+        let gw = Gateway::start_with(extra);
+        gw.set_allocation("org", "su", "100");
+        gw.set_allocation("org", "usd", "100");
+        let script = job_script(gw.site.dir.path());
+        let script = script.to_str().unwrap().to_string();
+        (gw, script)
+    }
+
     /// As [`start`](Gateway::start), with `extra` appended to the site's configuration.
     fn start_with(extra: &str) -> Gateway {
         let dev = DevStack::get();
@@ -582,11 +593,8 @@ fn job_script(dir: &Path) -> PathBuf {
 
 #[test]
 fn a_job_runs_as_its_user_holds_its_estimate_and_settles_at_its_sacct_cost() {
-    let gw = Gateway::start();
-    gw.set_allocation("org", "su", "100");
-    gw.set_allocation("org", "usd", "100");
-    let script = job_script(gw.site.dir.path());
-    let script = script.to_str().unwrap();
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
 
     // 1 CPU + DefMemPerCPU 1000 MB for the 1-minute limit: 1.244140625 su/h / 60.
     let estimate = cost_micros(&ONPREM, 1, 1000, 0, 60);
@@ -678,11 +686,8 @@ fn a_job_runs_as_its_user_holds_its_estimate_and_settles_at_its_sacct_cost() {
 
 #[test]
 fn a_held_job_waits_on_its_cluster_and_cancelling_it_releases_its_hold() {
-    let gw = Gateway::start();
-    gw.set_allocation("org", "su", "100");
-    gw.set_allocation("org", "usd", "100");
-    let script = job_script(gw.site.dir.path());
-    let script = script.to_str().unwrap();
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
     let estimate = cost_micros(&ONPREM, 1, 1000, 0, 60);
 
     // slurmrestd 22.05 answers a held job with its id *and* errors[] 2042: submitted all the same.
@@ -732,11 +737,8 @@ fn a_held_job_waits_on_its_cluster_and_cancelling_it_releases_its_hold() {
 fn a_held_job_keeps_its_hold_past_its_lifetime_while_slurmctld_still_lists_it() {
     // A hold lives the time limit (1 min) + grace (1 s); slurmdbd never reports a held job, so
     // only slurmctld can say it still waits. The expiry loop runs every 30 s.
-    let gw = Gateway::start_with("holds: {grace: 1s}\n");
-    gw.set_allocation("org", "su", "100");
-    gw.set_allocation("org", "usd", "100");
-    let script = job_script(gw.site.dir.path());
-    let script = script.to_str().unwrap();
+    let (gw, script) = Gateway::funded("holds: {grace: 1s}\n");
+    let script = script.as_str();
     let estimate = cost_micros(&ONPREM, 1, 1000, 0, 60);
     let sub = gw.submit(&["-H", script]);
     assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
@@ -767,11 +769,8 @@ fn a_held_job_keeps_its_hold_past_its_lifetime_while_slurmctld_still_lists_it() 
 
 #[test]
 fn node_features_reach_the_cluster_and_one_it_lacks_is_refused_with_nothing_held() {
-    let gw = Gateway::start();
-    gw.set_allocation("org", "su", "100");
-    gw.set_allocation("org", "usd", "100");
-    let script = job_script(gw.site.dir.path());
-    let script = script.to_str().unwrap();
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
 
     // The dev stack's onprem nodes have the features skylake and ib; held, so it waits.
     let sub = gw.submit(&["-H", "-C", "skylake&ib", script]);

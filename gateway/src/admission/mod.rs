@@ -339,7 +339,7 @@ impl Admission {
     /// still waits: slurmdbd reports no held job, so the collector cannot keep its hold alive.
     /// A cluster that cannot be asked leaves the hold to expire. Returns how many were kept.
     pub async fn keep_waiting(&self, now: i64) -> u64 {
-        let holds = match self.inner.app.ledger.holds(true).await {
+        let holds = match self.inner.app.ledger.holds_due(now).await {
             Ok(holds) => holds,
             Err(e) => {
                 tracing::error!("listing holds to expire: {e}");
@@ -347,7 +347,7 @@ impl Admission {
             }
         };
         let mut kept = 0;
-        for hold in holds.iter().filter(|h| h.expires_at <= now) {
+        for hold in &holds {
             let (Some(job), Some(forwarder)) = (
                 hold.job_ref.as_deref(),
                 self.inner.forwarders.get(&hold.cluster),

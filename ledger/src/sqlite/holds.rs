@@ -344,3 +344,14 @@ pub(super) async fn list(conn: &mut SqliteConnection, active_only: bool) -> Resu
     let rows = sqlx::query(&sql).fetch_all(&mut *conn).await.map_err(db)?;
     rows.iter().map(hold_row).collect()
 }
+
+/// The active holds with `expires_at ≤ now`, by id: those the next expiry would close.
+pub(super) async fn due(conn: &mut SqliteConnection, now: i64) -> Result<Vec<HoldRow>> {
+    let sql = format!("{HOLD_SELECT} where h.state = 'active' and h.expires_at <= ? order by h.id");
+    let rows = sqlx::query(&sql)
+        .bind(now)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(hold_row).collect()
+}

@@ -568,17 +568,6 @@ async fn holds_to_settle(
     conn: &mut SqliteConnection,
     finals: &FxHashMap<Id, Vec<&str>>,
 ) -> Result<Vec<OpenHold>> {
-    if finals.is_empty() {
-        return Ok(Vec::new());
-    }
-    let any_active: bool =
-        sqlx::query_scalar("select exists (select 1 from holds where state = 'active')")
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db)?;
-    if !any_active {
-        return Ok(Vec::new());
-    }
     let mut holds = Vec::new();
     for (cluster, job_ids) in finals {
         let sql = format!(
@@ -749,7 +738,18 @@ pub(super) async fn post_usage(
         .map(|(&job, j)| (job, j.posting(lid(first_index[&job], CLUSTER))))
         .collect();
 
-    let settling = holds_to_settle(conn, &finals).await?;
+    // Most batches (every import, a cluster nobody submits to through bursar) touch no hold:
+    // one look saves settling and extending them.
+    let any_active = (!finals.is_empty() || !unfinished.is_empty())
+        && sqlx::query_scalar("select exists (select 1 from holds where state = 'active')")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db)?;
+    let settling = if any_active {
+        holds_to_settle(conn, &finals).await?
+    } else {
+        Vec::new()
+    };
 
     let mut context_accounts: Vec<Id> = account.values().copied().collect();
     context_accounts.extend(stored.values().map(|j| j.account));
@@ -821,7 +821,9 @@ pub(super) async fn post_usage(
     write_effects(conn, &effects, posted_at).await?;
     let settled_ids: Vec<Id> = settling.iter().map(|h| h.id).collect();
     super::holds::mark_closed(conn, &settled_ids, "settled", SETTLED_REASON, posted_at).await?;
-    super::holds::extend_sighted(conn, &unfinished, posted_at).await?;
+    if any_active {
+        super::holds::extend_sighted(conn, &unfinished, posted_at).await?;
+    }
 
     Ok(PostOutcome {
         charged: plan.charged,

@@ -586,6 +586,11 @@ impl Storage for SqliteStorage {
         holds::list(&mut conn, active_only).await
     }
 
+    async fn holds_due(&self, now: i64) -> Result<Vec<HoldRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        holds::due(&mut conn, now).await
+    }
+
     async fn balance_snapshot(&self) -> Result<BalanceSnapshot> {
         let mut tx = self.begin_read().await?;
         let snapshot = read::balance_snapshot(&mut tx).await?;
