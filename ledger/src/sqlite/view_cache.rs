@@ -4,8 +4,8 @@
 //! every request of a user; between two writes they cannot differ. Entries are tagged with a
 //! generation: every write transaction of this storage bumps it after its commit, and a
 //! dedicated connection's `PRAGMA data_version` — which changes whenever any *other*
-//! connection, in this process or another, committed — is looked at at most every
-//! [`VIEW_CACHE_RECHECK`] and bumps it too. An entry is served only while its generation is
+//! connection, in this process or another, committed — is looked at by every quote that
+//! finds no other quote looking at it (those go on with what is known) and bumps it too. An entry is served only while its generation is
 //! current and only for the same second (allocations start and end on whole seconds).
 //!
 //! A second tag, the *structure* generation, is bumped by every write of this storage but the
@@ -15,7 +15,7 @@
 //! from another second.
 //!
 //! So a write through this storage is seen by the next quote, and a write by another process
-//! (`bursar alloc set` beside `bursar serve`) within [`VIEW_CACHE_RECHECK`]. Decisions never
+//! (`bursar alloc set` beside `bursar serve`) by the first quote that looks after it. Decisions never
 //! read the cache: admission decides inside its write transaction.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
