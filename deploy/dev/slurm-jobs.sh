@@ -141,9 +141,17 @@ as alice "$ON" "scancel $CANCEL_RUNNING" >/dev/null
 log "submitted $(wc -l < "$TSV") jobs; waiting for the queues to drain (up to $WAIT s)"
 
 # ---------------------------------------------------------------- wait
+# Only this run's jobs count (an array's tasks and a het job's components included): jobs
+# someone else left in the queues must not hold this script up.
+ours() { # ours CLUSTER CONF -> how many of this run's jobs on CLUSTER are still in its queue
+  local q
+  q=$(SLURM_CONF=$2 squeue -h -o %i) || { echo 1; return; }   # no answer: not drained
+  awk -v c="$1" 'NR == FNR { if ($1 == c) id[$5] = 1; next }
+    { j = $1; sub(/[_+].*/, "", j); if (j in id) n++ } END { print n + 0 }' FS='\t' "$TSV" FS=' ' - <<<"$q"
+}
 deadline=$(( SECONDS + WAIT )) next_report=$(( SECONDS + 15 ))
 while :; do
-  left=$(( $(SLURM_CONF=$ON squeue -h | wc -l) + $(SLURM_CONF=$CL squeue -h | wc -l) ))
+  left=$(( $(ours onprem "$ON") + $(ours cloud "$CL") ))
   [ "$left" -eq 0 ] && break
   if [ $SECONDS -ge $deadline ]; then
     SLURM_CONF=$ON squeue >&2; SLURM_CONF=$CL squeue >&2

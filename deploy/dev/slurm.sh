@@ -245,6 +245,7 @@ done
 
 # ================================================================ 7. slurmctld + slurmd
 step "slurmctld and slurmd"
+COLD=()   # clusters whose slurmctld this run started (it restores its jobs from $STATE)
 for c in "${CLUSTERS[@]}"; do
   read -r name cport dport rport prefix nn _ <<<"$c"
   conf=$ETC/$name/slurm.conf
@@ -253,6 +254,7 @@ for c in "${CLUSTERS[@]}"; do
   else
     dev_port_free "$cport" "slurmctld $name"
     log "  slurmctld $name :$cport"
+    COLD+=("$name")
     SLURM_CONF=$conf dev_spawn "$RUN/$name-slurmctld.pid" "$LOGD/$name-slurmctld.out" /usr/sbin/slurmctld -D -f "$conf"
   fi
   while read -r node port; do
@@ -285,6 +287,26 @@ for c in "${CLUSTERS[@]}"; do
   done
   log "  $name: $(tr '\n' ' ' <<<"$states")"
 done
+
+# A slurmctld started cold restores the jobs of the stack's previous life from $STATE. When
+# no slurmstepd is left on this machine (the machine or the stack was torn down), those
+# jobs' processes are gone, yet slurmctld would show them RUNNING for ever (the slurmds
+# register without them but the host did not reboot, so nothing marks them lost) and their
+# CPUs stay allocated. Cancel them: they end CANCELLED in accounting, the queue is empty.
+if [ ${#COLD[@]} -gt 0 ] && ! pgrep -x slurmstepd >/dev/null; then
+  for name in "${COLD[@]}"; do
+    conf=$ETC/$name/slurm.conf
+    left=$(SLURM_CONF=$conf squeue -h -o %A 2>/dev/null | sort -u | paste -sd' ' -)
+    [ -n "$left" ] || continue
+    warn "$name: cancelling $(wc -w <<<"$left") job(s) left from an earlier life of the stack (no process survived): $left"
+    # shellcheck disable=SC2086  # one id per word
+    SLURM_CONF=$conf scancel $left 2>/dev/null || true
+    for (( i = 0; i < 100; i++ )); do
+      [ -z "$(SLURM_CONF=$conf squeue -h -o %A 2>/dev/null)" ] && break
+      sleep 0.2
+    done
+  done
+fi
 
 # ================================================================ 8. accounts, users, QOS
 step "accounting (QOS, accounts, users)" "$LOGD/slurmdbd.log"
