@@ -1,7 +1,6 @@
-//! The sacct reader on real Slurm 22.05 output (`shared/reference/slurm-22.05/out/`), captured
-//! from two clusters sharing one slurmdbd. `sacct-narrow.psv` is also kept in the repository
-//! (`deploy/examples/`) so these tests need nothing outside it; the other captures are read
-//! from `shared/`, which CI checks out next to the repository.
+//! The sacct reader on real Slurm 22.05 output, captured from two clusters sharing one
+//! slurmdbd and kept under `tests/fixtures/sacct-22.05/` exactly as sacct printed it.
+//! `sacct-narrow.psv` is also the example in `deploy/examples/`; one test keeps the two equal.
 
 use std::collections::BTreeSet;
 
@@ -16,7 +15,7 @@ const NARROW: &str = include_str!(concat!(
 
 fn reference(name: &str) -> String {
     let path = format!(
-        "{}/../../shared/reference/slurm-22.05/out/{name}",
+        "{}/tests/fixtures/sacct-22.05/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
@@ -257,7 +256,7 @@ fn captures_without_the_needed_columns_are_refused_before_any_line() {
 fn the_constructed_headerless_example() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/reference/constructed-fixtures/sacct_parsable2_example.txt"
+        "/tests/fixtures/sacct-22.05/sacct_parsable2_example.txt"
     );
     let text = std::fs::read_to_string(path).unwrap();
     let options = utc().format(
