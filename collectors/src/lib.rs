@@ -6,7 +6,7 @@
 //! - [`sacct`]: streaming parser for `sacct --parsable2` / `--parsable` output (any column
 //!   set and order, local or epoch times, steps skipped, bad lines quarantined), shared by
 //!   `bursar import` and the sacct collector.
-//! - [`slurmrestd`]: slurmrestd client (v0.0.38, v0.0.40–42, JWT minting): accounting jobs →
+//! - [`slurmrestd`]: slurmrestd client (v0.0.38, v0.0.40–45, JWT minting): accounting jobs →
 //!   records in bounded windows, job submit/cancel/ping, errors classed for retries.
 //! - [`synth`]: deterministic synthetic sacct output for benchmarks and tests; the
 //!   `bursar-gen-sacct` binary writes it to stdout.

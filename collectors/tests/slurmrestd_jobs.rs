@@ -127,17 +127,18 @@ async fn fetch_built(version: ApiVersion) -> bursar_collectors::slurmrestd::Fetc
 }
 
 #[tokio::test]
-async fn v0_0_40_to_42_shapes_give_the_same_records() {
+async fn v0_0_40_to_45_shapes_give_the_same_records() {
     let sacct = sacct_records();
-    for version in [
-        ApiVersion::V0_0_40,
-        ApiVersion::V0_0_41,
-        ApiVersion::V0_0_42,
-    ] {
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
         let fetched = fetch_built(version).await;
         assert_eq!(fetched.quarantined, vec![], "{version}");
-        // 21 jobs + job 6 + 8 built records (requeue twice)
-        assert_eq!(fetched.records.len(), 29, "{version}");
+        // 21 jobs + job 6 + 8 built records (requeue twice), + the expediting job from v0.0.44
+        let expediting = version >= ApiVersion::V0_0_44;
+        assert_eq!(
+            fetched.records.len(),
+            29 + usize::from(expediting),
+            "{version}"
+        );
         let real: Vec<_> = fetched
             .records
             .iter()
@@ -186,6 +187,14 @@ async fn v0_0_40_to_42_shapes_give_the_same_records() {
             find(&fetched.records, "onprem", "34").state,
             JobState::OutOfMemory
         );
+        if expediting {
+            let job = find(&fetched.records, "onprem", "37");
+            assert_eq!(
+                (job.state, job.end, job.time_limit_min),
+                (JobState::Running, None, Some(60)),
+                "{version}: EXPEDITING is a flag"
+            );
+        }
         let rest_of_array = find(&fetched.records, "onprem", "36");
         assert_eq!(rest_of_array.display_id, "35_[2-5]");
         assert_eq!(
@@ -376,11 +385,7 @@ async fn v0_0_38_times_in_the_configured_server_zone_or_as_uts() {
 
 #[tokio::test]
 async fn v0_0_4x_query_has_epoch_times_and_explicit_duplicate_and_truncation_flags() {
-    for version in [
-        ApiVersion::V0_0_40,
-        ApiVersion::V0_0_41,
-        ApiVersion::V0_0_42,
-    ] {
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
         let server = MockServer::start().await;
         Mock::given(method("GET"))
             .and(path(format!("/slurmdb/{version}/jobs/")))
@@ -564,7 +569,12 @@ async fn discovery_takes_the_highest_version_bursar_speaks() {
                 "/slurmdb/v0.0.43/jobs/",
                 "/slurm/v0.0.43/jobs/",
             ]),
-            Ok(ApiVersion::V0_0_42),
+            Ok(ApiVersion::V0_0_43),
+        ),
+        (
+            // a site that loads only the newest data_parser, on a Slurm newer than bursar
+            spec(&["/slurmdb/v0.0.45/jobs/", "/slurmdb/v0.0.46/jobs/"]),
+            Ok(ApiVersion::V0_0_45),
         ),
         (
             // 23.11
@@ -576,8 +586,8 @@ async fn discovery_takes_the_highest_version_bursar_speaks() {
             Ok(ApiVersion::V0_0_40),
         ),
         (
-            spec(&["/slurmdb/v0.0.39/jobs", "/slurmdb/v0.0.44/jobs/"]),
-            Err(vec!["v0.0.39".to_string(), "v0.0.44".to_string()]),
+            spec(&["/slurmdb/v0.0.39/jobs", "/slurmdb/v0.0.46/jobs/"]),
+            Err(vec!["v0.0.39".to_string(), "v0.0.46".to_string()]),
         ),
     ];
     for (body, expected) in cases {

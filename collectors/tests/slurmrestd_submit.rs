@@ -148,11 +148,7 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         submit_body(ApiVersion::V0_0_38, &v38_job).unwrap(),
         fixture_json("constructed/slurm_v0.0.38_job_submit_req.json")
     );
-    for version in [
-        ApiVersion::V0_0_40,
-        ApiVersion::V0_0_41,
-        ApiVersion::V0_0_42,
-    ] {
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
         assert_eq!(
             submit_body(version, &fixture_job()).unwrap(),
             fixture_json("constructed/slurm_v0.0.41plus_job_submit_req.json"),
@@ -194,6 +190,55 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         assert_eq!(body["job"].get("hold"), None, "{version}");
         assert_eq!(body["job"].get("constraints"), None, "{version}");
     }
+}
+
+/// Every field bursar sends in `job` is one the version's published submit schema has, with
+/// the schema's JSON type (v0.0.40–v0.0.45; the fields come from the specs through
+/// `build_submit_fields.py`).
+#[test]
+fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
+    let schema = fixture_json("constructed/job_submit_fields_v0.0.4x.json");
+    let everything = JobSubmission {
+        nodes: Some(2),
+        gpus_per_node: Some(GpuRequest {
+            count: 2,
+            kind: Some("h100".into()),
+        }),
+        standard_error: Some("/home/alice/%j.err".into()),
+        constraints: Some("skylake&ib".into()),
+        hold: true,
+        ..fixture_job()
+    };
+    let json_type = |value: &Value| match value {
+        Value::String(_) => "string",
+        Value::Number(_) => "integer",
+        Value::Bool(_) => "boolean",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    };
+    let mut checked = 0;
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
+        let fields = &schema["versions"][version.as_str()];
+        assert!(fields.is_object(), "{version} is in the fixture");
+        let body = submit_body(version, &everything).unwrap();
+        let job = body["job"].as_object().unwrap();
+        assert_eq!(job.len(), 18, "{version}: {job:?}");
+        for (key, value) in job {
+            assert_eq!(
+                fields[key].as_str(),
+                Some(json_type(value)),
+                "{version}: job.{key} = {value}"
+            );
+            checked += 1;
+        }
+        // the limits bursar prices with are sent as set numbers
+        for key in ["time_limit", "memory_per_node"] {
+            assert_eq!(job[key]["set"], json!(true), "{version}: {key}");
+        }
+        assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
+    }
+    assert_eq!(checked, 18 * 6);
 }
 
 #[tokio::test]
@@ -410,6 +455,53 @@ async fn v0_0_42_ping_and_cancel_shapes() {
         .collect();
     assert_eq!(up, vec![("primary", false), ("backup1", true)]);
     client.cancel_job("alice", 77).await.unwrap();
+}
+
+/// v0.0.45's ping has no `pinged` and no `mode`: `responding` says up, `primary` the role.
+/// Its cancel answer is v0.0.42's.
+#[tokio::test]
+async fn v0_0_45_ping_and_cancel_shapes() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.45/ping/"))
+        .respond_with(json_answer(
+            200,
+            json!({"pings": [
+                {"hostname": "ctl1", "responding": true, "latency": 250, "primary": true,
+                 "status": "OK"},
+                {"hostname": "ctl2", "responding": false, "latency": 0, "primary": false,
+                 "status": "ERROR"}],
+                "meta": {"slurm": {"release": "26.05.0"}}, "errors": [], "warnings": []})
+            .to_string(),
+        ))
+        .mount(&server)
+        .await;
+    Mock::given(method("DELETE"))
+        .and(path("/slurm/v0.0.45/job/78"))
+        .respond_with(json_answer(
+            200,
+            json!({"status": [{"error": {"string": "Invalid job id specified", "code": 2017,
+                "message": "Invalid job id specified"}, "step_id": "",
+                "job_id": {"set": true, "infinite": false, "number": 78}}],
+                "errors": [], "warnings": []})
+            .to_string(),
+        ))
+        .mount(&server)
+        .await;
+    let (client, _key) = client(&server, Some(ApiVersion::V0_0_45));
+    let ping = client.ping().await.unwrap();
+    assert_eq!(ping.release.as_deref(), Some("26.05.0"));
+    let seen: Vec<_> = ping
+        .controllers
+        .iter()
+        .map(|c| (c.hostname.as_str(), c.mode.as_str(), c.up))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![("ctl1", "primary", true), ("ctl2", "backup", false)]
+    );
+    let refused = client.cancel_job("alice", 78).await.unwrap_err();
+    assert!(refused.to_string().contains("Invalid job id"), "{refused}");
 }
 
 #[tokio::test]

@@ -406,7 +406,7 @@ pub struct SubmitSlurmrestd {
     /// The cluster's `jwt_key=` file: bursar mints a token per submitting user (claim `sun`).
     #[serde(default)]
     pub jwt_key_file: Option<PathBuf>,
-    /// `v0.0.38`, `v0.0.40`, `v0.0.41`, `v0.0.42`, or `auto`.
+    /// `v0.0.38`, `v0.0.40` to `v0.0.45`, or `auto`.
     #[serde(default)]
     pub api_version: Option<String>,
 }
@@ -538,7 +538,7 @@ pub struct SlurmrestdSource {
     /// Who bursar acts as when reading accounting (default `slurm`, the SlurmUser).
     #[serde(default)]
     pub user: Option<String>,
-    /// `v0.0.38`, `v0.0.40`, `v0.0.41`, `v0.0.42`, or `auto` (default: ask `/openapi/v3`).
+    /// `v0.0.38`, `v0.0.40` to `v0.0.45`, or `auto` (default: ask `/openapi/v3`).
     #[serde(default)]
     pub api_version: Option<String>,
     /// Zone slurmrestd 22.05 reads query times in (default UTC).

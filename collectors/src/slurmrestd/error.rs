@@ -42,7 +42,7 @@ pub enum RestError {
     /// The server lists no slurmdb API version bursar speaks.
     #[error(
         "slurmrestd offers no slurmdb API version bursar speaks (it lists {offered:?}; bursar \
-         speaks v0.0.38, v0.0.40, v0.0.41, v0.0.42)"
+         speaks v0.0.38, v0.0.40 to v0.0.45)"
     )]
     UnsupportedVersion { offered: Vec<String> },
 

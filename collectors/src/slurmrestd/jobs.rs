@@ -1,7 +1,7 @@
 //! Accounting job objects (`GET /slurmdb/vX/jobs`) to [`UsageRecord`]s, for every supported
 //! version at once: each field is read in all the shapes the versions use (plain integers or
 //! `{set, infinite, number}`, `null` or `""`, a state string or a state list), so one reader
-//! serves v0.0.38 through v0.0.42 and a server that mixes shapes.
+//! serves v0.0.38 through v0.0.45 and a server that mixes shapes.
 //!
 //! A job that cannot be mapped is quarantined with a reason naming the JSON path and value;
 //! the rest of the page still comes through.

@@ -1,5 +1,5 @@
 //! slurmrestd client: accounting jobs as [`UsageRecord`]s, and job submit / cancel / ping, for
-//! slurmrestd OpenAPI v0.0.38 (Slurm 22.05) and v0.0.40, v0.0.41, v0.0.42 (Slurm 23.11–26.05).
+//! slurmrestd OpenAPI v0.0.38 (Slurm 22.05) and v0.0.40 to v0.0.45 (Slurm 23.11 and later).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), bursar_collectors::slurmrestd::RestError> {
@@ -20,7 +20,7 @@
 //!
 //! # Versions
 //!
-//! | | v0.0.38 (22.05) | v0.0.40 – v0.0.42 (data_parser) |
+//! | | v0.0.38 (22.05) | v0.0.40 – v0.0.45 (data_parser) |
 //! |---|---|---|
 //! | jobs path | `/slurmdb/v0.0.38/jobs` | `/slurmdb/v0.0.4x/jobs/` |
 //! | window | `start_time`/`end_time` as `YYYY-MM-DDTHH:MM:SS` in the server's zone (epoch is refused; [`LegacyTimes`]) | epoch seconds (the specs' "UNIX timestamp") |
@@ -30,7 +30,11 @@
 //! | submit body | `script` top-level, `environment` an object | `job.script`, `environment` a `K=V` list, `time_limit`/`memory_per_node` as `{set,…}` |
 //!
 //! v0.0.41 has v0.0.40's job object; v0.0.42 adds `time.planned`, `qosreq`, `restart_cnt`,
-//! `stdout…`, and answers a cancel with per-job `status[]`. [`ApiSelection::Auto`] reads
+//! `stdout…`, and answers a cancel with per-job `status[]`. v0.0.43–v0.0.45 keep v0.0.42's
+//! shape for every field bursar reads or sends (the job list, the submit body and answer, the
+//! cancel answer, errors): v0.0.43 adds `reservation.requested` and `segment_size`, v0.0.44
+//! the state flag `EXPEDITING` (transient, like `COMPLETING`), v0.0.45 `sluid` and a ping
+//! without `pinged`/`mode`. [`ApiSelection::Auto`] reads
 //! `GET /openapi/v3` (which needs a token too) once and takes the highest supported version
 //! with a `/slurmdb/vX/jobs` path.
 //!
@@ -73,7 +77,7 @@
 //! record equal field by field to the sacct reader's for the same window, one-minute slices and
 //! `uts` times giving the same records, both bad-token answers, a v0.0.38 submit with
 //! `nodes: [1, 1]`, `gres` and a QOS, cancel by another user refused (2002), cancel by the owner
-//! (also of an already-cancelled job) accepted. v0.0.40–42 are checked against the published
+//! (also of an already-cancelled job) accepted. v0.0.40–45 are checked against the published
 //! schemas only.
 
 mod auth;

@@ -312,7 +312,9 @@ impl Ping {
 }
 
 /// v0.0.38 `pings[] {hostname, ping: "UP", status, mode}`; v0.0.40+ `pings[] {hostname,
-/// pinged: "UP", latency, mode}` (+ `responding`, `primary` from v0.0.42).
+/// pinged: "UP", latency, mode}` (+ `responding`, `primary` from v0.0.42); v0.0.45 `pings[]
+/// {hostname, responding, primary, latency, status}`, without `pinged` and `mode` (the mode
+/// is then `primary` or `backup`, from `primary`).
 pub(crate) fn parse_ping(status: u16, body: &[u8], user: &str) -> Result<Ping, RestError> {
     let json = json_body(body, "ping answer")?;
     check_ok_errors(status, &api_errors(&json), user)?;
@@ -336,9 +338,15 @@ pub(crate) fn parse_ping(status: u16, body: &[u8], user: &str) -> Result<Ping, R
                 Some(responding) => responding,
                 None => word.eq_ignore_ascii_case("UP"),
             };
+            let mode = match (text("mode"), p.get("primary").and_then(Value::as_bool)) {
+                (mode, _) if !mode.is_empty() => mode,
+                (_, Some(true)) => "primary".to_string(),
+                (_, Some(false)) => "backup".to_string(),
+                (_, None) => String::new(),
+            };
             ControllerPing {
                 hostname: text("hostname"),
-                mode: text("mode"),
+                mode,
                 up,
             }
         })

@@ -16,6 +16,13 @@ use serde::Deserialize;
 /// | v0.0.40 | 23.11 – 25.05 | `data_parser/v0.0.40` |
 /// | v0.0.41 | 24.05 – 25.11 | `data_parser/v0.0.41` |
 /// | v0.0.42 | 24.11 – 26.05 | `data_parser/v0.0.42` |
+/// | v0.0.43 | 25.05 – | `data_parser/v0.0.43` |
+/// | v0.0.44 | 25.11 – | `data_parser/v0.0.44` |
+/// | v0.0.45 | 26.05 – | `data_parser/v0.0.45` |
+///
+/// v0.0.43–v0.0.45 carry v0.0.42's job, submit, cancel and error objects for every field
+/// bursar reads or sends (v0.0.44 adds the state flag `EXPEDITING`, v0.0.45 drops `pinged` and
+/// `mode` from a ping, keeping `responding` and `primary`).
 ///
 /// v0.0.39 (23.02's data_parser debut, gone in 24.11) is not supported: every release that
 /// serves it also serves v0.0.38 or v0.0.40.
@@ -25,15 +32,21 @@ pub enum ApiVersion {
     V0_0_40,
     V0_0_41,
     V0_0_42,
+    V0_0_43,
+    V0_0_44,
+    V0_0_45,
 }
 
 impl ApiVersion {
     /// Every supported version, oldest first.
-    pub const ALL: [ApiVersion; 4] = [
+    pub const ALL: [ApiVersion; 7] = [
         ApiVersion::V0_0_38,
         ApiVersion::V0_0_40,
         ApiVersion::V0_0_41,
         ApiVersion::V0_0_42,
+        ApiVersion::V0_0_43,
+        ApiVersion::V0_0_44,
+        ApiVersion::V0_0_45,
     ];
 
     /// `v0.0.38`, as it appears in URLs.
@@ -43,16 +56,22 @@ impl ApiVersion {
             ApiVersion::V0_0_40 => "v0.0.40",
             ApiVersion::V0_0_41 => "v0.0.41",
             ApiVersion::V0_0_42 => "v0.0.42",
+            ApiVersion::V0_0_43 => "v0.0.43",
+            ApiVersion::V0_0_44 => "v0.0.44",
+            ApiVersion::V0_0_45 => "v0.0.45",
         }
     }
 
-    /// The minor number: 38, 40, 41, 42.
+    /// The minor number: 38, 40, 41, 42, 43, 44, 45.
     pub fn minor(self) -> u32 {
         match self {
             ApiVersion::V0_0_38 => 38,
             ApiVersion::V0_0_40 => 40,
             ApiVersion::V0_0_41 => 41,
             ApiVersion::V0_0_42 => 42,
+            ApiVersion::V0_0_43 => 43,
+            ApiVersion::V0_0_44 => 44,
+            ApiVersion::V0_0_45 => 45,
         }
     }
 
@@ -98,7 +117,7 @@ impl fmt::Display for ApiVersion {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown slurmrestd API version {0:?} (bursar speaks v0.0.38, v0.0.40, v0.0.41, v0.0.42)")]
+#[error("unknown slurmrestd API version {0:?} (bursar speaks v0.0.38, v0.0.40 to v0.0.45)")]
 pub struct UnknownApiVersion(pub String);
 
 impl FromStr for ApiVersion {
@@ -181,7 +200,8 @@ mod tests {
         assert_eq!("dbv0.0.38".parse(), Ok(ApiVersion::V0_0_38));
         assert_eq!("0.0.42".parse(), Ok(ApiVersion::V0_0_42));
         assert!("v0.0.39".parse::<ApiVersion>().is_err());
-        assert!("v0.0.43".parse::<ApiVersion>().is_err());
+        assert_eq!("v0.0.45".parse(), Ok(ApiVersion::V0_0_45));
+        assert!("v0.0.46".parse::<ApiVersion>().is_err());
         for v in ApiVersion::ALL {
             assert_eq!(v.as_str().parse(), Ok(v));
         }
@@ -197,8 +217,25 @@ mod tests {
             "/slurm/v0.0.44/jobs/": {}
         }}"#;
         let found = discover(spec).unwrap();
-        assert_eq!(found.chosen, Some(ApiVersion::V0_0_42));
+        assert_eq!(found.chosen, Some(ApiVersion::V0_0_43));
         assert_eq!(found.offered, vec!["v0.0.41", "v0.0.42", "v0.0.43"]);
+
+        // 25.11 loads v0.0.41 to v0.0.44; a site may load only the newest plugin; a later
+        // Slurm may offer versions bursar does not know yet
+        let slurm_25_11 = br#"{"paths": {
+            "/slurmdb/v0.0.41/jobs/": {}, "/slurmdb/v0.0.42/jobs/": {},
+            "/slurmdb/v0.0.43/jobs/": {}, "/slurmdb/v0.0.44/jobs/": {}
+        }}"#;
+        assert_eq!(
+            discover(slurm_25_11).unwrap().chosen,
+            Some(ApiVersion::V0_0_44)
+        );
+        let only_45 = br#"{"paths": {"/slurmdb/v0.0.45/jobs/": {}}}"#;
+        assert_eq!(discover(only_45).unwrap().chosen, Some(ApiVersion::V0_0_45));
+        let newer = br#"{"paths": {"/slurmdb/v0.0.45/jobs/": {}, "/slurmdb/v0.0.46/jobs/": {}}}"#;
+        let found = discover(newer).unwrap();
+        assert_eq!(found.chosen, Some(ApiVersion::V0_0_45));
+        assert_eq!(found.offered, vec!["v0.0.45", "v0.0.46"]);
 
         let only_39 = br#"{"paths": {"/slurmdb/v0.0.39/jobs": {}}}"#;
         assert_eq!(discover(only_39).unwrap().chosen, None);
