@@ -439,6 +439,45 @@ async fn a_checkpoint_moves_committed_data_into_the_database_file() {
 }
 
 #[tokio::test]
+async fn a_checkpoint_after_a_large_write_lets_the_wal_start_over_and_shrink() {
+    use sqlx::{Connection, Executor};
+    let (dir, ledger) = setup().await;
+    // The checkpointer from now on: the writer stops checkpointing at commit.
+    ledger.checkpoint().await.unwrap();
+    let wal = dir.path().join("ledger.db-wal");
+    // Another connection writes 18,000 pages (about 72 MiB) of WAL without checkpointing.
+    let url = format!(
+        "sqlite://{}?mode=rw",
+        dir.path().join("ledger.db").display()
+    );
+    let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    other
+        .execute(
+            "pragma wal_autocheckpoint = 0;
+             create table pad (b blob);
+             with recursive n (i) as (select 1 union all select i + 1 from n where i < 18000)
+             insert into pad select zeroblob(4000) from n;",
+        )
+        .await
+        .unwrap();
+    other.close().await.unwrap();
+    let grown = std::fs::metadata(&wal).unwrap().len();
+    assert!(grown > 64 << 20, "the WAL holds {grown} bytes");
+
+    ledger.checkpoint().await.unwrap();
+    // The next write starts the WAL over and cuts the file back to `journal_size_limit`.
+    ledger
+        .admit(&[admission(1, "physics", 30, None)], T0 + HOUR)
+        .await
+        .unwrap();
+    let after = std::fs::metadata(&wal).unwrap().len();
+    assert!(after <= 64 << 20, "the WAL still holds {after} bytes");
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(b.held, 30 * UNIT);
+    assert!(ledger.verify().await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn closed_accounts_and_accounts_under_them_are_refused() {
     let (_dir, ledger) = setup().await;
     ledger

@@ -104,6 +104,10 @@ impl SqliteTarget {
 /// [`admit::PREPARED_BATCH`] jobs come in a few hundred shapes (sqlx's default keeps 100).
 const WRITER_STATEMENTS: usize = 1024;
 
+/// Frames (pages) in the WAL past which [`Storage::checkpoint`] makes it start over: 64 MiB
+/// of 4 KiB pages, as many as `wal_autocheckpoint` lets it hold before a checkpoint at commit.
+const WAL_RESTART_FRAMES: i64 = 16_384;
+
 /// The ledger on SQLite.
 #[derive(Debug, Clone)]
 pub struct SqliteStorage {
@@ -135,7 +139,9 @@ impl SqliteStorage {
         // of index pages per batch.
         .pragma("cache_size", "-65536")
         .pragma("temp_store", "memory")
-        .pragma("wal_autocheckpoint", "16384");
+        .pragma("wal_autocheckpoint", "16384")
+        // The WAL file is cut back to this after it starts over (64 MiB).
+        .pragma("journal_size_limit", "67108864");
 
         // No ping before each acquire (sqlx's default): an embedded connection cannot have
         // hung up, and the ping is one more round trip to the connection's worker thread on
@@ -806,10 +812,25 @@ impl Storage for SqliteStorage {
             .await?;
         if let Some(pool) = pool {
             // PASSIVE: copies what no reader still needs, waits for nobody.
-            sqlx::query("pragma wal_checkpoint(passive)")
-                .execute(pool)
-                .await
-                .map_err(db)?;
+            let (_busy, log, _copied): (i64, i64, i64) =
+                sqlx::query_as("pragma wal_checkpoint(passive)")
+                    .fetch_one(pool)
+                    .await
+                    .map_err(db)?;
+            // Under sustained writes a passive checkpoint never catches up with the writer,
+            // and the WAL only starts over once one has: it grew by ~100 MB a second under a
+            // stream of admissions. Past the limit, RESTART copies the little the passive one
+            // left, holding new write transactions back meanwhile (they wait on the busy
+            // timeout, a few milliseconds), so that the next one writes the WAL from its start
+            // (and `journal_size_limit` cuts the file back).
+            if log > WAL_RESTART_FRAMES {
+                let (busy, log, copied): (i64, i64, i64) =
+                    sqlx::query_as("pragma wal_checkpoint(restart)")
+                        .fetch_one(pool)
+                        .await
+                        .map_err(db)?;
+                tracing::debug!(busy, log, copied, "restarted the WAL");
+            }
         }
         Ok(())
     }
