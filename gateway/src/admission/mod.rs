@@ -321,6 +321,22 @@ pub(crate) fn random_hex(bytes: usize) -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A unique key whose text sorts by creation time: `api:`, the clock in microseconds since
+/// the epoch (16 hex digits), then 8 random bytes. Keys of a burst of submissions land next
+/// to each other at the end of the holds' key index instead of on as many random pages of it
+/// (a random key dirtied one index page per submission, written again to the WAL by every
+/// commit).
+pub(crate) fn time_ordered_key() -> String {
+    let micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    format!(
+        "api:{:016x}{}",
+        micros & u128::from(u64::MAX),
+        random_hex(8)
+    )
+}
+
 /// The admission service. Cheap to clone; clones share everything.
 #[derive(Clone)]
 pub struct Admission {
@@ -724,7 +740,7 @@ impl Admission {
                 job_ref: None,
                 placed_at: at,
                 expires_at: at.saturating_add(lifetime),
-                idempotency_key: format!("api:{}", random_hex(16)),
+                idempotency_key: time_ordered_key(),
                 note: Some(format!("api submission by {}", quote.user)),
             }),
             job: NewApiJob {
@@ -1163,5 +1179,33 @@ fn refusal(quote: &Quote, lost: Vec<Value>) -> AdmissionError {
     AdmissionError::Invalid {
         message,
         details: json!({"clusters": reasons}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::time_ordered_key;
+
+    #[test]
+    fn hold_keys_are_unique_and_sort_in_the_order_they_were_made() {
+        let mut keys = Vec::new();
+        for _ in 0..50 {
+            keys.push(time_ordered_key());
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted, keys);
+        // `api:`, 16 hex digits of clock, 16 random ones.
+        assert!(
+            keys.iter().all(|k| k.len() == 36
+                && k.starts_with("api:")
+                && k[4..].bytes().all(|b| b.is_ascii_hexdigit())),
+            "{keys:?}"
+        );
+        // Made within the same microsecond, they still differ.
+        let (a, b) = (time_ordered_key(), time_ordered_key());
+        assert_ne!(a, b);
     }
 }
