@@ -5,8 +5,12 @@
 //! builds it (the configuration loaded from a file, the SQLite ledger in a scratch folder, the
 //! HS256 verifier, the admission service, the hold-expiry and checkpoint loops), served by `axum::serve` on a
 //! `127.0.0.1:0` listener in its own runtime. The clients are tokio tasks in another runtime,
-//! each with its own keep-alive `reqwest` connection, so every request crosses real loopback
-//! TCP. Scenarios:
+//! each with its own keep-alive connection, so every request crosses real loopback TCP. The
+//! load generator's HTTP is [`http1::Http1`] by default: the request built once, one write and
+//! a read per request, as `wrk` does, so that the two cores go to what is measured rather than
+//! to the clients (`--load-client reqwest` uses `reqwest` and, for the baseline,
+//! [`SlurmRestClient`], which cost the clients about as much CPU per request as bursar spends
+//! on a quote). Scenarios:
 //!
 //! - `quotes`: `POST /v1/quotes`, two clusters quoted (su and usd) for one account with
 //!   allocations on it and on its parent.
@@ -15,10 +19,10 @@
 //!   ids: quote, hold, record, link — everything bursar does itself.
 //! - `admit-slurm`: `POST /v1/jobs` forwarded to the real slurmrestd of the dev stack
 //!   (`deploy/dev/`, cluster `onprem`): a one-minute `true` job per request.
-//! - `direct-slurm`: the same jobs sent straight to that slurmrestd with the same client code
-//!   (`SlurmRestClient::submit_job`, a per-user token minted from the same key), the same body
-//!   (`slurm_submission` of the same `ForwardJob`) and the same concurrency: the baseline
-//!   bursar's overhead is measured against.
+//! - `direct-slurm`: the same jobs sent straight to that slurmrestd by the same load generator,
+//!   with the body bursar's forwarder sends (`submit_body` of `slurm_submission` of the same
+//!   `ForwardJob`), a token for alice minted from the same key, and the same concurrency: the
+//!   baseline bursar's overhead is measured against.
 //!
 //! `healthz` (`GET /healthz`: no token, no ledger) measures what HTTP and the load generator
 //! alone cost on this machine, the ceiling of every other scenario. The local scenarios run for
@@ -48,7 +52,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use async_trait::async_trait;
 use bursar_collectors::slurmrestd::{
-    ApiSelection, ApiVersion, JobSubmission, SlurmAuth, SlurmRestClient, SlurmRestConfig,
+    mint_token, submit_body, ApiSelection, ApiVersion, JobSubmission, SlurmAuth, SlurmClaims,
+    SlurmRestClient, SlurmRestConfig,
 };
 use bursar_gateway::admission::forward::{forwarders_from_config, slurm_submission};
 use bursar_gateway::admission::{Admission, ForwardError, ForwardJob, Forwarded, Forwarder};
@@ -63,6 +68,10 @@ use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
+
+#[path = "bench_api/http1.rs"]
+mod http1;
+use http1::Http1;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -115,6 +124,9 @@ struct Args {
     /// Worker threads of the clients' runtime.
     #[arg(long, default_value_t = 2)]
     client_threads: usize,
+    /// The load generator's HTTP client, for every scenario (the baseline included).
+    #[arg(long, value_enum, default_value_t = LoadClient::Raw)]
+    load_client: LoadClient,
     /// Before each run, wait until other processes use less than this percentage of the
     /// machine (sampled over 2 s), for at most `--idle-wait` seconds. What they used during
     /// each run is reported either way.
@@ -841,71 +853,147 @@ impl CpuSample {
     }
 }
 
-/// A client of bursar's API: one keep-alive connection, alice's token, and a fixed JSON body
-/// to POST (none: a GET).
-#[derive(Clone)]
-struct ApiClient {
-    http: reqwest::Client,
-    url: String,
-    bearer: Arc<str>,
-    body: Option<Arc<str>>,
+/// Which HTTP client the load generator uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LoadClient {
+    /// [`http1::Http1`]: the request built once, one write and a read per request (as `wrk`).
+    Raw,
+    /// `reqwest` (for bursar's API) and [`SlurmRestClient`] (for slurmrestd directly): what a
+    /// Rust program would use, at several times the CPU per request.
+    Reqwest,
 }
 
-impl ApiClient {
-    fn new(server: &Server, path: &str, body: Option<&Value>) -> anyhow::Result<ApiClient> {
-        Ok(ApiClient {
-            http: reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .build()
-                .context("the HTTP client")?,
-            url: format!("{}{path}", server.url),
-            bearer: server.bearer.as_str().into(),
-            body: body.map(|b| b.to_string().into()),
+/// A client of one HTTP endpoint: one keep-alive connection and a fixed request (method, path,
+/// headers, body); each call may add headers.
+#[derive(Clone)]
+enum HttpClient {
+    Raw(Arc<tokio::sync::Mutex<Http1>>),
+    Reqwest {
+        http: reqwest::Client,
+        url: String,
+        headers: Arc<Vec<(String, String)>>,
+        body: Option<Arc<str>>,
+    },
+}
+
+impl HttpClient {
+    /// `POST` with `body`, or `GET` without one.
+    fn new(
+        load: LoadClient,
+        base: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> anyhow::Result<HttpClient> {
+        let method = if body.is_some() { "POST" } else { "GET" };
+        let mut headers = headers.to_vec();
+        if body.is_some() {
+            headers.push(("Content-Type", "application/json"));
+        }
+        Ok(match load {
+            LoadClient::Raw => HttpClient::Raw(Arc::new(tokio::sync::Mutex::new(Http1::new(
+                base,
+                method,
+                path,
+                &headers,
+                body.map(str::as_bytes),
+            )?))),
+            LoadClient::Reqwest => HttpClient::Reqwest {
+                http: reqwest::Client::builder()
+                    .pool_max_idle_per_host(1)
+                    .build()
+                    .context("the HTTP client")?,
+                url: format!("{base}{path}"),
+                headers: Arc::new(
+                    headers
+                        .iter()
+                        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                        .collect(),
+                ),
+                body: body.map(Into::into),
+            },
         })
     }
 
-    /// Sends the request (with `Idempotency-Key: key` when given); the answer's JSON when the
-    /// status is `expected`, else an error naming status and body.
-    async fn call(&self, key: Option<String>, expected: u16) -> Result<Value, String> {
-        let mut request = match &self.body {
-            Some(body) => self
-                .http
-                .post(&self.url)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body.to_string()),
-            None => self.http.get(&self.url),
+    /// Sends the request with `extra` headers; the answer's body when its status is
+    /// `expected`, else an error naming status and body. `parse` turns the body into what the
+    /// caller needs (nothing, for most scenarios: the status says it all).
+    async fn call<T>(
+        &self,
+        extra: &[(&str, &str)],
+        expected: u16,
+        parse: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let check = |status: u16, body: &[u8]| {
+            if status == expected {
+                parse(body)
+            } else {
+                Err(format!(
+                    "HTTP {status}: {}",
+                    String::from_utf8_lossy(body)
+                        .chars()
+                        .take(300)
+                        .collect::<String>()
+                ))
+            }
+        };
+        match self {
+            HttpClient::Raw(client) => {
+                let mut client = client.lock().await;
+                let answer = client.send(extra).await.map_err(|e| e.to_string())?;
+                check(answer.status, answer.body)
+            }
+            HttpClient::Reqwest {
+                http,
+                url,
+                headers,
+                body,
+            } => {
+                let mut request = match body {
+                    Some(body) => http.post(url).body(body.to_string()),
+                    None => http.get(url),
+                };
+                for (name, value) in headers.iter() {
+                    request = request.header(name, value);
+                }
+                for (name, value) in extra {
+                    request = request.header(*name, *value);
+                }
+                let response = request.send().await.map_err(|e| e.to_string())?;
+                let status = response.status().as_u16();
+                let bytes = response.bytes().await.map_err(|e| e.to_string())?;
+                check(status, &bytes)
+            }
         }
-        .header(reqwest::header::AUTHORIZATION, &*self.bearer);
-        if let Some(key) = key {
-            request = request.header("Idempotency-Key", key);
-        }
-        let response = request.send().await.map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let bytes = response.bytes().await.map_err(|e| e.to_string())?;
-        if status != expected {
-            return Err(format!(
-                "HTTP {status}: {}",
-                String::from_utf8_lossy(&bytes)
-                    .chars()
-                    .take(300)
-                    .collect::<String>()
-            ));
-        }
-        serde_json::from_slice(&bytes).map_err(|e| format!("the answer is not JSON: {e}"))
     }
 }
 
-/// One client per task, all against `server`.
+/// One client of bursar's API per task, all against `server` with alice's token.
 fn api_clients(
+    load: LoadClient,
     server: &Server,
     path: &str,
     body: Option<&Value>,
     n: usize,
-) -> anyhow::Result<Arc<Vec<ApiClient>>> {
+) -> anyhow::Result<Arc<Vec<HttpClient>>> {
+    let body = body.map(Value::to_string);
     (0..n)
-        .map(|_| ApiClient::new(server, path, body))
+        .map(|_| {
+            HttpClient::new(
+                load,
+                &server.url,
+                path,
+                &[("Authorization", &server.bearer)],
+                body.as_deref(),
+            )
+        })
         .collect::<anyhow::Result<Vec<_>>>()
         .map(Arc::new)
+}
+
+/// Any body at all.
+fn ignore(_: &[u8]) -> Result<(), String> {
+    Ok(())
 }
 
 // --- local scenarios -----------------------------------------------------------------------------
@@ -928,7 +1016,7 @@ fn run_local(
         Scenario::Quotes => ("/v1/quotes", Some(&job), 200),
         _ => ("/v1/jobs", Some(&job), 201),
     };
-    let clients = api_clients(&server, path, body, args.clients)?;
+    let clients = api_clients(args.load_client, &server, path, body, args.clients)?;
     let submit = scenario == Scenario::AdmitStub;
     let load = |phase: &'static str, seconds: u64| {
         let clients = clients.clone();
@@ -939,8 +1027,13 @@ fn run_local(
             move |client, seq| {
                 let c = clients[client].clone();
                 async move {
-                    let key = submit.then(|| format!("bench-{phase}-{run}-{client}-{seq}"));
-                    c.call(key, expected).await.map(drop)
+                    match submit {
+                        true => {
+                            let key = format!("bench-{phase}-{run}-{client}-{seq}");
+                            c.call(&[("Idempotency-Key", &key)], expected, ignore).await
+                        }
+                        false => c.call(&[], expected, ignore).await,
+                    }
                 }
             },
         )
@@ -1011,6 +1104,51 @@ impl SlurmTarget {
     }
 }
 
+impl SlurmTarget {
+    /// `n` load clients that submit `submission` as alice straight to slurmrestd, as
+    /// [`SlurmRestClient::submit_job`] would send it (v0.0.38 body, a token minted from the
+    /// cluster's key for alice, five minutes).
+    fn raw_clients(
+        &self,
+        submission: &JobSubmission,
+        n: usize,
+    ) -> anyhow::Result<Arc<Vec<HttpClient>>> {
+        let version = ApiVersion::V0_0_38;
+        let body = submit_body(version, submission)
+            .map_err(|e| anyhow!("{e}"))?
+            .to_string();
+        let key = std::fs::read(&self.key_file)
+            .with_context(|| format!("reading {}", self.key_file.display()))?;
+        let now = chrono::Utc::now().timestamp();
+        let token = mint_token(
+            &key,
+            &SlurmClaims {
+                sun: "alice".to_string(),
+                iat: now,
+                exp: now + 300,
+            },
+        )
+        .map_err(|e| anyhow!("{e}"))?;
+        let path = format!("/slurm/{}/job/submit", version.as_str());
+        (0..n)
+            .map(|_| {
+                HttpClient::new(
+                    LoadClient::Raw,
+                    &self.url,
+                    &path,
+                    &[
+                        ("X-SLURM-USER-NAME", "alice"),
+                        ("X-SLURM-USER-TOKEN", token.expose_secret()),
+                        ("Accept", "application/json"),
+                    ],
+                    Some(&body),
+                )
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+            .map(Arc::new)
+    }
+}
+
 /// The submission bursar forwards for [`job_request`] (onprem, batch, one minute, as alice).
 fn direct_submission(held: bool) -> anyhow::Result<JobSubmission> {
     let request: JobRequest = serde_json::from_value(job_request(held))?;
@@ -1025,6 +1163,25 @@ fn direct_submission(held: bool) -> anyhow::Result<JobSubmission> {
         request,
     };
     slurm_submission(&job).map_err(|e| anyhow!("{e}"))
+}
+
+/// How the baseline reaches slurmrestd.
+enum Direct {
+    /// One [`Http1`] per client, each with alice's token and the submission's body.
+    Raw(Arc<Vec<HttpClient>>),
+    /// bursar's own slurmrestd client, shared by the clients as the forwarder shares it.
+    Client(Arc<SlurmRestClient>),
+}
+
+/// The job id in slurmrestd's answer to a submission. 22.05 lists a held job's state as an
+/// error beside its id (`Job is in held state, pending scheduler release`, 2042): an answer
+/// with a `job_id` is a submission.
+fn slurm_job_id(body: &[u8]) -> Result<u64, String> {
+    let answer: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON: {e}"))?;
+    answer["job_id"]
+        .as_u64()
+        .ok_or_else(|| format!("no job id in {answer}"))
 }
 
 /// The Slurm scenarios of one run (`scenarios`: one or both), block by block: each submits
@@ -1067,6 +1224,7 @@ fn run_slurm(
         };
         let bursar = match &server {
             Some(server) => Some(api_clients(
+                args.load_client,
                 server,
                 "/v1/jobs",
                 Some(&job_request(held)),
@@ -1074,11 +1232,14 @@ fn run_slurm(
             )?),
             None => None,
         };
-        let direct = Arc::new(slurm.client()?);
+        let direct = match args.load_client {
+            LoadClient::Raw => Direct::Raw(slurm.raw_clients(&submission, args.clients)?),
+            LoadClient::Reqwest => Direct::Client(Arc::new(slurm.client()?)),
+        };
         let load = |phase: &'static str, n: u64| -> Measured {
             let note = note.clone();
-            match &bursar {
-                Some(clients) => {
+            match (&bursar, &direct) {
+                (Some(clients), _) => {
                     let clients = clients.clone();
                     let tag = tag.clone();
                     drive(
@@ -1090,19 +1251,41 @@ fn run_slurm(
                             let note = note.clone();
                             let key = format!("bench-{tag}-{phase}-{run}-{client}-{seq}");
                             async move {
-                                let answer = c.call(Some(key), 201).await?;
-                                let id = answer["cluster_job_id"]
-                                    .as_str()
-                                    .and_then(|id| id.parse().ok())
-                                    .ok_or_else(|| format!("no Slurm job id in {answer}"))?;
+                                let id = c
+                                    .call(&[("Idempotency-Key", &key)], 201, |body| {
+                                        let answer: Value = serde_json::from_slice(body)
+                                            .map_err(|e| format!("the answer is not JSON: {e}"))?;
+                                        answer["cluster_job_id"]
+                                            .as_str()
+                                            .and_then(|id| id.parse().ok())
+                                            .ok_or_else(|| format!("no Slurm job id in {answer}"))
+                                    })
+                                    .await?;
                                 note(id);
                                 Ok(())
                             }
                         },
                     )
                 }
-                None => {
-                    let client = direct.clone();
+                (None, Direct::Raw(clients)) => {
+                    let clients = clients.clone();
+                    drive(
+                        &rts.client,
+                        args.clients,
+                        Budget::requests(n),
+                        move |client, _| {
+                            let c = clients[client].clone();
+                            let note = note.clone();
+                            async move {
+                                let id = c.call(&[], 200, slurm_job_id).await?;
+                                note(id);
+                                Ok(())
+                            }
+                        },
+                    )
+                }
+                (None, Direct::Client(client)) => {
+                    let client = client.clone();
                     let submission = submission.clone();
                     drive(
                         &rts.client,
