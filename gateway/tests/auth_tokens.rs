@@ -644,6 +644,56 @@ fn exp_is_required_and_checked_with_leeway() {
 }
 
 #[test]
+fn a_remembered_token_still_has_its_times_and_signature_checked() {
+    let (_dir, key) = hs256_key();
+    let verifier = verifier(&config(Some(&key), None));
+    let at = |secs: i64| Utc.timestamp_opt(NOW + secs, 0).unwrap();
+    let claims = with(
+        with(bursar_claims(), "nbf", json!(NOW)),
+        "exp",
+        json!(NOW + 600),
+    );
+    let token = hs256_token(&key, &claims);
+    // Verified once, then answered from memory: the same principal every time...
+    let first = verifier.verify(&token, at(0)).unwrap();
+    for _ in 0..3 {
+        assert_eq!(verifier.verify(&token, at(1)).unwrap(), first);
+    }
+    // ...but its time claims are checked against each call's clock.
+    refused(
+        verifier.verify(&token, at(-LEEWAY_SECS - 1)),
+        AuthError::NotYetValid,
+    );
+    refused(
+        verifier.verify(&token, at(600 + LEEWAY_SECS)),
+        AuthError::Expired,
+    );
+    assert!(verifier.verify(&token, at(600 + LEEWAY_SECS - 1)).is_ok());
+    // The remembered token's header and payload with another signature are not it.
+    let parts: Vec<&str> = token.split('.').collect();
+    let (_other_dir, other_key) = hs256_key();
+    let other_signature = hs256_token(&other_key, &claims);
+    let forged = format!(
+        "{}.{}.{}",
+        parts[0],
+        parts[1],
+        other_signature.rsplit('.').next().unwrap()
+    );
+    refused(verifier.verify(&forged, at(1)), AuthError::BadSignature);
+    refused(
+        verifier.verify(&format!("{}.{}.", parts[0], parts[1]), at(1)),
+        AuthError::BadSignature,
+    );
+    // More distinct tokens than it remembers: every one still verifies, and is its own user.
+    for i in 0..1100 {
+        let user = format!("user{i}");
+        let token = hs256_token(&key, &with(claims.clone(), "sub", json!(user)));
+        assert_eq!(verifier.verify(&token, at(1)).unwrap().user, user);
+    }
+    assert_eq!(verifier.verify(&token, at(1)).unwrap(), first);
+}
+
+#[test]
 fn nbf_is_honoured_with_leeway() {
     let (_dir, key) = hs256_key();
     let verifier = verifier(&config(Some(&key), None));

@@ -1,12 +1,14 @@
 //! Verifying bearer tokens: algorithm pinned to key source, then the claims, against `now`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use rustc_hash::FxBuildHasher;
 use secrecy::{ExposeSecret, SecretSlice};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -16,6 +18,25 @@ use super::{from_header, AuthConfig, AuthError, KeyError, Principal, Role, LEEWA
 
 /// Longer bearer values are refused unread (real tokens are well under 4 KiB).
 const MAX_TOKEN_LEN: usize = 16 * 1024;
+
+/// Tokens remembered as verified, at most (see [`Verified`]); the memory is bounded by
+/// [`MAX_CACHED_TOKEN_LEN`] too.
+const CACHED_TOKENS: usize = 1024;
+
+/// Longer tokens are verified every time and never remembered.
+const MAX_CACHED_TOKEN_LEN: usize = 4 * 1024;
+
+/// A token whose signature and claims held. A client sends the same token with every request
+/// until it expires: the next request with the exact same text skips the base64, the HMAC or
+/// RSA check and the claims' JSON (a fifth of a quote's CPU), and only its time claims are
+/// checked again, against that call's `now`. The key material never changes in a running
+/// verifier, so neither can the outcome of anything else.
+#[derive(Clone)]
+struct Verified {
+    principal: Principal,
+    exp: i64,
+    nbf: Option<i64>,
+}
 
 /// Checks bearer tokens. Built once at start from [`AuthConfig`]; cheap to share behind an
 /// `Arc`. `Debug` shows file paths, key ids and settings, never key material.
@@ -30,6 +51,8 @@ pub struct TokenVerifier {
     user_claim: String,
     role_claim: String,
     role_map: BTreeMap<String, Role>,
+    /// Tokens verified before, by their exact text.
+    verified: Mutex<HashMap<Box<str>, Verified, FxBuildHasher>>,
 }
 
 impl fmt::Debug for TokenVerifier {
@@ -102,6 +125,7 @@ impl TokenVerifier {
             user_claim: config.user_claim.clone().unwrap_or_else(|| "sub".into()),
             role_claim: config.role_claim.clone().unwrap_or_else(|| "role".into()),
             role_map: config.role_map.clone(),
+            verified: Mutex::new(HashMap::default()),
         })
     }
 
@@ -123,6 +147,31 @@ impl TokenVerifier {
         if bearer.len() > MAX_TOKEN_LEN {
             return Err(AuthError::Malformed);
         }
+        let remembered = self.remembered().get(bearer).cloned();
+        if let Some(known) = remembered {
+            check_times(known.exp, known.nbf, now.timestamp())?;
+            return Ok(known.principal);
+        }
+        let verified = self.verify_afresh(bearer, now)?;
+        if bearer.len() <= MAX_CACHED_TOKEN_LEN {
+            let mut cache = self.remembered();
+            // Full: start again rather than track use (a site with more live tokens than this
+            // pays a full check per token once per round).
+            if cache.len() >= CACHED_TOKENS {
+                cache.clear();
+            }
+            cache.insert(bearer.into(), verified.clone());
+        }
+        Ok(verified.principal)
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Verified, FxBuildHasher>> {
+        // A panic while the map was held leaves it usable: at worst an entry is missing.
+        self.verified.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Everything [`TokenVerifier::verify`] checks, without the cache.
+    fn verify_afresh(&self, bearer: &str, now: DateTime<Utc>) -> Result<Verified, AuthError> {
         let mut parts = bearer.split('.');
         let (Some(header), Some(_), Some(_), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -179,17 +228,10 @@ impl TokenVerifier {
         claims: &Map<String, Value>,
         source: Source,
         now: DateTime<Utc>,
-    ) -> Result<Principal, AuthError> {
-        let now = now.timestamp();
+    ) -> Result<Verified, AuthError> {
         let exp = numeric_date(claims, "exp")?.ok_or_else(|| missing("exp"))?;
-        if now >= exp.saturating_add(LEEWAY_SECS) {
-            return Err(AuthError::Expired);
-        }
-        if let Some(nbf) = numeric_date(claims, "nbf")? {
-            if nbf > now.saturating_add(LEEWAY_SECS) {
-                return Err(AuthError::NotYetValid);
-            }
-        }
+        let nbf = numeric_date(claims, "nbf")?;
+        check_times(exp, nbf, now.timestamp())?;
 
         let (issuers, audiences) = match source {
             Source::Bursar => (
@@ -238,10 +280,14 @@ impl TokenVerifier {
             .get("jti")
             .and_then(Value::as_str)
             .map(str::to_string);
-        Ok(Principal {
-            user,
-            role,
-            token_id,
+        Ok(Verified {
+            principal: Principal {
+                user,
+                role,
+                token_id,
+            },
+            exp,
+            nbf,
         })
     }
 
@@ -301,6 +347,17 @@ fn check_signature(
             }
         }),
     }
+}
+
+/// `exp` and `nbf` against `now`, with [`LEEWAY_SECS`] of slack.
+fn check_times(exp: i64, nbf: Option<i64>, now: i64) -> Result<(), AuthError> {
+    if now >= exp.saturating_add(LEEWAY_SECS) {
+        return Err(AuthError::Expired);
+    }
+    if nbf.is_some_and(|nbf| nbf > now.saturating_add(LEEWAY_SECS)) {
+        return Err(AuthError::NotYetValid);
+    }
+    Ok(())
 }
 
 /// A NumericDate claim (RFC 7519 §2: seconds, possibly fractional), `None` if absent.
