@@ -512,3 +512,108 @@ async fn closed_accounts_and_accounts_under_them_are_refused() {
     admitted(&out[2]);
     assert_eq!(ledger.holds(true).await.unwrap().len(), 1);
 }
+
+/// Admissions run on a connection of their own beside the storage's other writer and other
+/// processes: one that finds the database locked waits for it, then decides on what the other
+/// writer left.
+#[tokio::test]
+async fn an_admission_waits_for_another_writer_and_decides_on_what_it_left() {
+    use sqlx::{Connection, Executor};
+    let (dir, ledger) = setup().await;
+    let url = format!(
+        "sqlite://{}?mode=rw",
+        dir.path().join("ledger.db").display()
+    );
+    let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    other.execute("begin immediate").await.unwrap();
+    // physics's 80 su become 35 while the admission waits.
+    other
+        .execute(
+            "update allocations set amount = 35000000
+             where account_id = (select id from accounts where name = 'physics')",
+        )
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let admitting = tokio::spawn({
+        let ledger = ledger.clone();
+        async move {
+            ledger
+                .admit(
+                    &[
+                        admission(1, "physics", 30, None),
+                        admission(2, "physics", 30, None),
+                    ],
+                    T0 + HOUR,
+                )
+                .await
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!admitting.is_finished(), "the admission did not wait");
+    other.execute("commit").await.unwrap();
+    let out = admitting.await.unwrap().unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    admitted(&out[0]);
+    match &out[1] {
+        Err(LedgerError::InsufficientAllocation {
+            account, remaining, ..
+        }) => {
+            assert_eq!(account, "physics");
+            assert_eq!(*remaining, 5 * UNIT);
+        }
+        other => panic!("expected a refusal for money, got {other:?}"),
+    }
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(b.held, 30 * UNIT);
+}
+
+/// An in-memory ledger admits too (its admission writer reaches the same database), and two
+/// of them are two databases.
+#[tokio::test]
+async fn in_memory_ledgers_admit_each_on_its_own_database() {
+    let ledger = Ledger::open("sqlite::memory:").await.unwrap();
+    ledger.ensure_account("physics", None).await.unwrap();
+    ledger.upsert_user("alice", "physics").await.unwrap();
+    ledger
+        .set_allocation("physics", &su(), 40 * UNIT, T0, T0 + 30 * DAY)
+        .await
+        .unwrap();
+    let out = ledger
+        .admit(
+            &[
+                admission(1, "physics", 30, Some("k1")),
+                admission(2, "physics", 30, None),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    let (job, _) = admitted(&out[0]);
+    assert!(matches!(
+        out[1],
+        Err(LedgerError::InsufficientAllocation { .. })
+    ));
+    // The same key again: the job recorded with it.
+    let again = ledger
+        .admit(&[admission(3, "physics", 30, Some("k1"))], T0 + HOUR)
+        .await
+        .unwrap();
+    match &again[0] {
+        Ok(AdmitOutcome::Existing(existing)) => assert_eq!(existing.id, job),
+        other => panic!("expected the earlier job, got {other:?}"),
+    }
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(b.held, 30 * UNIT);
+    assert!(ledger.verify().await.unwrap().is_empty());
+
+    let second = Ledger::open("sqlite::memory:").await.unwrap();
+    let out = second
+        .admit(&[admission(1, "physics", 30, None)], T0 + HOUR)
+        .await
+        .unwrap();
+    assert!(
+        matches!(out[0], Err(LedgerError::NotFound { .. })),
+        "{out:?}"
+    );
+}

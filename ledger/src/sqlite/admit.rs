@@ -4,24 +4,25 @@
 //!   the chain's allocations in force) in one statement.
 //! - [`admit`]: the holds and API jobs of many submissions in one write transaction — group
 //!   commit — with the records of jobs forwarded since the last one (cluster job ids noted,
-//!   holds linked). Each submission is
-//!   checked against the chain's allocations as they stand after the submissions before it in
-//!   the batch, exactly as if each were its own transaction, and the whole batch is two round
-//!   trips to the database: `BEGIN` with the one read, the one multi-statement write with
-//!   `COMMIT`.
+//!   holds linked). Each submission is checked against the chain's allocations as they stand
+//!   after the submissions before it in the batch, exactly as if each were its own
+//!   transaction. It runs synchronously on the admission writer's own connection and thread
+//!   ([`super::admitter`]): a transaction is a handful of calls into SQLite with no thread
+//!   between them, where each statement through sqlx was a round trip to the connection's
+//!   worker thread, and each result row and statement result a wake-up.
 
 use std::collections::{HashMap, HashSet};
 
 use bursar_pricing::Currency;
+use rusqlite::{Connection, OptionalExtension};
 use sqlx::SqliteConnection;
 
 use super::holds;
-use super::labels::intern;
-use super::{col, db, json_strings, value_rows, MAX_PARAMS};
+use super::{col, db, json_strings, JsonRows};
 use crate::error::{LedgerError, Result};
 use crate::materialize::{AllocSpan, Effects, Id};
 use crate::model::{
-    AdmissionView, AdmitBatch, AdmitOutcome, ApiJob, BalanceRow, ForwardedJob, HoldRow, HoldState,
+    AdmissionView, AdmitOutcome, ApiJob, BalanceRow, ForwardedJob, HoldRow, HoldState,
     NewAdmission, NewHold,
 };
 use crate::posting::{hold_entry, OpenHold};
@@ -150,13 +151,10 @@ impl Placed {
 }
 
 /// Everything a batch is decided on, read in one statement (kinded rows):
-/// 0 a used job key (key), 1 a used hold key (key), 2 an account (name, id), 3 a label
-/// (value, id), 4 the tree above the batch's accounts (name, id, parent, closed), 5 the
-/// allocations on it,
-/// 6 the largest ids of holds, API jobs and journal entries. It begins the write transaction
-/// too: one round trip for both.
-const CONTEXT_SQL: &str = "begin immediate;
-    with recursive
+/// 0 a used job key (key, job id), 1 a used hold key (key), 2 an account (name, id), 3 a
+/// label (value, id), 4 the tree above the batch's accounts (name, id, parent, closed), 5 the
+/// allocations on it, 6 the largest ids of holds, API jobs and journal entries.
+const CONTEXT_SQL: &str = "with recursive
     named (id) as materialized (
         select id from accounts where name in (select value from json_each(?3))
     ),
@@ -197,13 +195,30 @@ struct Context {
     accounts: HashMap<String, Id>,
     labels: HashMap<String, Id>,
     tree: Vec<(Id, Option<Id>)>,
+    /// The names of the tree's accounts, by id.
+    names: HashMap<Id, String>,
     /// Closed accounts of the tree, by id.
-    closed: HashMap<Id, String>,
+    closed: HashSet<Id>,
     allocs: Vec<AllocSpan>,
     max_ids: (Id, Id, Id),
 }
 
-async fn context(conn: &mut SqliteConnection, batch: &[NewAdmission]) -> Result<Context> {
+/// A driver error as the ledger's: unique violations are conflicts, the rest storage failures
+/// (as [`super::db`] maps sqlx's).
+pub(super) fn sql(error: rusqlite::Error) -> LedgerError {
+    use rusqlite::ffi::{SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE};
+    match &error {
+        rusqlite::Error::SqliteFailure(e, message)
+            if e.extended_code == SQLITE_CONSTRAINT_UNIQUE
+                || e.extended_code == SQLITE_CONSTRAINT_PRIMARYKEY =>
+        {
+            LedgerError::Conflict(message.clone().unwrap_or_else(|| error.to_string()))
+        }
+        _ => LedgerError::Storage(error.to_string()),
+    }
+}
+
+fn context(conn: &Connection, batch: &[NewAdmission]) -> Result<Context> {
     let job_keys = json_strings(
         batch
             .iter()
@@ -213,75 +228,138 @@ async fn context(conn: &mut SqliteConnection, batch: &[NewAdmission]) -> Result<
     let hold_keys = json_strings(holds().map(|h| h.idempotency_key.as_str()));
     let accounts = json_strings(holds().map(|h| h.account.as_str()));
     let labels = json_strings(holds().flat_map(|h| [h.currency.as_str(), h.cluster.as_str()]));
-    let rows = sqlx::query(CONTEXT_SQL)
-        .bind(job_keys)
-        .bind(hold_keys)
-        .bind(accounts)
-        .bind(labels)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db)?;
+    let mut statement = conn.prepare_cached(CONTEXT_SQL).map_err(sql)?;
+    let mut rows = statement
+        .query((job_keys, hold_keys, accounts, labels))
+        .map_err(sql)?;
     let mut ctx = Context::default();
-    for row in &rows {
-        match col::<i64>(row, 0)? {
+    while let Some(row) = rows.next().map_err(sql)? {
+        let int = |i: usize| row.get::<_, i64>(i).map_err(sql);
+        let text = |i: usize| row.get::<_, String>(i).map_err(sql);
+        match int(0)? {
             0 => {
-                ctx.used_job_keys.insert(col(row, 1)?, col(row, 2)?);
+                ctx.used_job_keys.insert(text(1)?, int(2)?);
             }
             1 => {
-                ctx.used_hold_keys.insert(col(row, 1)?);
+                ctx.used_hold_keys.insert(text(1)?);
             }
             2 => {
-                ctx.accounts.insert(col(row, 1)?, col(row, 2)?);
+                ctx.accounts.insert(text(1)?, int(2)?);
             }
             3 => {
-                ctx.labels.insert(col(row, 1)?, col(row, 2)?);
+                ctx.labels.insert(text(1)?, int(2)?);
             }
             4 => {
-                let id: Id = col(row, 2)?;
-                ctx.tree.push((id, col(row, 3)?));
-                if col::<i64>(row, 4)? != 0 {
-                    ctx.closed.insert(id, col(row, 1)?);
+                let id: Id = int(2)?;
+                ctx.tree
+                    .push((id, row.get::<_, Option<Id>>(3).map_err(sql)?));
+                if int(4)? != 0 {
+                    ctx.closed.insert(id);
                 }
+                ctx.names.insert(id, text(1)?);
             }
             5 => {
                 ctx.allocs.push(AllocSpan {
-                    id: col(row, 2)?,
-                    account: col(row, 3)?,
-                    currency: col(row, 4)?,
-                    amount: col(row, 5)?,
-                    start: col(row, 6)?,
-                    end: col(row, 7)?,
-                    charged: col(row, 8)?,
-                    held: col(row, 9)?,
+                    id: int(2)?,
+                    account: int(3)?,
+                    currency: int(4)?,
+                    amount: int(5)?,
+                    start: int(6)?,
+                    end: int(7)?,
+                    charged: int(8)?,
+                    held: int(9)?,
                 });
             }
-            _ => ctx.max_ids = (col(row, 2)?, col(row, 3)?, col(row, 4)?),
+            _ => ctx.max_ids = (int(2)?, int(3)?, int(4)?),
         }
     }
     ctx.allocs.sort_unstable_by_key(|a| a.id);
     Ok(ctx)
 }
 
+/// Labels seen for the first time (a new cluster or currency): created, and their ids.
+fn intern(conn: &Connection, values: &[&str]) -> Result<Vec<(String, Id)>> {
+    let mut insert = conn
+        .prepare_cached("insert into labels (value) values (?) on conflict (value) do nothing")
+        .map_err(sql)?;
+    let mut select = conn
+        .prepare_cached("select id from labels where value = ?")
+        .map_err(sql)?;
+    values
+        .iter()
+        .map(|v| {
+            insert.execute([v]).map_err(sql)?;
+            let id = select
+                .query_row([v], |row| row.get(0))
+                .optional()
+                .map_err(sql)?
+                .ok_or_else(|| LedgerError::Storage(format!("label {v:?} was not created")))?;
+            Ok((v.to_string(), id))
+        })
+        .collect()
+}
+
+/// A submission of the batch whose job key was used before: the job recorded with it, read
+/// once the transaction is over (as the transaction left it).
+pub(super) type Earlier = (usize, i64);
+
+/// What [`admit`] decided and wrote: an outcome per submission but those of [`Earlier`] jobs,
+/// the holds linked and the forwarded jobs not found.
+pub(super) struct Admitted {
+    pub outcomes: Vec<Option<Result<AdmitOutcome>>>,
+    pub earlier: Vec<Earlier>,
+    pub linked: u64,
+    pub unrecorded: Vec<Id>,
+}
+
 /// Decides `batch` and records `forwarded` in one transaction that it begins and, when it
-/// returns `Ok`, has committed. On `Err` a transaction may be open: the caller rolls back.
-pub(super) async fn admit(
-    conn: &mut SqliteConnection,
+/// returns `Ok`, has committed. On `Err` it has rolled back.
+pub(super) fn admit(
+    conn: &Connection,
     batch: &[NewAdmission],
     forwarded: &[ForwardedJob],
     now: i64,
-) -> Result<AdmitBatch> {
+) -> Result<Admitted> {
+    conn.prepare_cached("begin immediate")
+        .and_then(|mut begin| begin.execute([]))
+        .map_err(sql)?;
+    let done = decide_and_write(conn, batch, forwarded, now);
+    let ended = match done {
+        Ok(_) => conn
+            .prepare_cached("commit")
+            .and_then(|mut commit| commit.execute([])),
+        Err(_) => conn
+            .prepare_cached("rollback")
+            .and_then(|mut rollback| rollback.execute([])),
+    };
+    match (done, ended) {
+        (Ok(done), Ok(_)) => Ok(done),
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(e)) => {
+            // A commit that failed leaves the transaction open: end it.
+            let _ = conn.execute_batch("rollback");
+            Err(sql(e))
+        }
+    }
+}
+
+fn decide_and_write(
+    conn: &Connection,
+    batch: &[NewAdmission],
+    forwarded: &[ForwardedJob],
+    now: i64,
+) -> Result<Admitted> {
+    let mut outcomes: Vec<Option<Result<AdmitOutcome>>> = vec![None; batch.len()];
     if batch.is_empty() {
-        let (linked, unrecorded) = write(conn, "begin immediate;\n", None, forwarded, now).await?;
-        return Ok(AdmitBatch {
-            outcomes: Vec::new(),
+        let (linked, unrecorded) = write(conn, None, forwarded, now)?;
+        return Ok(Admitted {
+            outcomes,
+            earlier: Vec::new(),
             linked,
             unrecorded,
         });
     }
-    let mut outcomes: Vec<Option<Result<AdmitOutcome>>> = vec![None; batch.len()];
-    let mut ctx = context(conn, batch).await?;
-
-    // Labels seen for the first time (a new cluster or currency) are created the slow way.
+    let mut ctx = context(conn, batch)?;
     let mut missing: Vec<&str> = batch
         .iter()
         .filter_map(|a| a.hold.as_ref())
@@ -290,11 +368,7 @@ pub(super) async fn admit(
         .collect();
     missing.sort_unstable();
     missing.dedup();
-    if !missing.is_empty() {
-        for (value, id) in intern(conn, &missing).await? {
-            ctx.labels.insert(value.to_string(), id);
-        }
-    }
+    ctx.labels.extend(intern(conn, &missing)?);
     let label = |v: &str| {
         ctx.labels
             .get(v)
@@ -312,13 +386,13 @@ pub(super) async fn admit(
     // Decide each submission in order, against the allocations as the earlier ones left them.
     let mut seen_keys: HashSet<&str> = HashSet::new();
     let mut used_hold_keys = ctx.used_hold_keys.clone();
-    let mut existing: Vec<(usize, i64)> = Vec::new();
+    let mut earlier: Vec<Earlier> = Vec::new();
     let mut placed: Vec<Placed> = Vec::new();
     let mut recorded: Vec<(usize, Id, Option<Id>)> = Vec::new();
     for (i, admission) in batch.iter().enumerate() {
         if let Some(key) = admission.job.idempotency_key.as_deref() {
             if let Some(&job) = ctx.used_job_keys.get(key) {
-                existing.push((i, job));
+                earlier.push((i, job));
                 continue;
             }
             if !seen_keys.insert(key) {
@@ -345,20 +419,19 @@ pub(super) async fn admit(
             let closed = tree
                 .ancestors_or_self(&account)
                 .into_iter()
-                .find_map(|a| ctx.closed.get(a));
+                .find(|a| ctx.closed.contains(a));
             if let Some(closed) = closed {
+                let name = ctx.names.get(closed).cloned().unwrap_or_default();
                 outcomes[i] = Some(Err(LedgerError::AccountClosed {
                     account: hold.account.clone(),
-                    closed_by: (*closed != hold.account).then(|| closed.clone()),
+                    closed_by: (name != hold.account).then_some(name),
                 }));
                 continue;
             }
             let currency = label(hold.currency.as_str())?;
-            let refused = holds::check_cover(conn, &mut effects, account, currency, hold)
-                .await
-                .err();
-            if let Some(e) = refused {
-                outcomes[i] = Some(Err(e));
+            if let Err(short) = holds::cover(&mut effects, account, currency, hold)? {
+                let names = &ctx.names;
+                outcomes[i] = Some(Err(short.refusal(hold, |id| names.get(&id).cloned())));
                 continue;
             }
             effects.hold(account, currency, hold.placed_at, hold.amount)?;
@@ -375,19 +448,6 @@ pub(super) async fn admit(
         }
         recorded.push((i, next_job, hold_id));
         next_job += 1;
-    }
-
-    // Jobs recorded before (their keys used) are read inside the transaction, before its
-    // write: as that write will leave them when it records one of them as forwarded.
-    for (i, id) in existing {
-        let mut job = super::gateway::api_job(conn, id)
-            .await?
-            .ok_or_else(|| LedgerError::Storage(format!("api job {id} vanished")))?;
-        if let Some(f) = forwarded.iter().rev().find(|f| f.job == id) {
-            job.cluster_job_id = Some(f.cluster_job_id.clone());
-            job.updated_at = f.at;
-        }
-        outcomes[i] = Some(Ok(AdmitOutcome::Existing(job)));
     }
     for &(i, id, hold_id) in &recorded {
         let job = &batch[i].job;
@@ -429,10 +489,6 @@ pub(super) async fn admit(
             hold,
         }));
     }
-    let outcomes = outcomes
-        .into_iter()
-        .map(|o| o.ok_or_else(|| LedgerError::Storage("a submission was left undecided".into())))
-        .collect::<Result<Vec<_>>>()?;
     let decided = Decided {
         batch,
         placed: &placed,
@@ -440,9 +496,10 @@ pub(super) async fn admit(
         effects: &effects,
         max_entry,
     };
-    let (linked, unrecorded) = write(conn, "", Some(decided), forwarded, now).await?;
-    Ok(AdmitBatch {
+    let (linked, unrecorded) = write(conn, Some(decided), forwarded, now)?;
+    Ok(Admitted {
         outcomes,
+        earlier,
         linked,
         unrecorded,
     })
@@ -458,206 +515,183 @@ struct Decided<'a, 'e> {
     max_entry: Id,
 }
 
-const HOLD_COLUMNS: &str = "id, idempotency_key, account_id, currency_id, amount, cluster_id, \
-     job_ref, placed_at, expires_at, note";
-const HOLD_ARITY: usize = 10;
-const HOLD_ENTRY_COLUMNS: &str = "id, type, account_id, currency_id, amount, effective_at, \
-     posted_at, cluster_id, hold_id, key, note";
-const HOLD_ENTRY_ARITY: usize = 11;
-const JOB_COLUMNS: &str = "id, idempotency_key, actor, user_name, account, cluster, currency, \
-     estimate, hold_id, state, request_json, route_json, submitted_at, updated_at";
-const JOB_ARITY: usize = 14;
+/// Links the holds of forwarded jobs (unless linked already) from rows (hold id, job_ref).
+const LINK_HOLDS_SQL: &str = "with v (id, job_ref) as (
+        select value ->> 0, value ->> 1 from json_each(?))
+    update holds set job_ref = v.job_ref from v
+    where holds.id = v.id and holds.job_ref is null";
 
-/// The largest batch whose write statements stay prepared (see [`write`]); the writer's
-/// statement cache ([`super::WRITER_STATEMENTS`]) holds every shape up to it.
-pub(super) const PREPARED_BATCH: usize = 16;
+/// Notes the cluster job ids of forwarded jobs from rows (job id, cluster_job_id, at), and
+/// returns the ids of the jobs found.
+const NOTE_JOBS_SQL: &str = "with v (id, cluster_job_id, at) as (
+        select value ->> 0, value ->> 1, value ->> 2 from json_each(?))
+    update api_jobs set cluster_job_id = v.cluster_job_id, updated_at = v.at from v
+    where api_jobs.id = v.id returning api_jobs.id";
 
-/// Rows per multi-row insert, under SQLite's limit on bound parameters.
-const ROWS: usize = MAX_PARAMS / 20;
+const INSERT_HOLDS_SQL: &str = "insert into holds (id, idempotency_key, account_id,
+        currency_id, amount, cluster_id, job_ref, placed_at, expires_at, note)
+    select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5,
+           value ->> 6, value ->> 7, value ->> 8, value ->> 9
+    from json_each(?)";
 
-/// Writes, in one round trip to the database, the records of `forwarded` jobs (holds linked
-/// unless linked already, cluster job ids noted) and a decided batch: the holds, their `hold`
-/// journal entries (ids from `max_entry + 1`, as the journal's own writer gives them), the
-/// held amounts of the allocations and totals they touch, and the jobs. Starts with `begin`
-/// (the transaction's `BEGIN`, unless it is open already) and ends with `COMMIT`. Returns how
-/// many holds were linked and the forwarded jobs that were not found.
-async fn write(
-    conn: &mut SqliteConnection,
-    begin: &str,
+const INSERT_ENTRIES_SQL: &str = "insert into journal (id, type, account_id, currency_id,
+        amount, effective_at, posted_at, cluster_id, hold_id, key, note)
+    select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5,
+           value ->> 6, value ->> 7, value ->> 8, value ->> 9, value ->> 10
+    from json_each(?)";
+
+/// Rows (id, charged, held, at).
+const UPDATE_ALLOCATIONS_SQL: &str = "update allocations
+    set charged = v.charged, held = v.held, updated_at = v.at
+    from (select value ->> 0 as id, value ->> 1 as charged, value ->> 2 as held,
+                 value ->> 3 as at
+          from json_each(?)) as v
+    where allocations.id = v.id";
+
+/// Rows (account id, currency id, charged delta, held delta).
+const ADD_TOTALS_SQL: &str = "insert into account_totals (account_id, currency_id, charged,
+        held)
+    select value ->> 0, value ->> 1, value ->> 2, value ->> 3 from json_each(?) where true
+    on conflict (account_id, currency_id) do update set
+        charged = charged + excluded.charged, held = held + excluded.held";
+
+/// The jobs' requests and routes come from arrays of their own, by the row's index: a row's
+/// `value` is handed over as JSON text and parsed again for its columns, which for these long
+/// strings cost more than the rest of the write.
+const INSERT_JOBS_SQL: &str = "insert into api_jobs (id, idempotency_key, actor, user_name,
+        account, cluster, currency, estimate, hold_id, state, request_json, route_json,
+        submitted_at, updated_at)
+    select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5,
+           value ->> 6, value ->> 7, value ->> 8, value ->> 9, ?1 ->> key, ?2 ->> key,
+           value ->> 10, value ->> 10
+    from json_each(?3)";
+
+/// Writes the records of `forwarded` jobs (holds linked unless linked already, cluster job
+/// ids noted) and a decided batch: the holds, their `hold` journal entries (ids from
+/// `max_entry + 1`, as the journal's own writer gives them), the held amounts of the
+/// allocations and totals they touch, and the jobs. Every statement reads its rows from one
+/// JSON parameter ([`JsonRows`]), so each has one text whatever the batch, prepared once for
+/// the connection's life. Returns how many holds were linked and the forwarded jobs that were
+/// not found.
+fn write(
+    conn: &Connection,
     decided: Option<Decided<'_, '_>>,
     forwarded: &[ForwardedJob],
     now: i64,
 ) -> Result<(u64, Vec<Id>)> {
-    let mut sql = begin.to_string();
-    // Each forwarded statement returns a row per change: 1 and the hold linked, 2 and the
-    // job recorded.
-    for chunk in forwarded.chunks(MAX_PARAMS / 3) {
-        let holds = chunk.iter().filter(|j| j.hold.is_some()).count();
-        if holds > 0 {
-            sql.push_str(&format!(
-                "with v (id, job_ref) as (values {})
-                 update holds set job_ref = v.job_ref from v
-                 where holds.id = v.id and holds.job_ref is null returning 1, holds.id;\n",
-                value_rows(holds, 2)
-            ));
+    let run = |text: &str, rows: JsonRows| -> Result<usize> {
+        if rows.is_empty() {
+            return Ok(0);
         }
-        sql.push_str(&format!(
-            "with v (id, cluster_job_id, at) as (values {})
-             update api_jobs set cluster_job_id = v.cluster_job_id, updated_at = v.at from v
-             where api_jobs.id = v.id returning 2, api_jobs.id;\n",
-            value_rows(chunk.len(), 3)
-        ));
+        let mut statement = conn.prepare_cached(text).map_err(sql)?;
+        statement.execute([rows.finish()]).map_err(sql)
+    };
+    let mut links = JsonRows::new();
+    let mut noted = JsonRows::new();
+    for j in forwarded {
+        if let Some(hold) = j.hold {
+            links.row().int(hold).text(&j.settle_ref);
+        }
+        noted.row().int(j.job).text(&j.cluster_job_id).int(j.at);
     }
-    let decided = decided.filter(|d| !d.recorded.is_empty());
-    let mut updates = Vec::new();
-    let mut totals = Vec::new();
-    let mut entries = Vec::new();
-    if let Some(d) = &decided {
-        updates = d.effects.allocation_updates()?;
-        totals = d.effects.total_deltas();
-        for chunk in d.placed.chunks(ROWS) {
-            sql.push_str(&format!(
-                "insert into holds ({HOLD_COLUMNS}) values {};\n",
-                value_rows(chunk.len(), HOLD_ARITY)
-            ));
-        }
-        for chunk in d.placed.chunks(ROWS) {
-            sql.push_str(&format!(
-                "insert into journal ({HOLD_ENTRY_COLUMNS}) values {};\n",
-                value_rows(chunk.len(), HOLD_ENTRY_ARITY)
-            ));
-        }
-        for _ in &updates {
-            sql.push_str(
-                "update allocations set charged = ?, held = ?, updated_at = ? where id = ?;\n",
-            );
-        }
-        for chunk in totals.chunks(ROWS) {
-            sql.push_str(&format!(
-                "insert into account_totals (account_id, currency_id, charged, held) values {}
-                 on conflict (account_id, currency_id) do update set
-                     charged = charged + excluded.charged, held = held + excluded.held;\n",
-                value_rows(chunk.len(), 4)
-            ));
-        }
-        for chunk in d.recorded.chunks(ROWS) {
-            sql.push_str(&format!(
-                "insert into api_jobs ({JOB_COLUMNS}) values {};\n",
-                value_rows(chunk.len(), JOB_ARITY)
-            ));
-        }
-        entries = d
-            .placed
-            .iter()
-            .map(|p| {
-                let h = p.hold(d.batch);
-                let open = OpenHold {
-                    id: p.id,
-                    account: p.account,
-                    currency: p.currency,
-                    cluster: p.cluster,
-                    amount: h.amount,
-                    placed_at: h.placed_at,
-                };
-                hold_entry(&open, h.note.as_deref())
-            })
-            .collect();
-    }
-    sql.push_str("commit;");
-
-    // The statements' parameters, in the order of the text above. The text's shape is set by
-    // how many jobs were forwarded and admitted and how many allocations and totals they
-    // touch; batches of up to [`PREPARED_BATCH`] of each (every batch at the rates a
-    // cluster's controller accepts) keep theirs prepared in the writer's statement cache
-    // (parsing them afresh was a tenth of bursar's CPU per submission); larger ones are parsed
-    // each time.
-    let small = forwarded.len() <= PREPARED_BATCH
-        && decided.as_ref().is_none_or(|d| {
-            d.placed.len() <= PREPARED_BATCH
-                && d.recorded.len() <= PREPARED_BATCH
-                && updates.len() <= PREPARED_BATCH / 2
-                && totals.len() <= PREPARED_BATCH / 2
-        });
-    let mut query = sqlx::query(&sql).persistent(small);
-    for chunk in forwarded.chunks(MAX_PARAMS / 3) {
-        for j in chunk {
-            if let Some(hold) = j.hold {
-                query = query.bind(hold).bind(&j.settle_ref);
-            }
-        }
-        for j in chunk {
-            query = query.bind(j.job).bind(&j.cluster_job_id).bind(j.at);
+    let linked = run(LINK_HOLDS_SQL, links)?;
+    let mut found = HashSet::new();
+    if !noted.is_empty() {
+        let mut statement = conn.prepare_cached(NOTE_JOBS_SQL).map_err(sql)?;
+        let ids = statement
+            .query_map([noted.finish()], |row| row.get::<_, Id>(0))
+            .map_err(sql)?;
+        for id in ids {
+            found.insert(id.map_err(sql)?);
         }
     }
-    if let Some(d) = &decided {
-        for p in d.placed {
+    if let Some(d) = decided.filter(|d| !d.recorded.is_empty()) {
+        let mut holds = JsonRows::new();
+        let mut entries = JsonRows::new();
+        for (n, p) in (1..).zip(d.placed) {
             let h = p.hold(d.batch);
-            query = query
-                .bind(p.id)
-                .bind(&h.idempotency_key)
-                .bind(p.account)
-                .bind(p.currency)
-                .bind(h.amount)
-                .bind(p.cluster)
-                .bind(h.job_ref.as_deref())
-                .bind(h.placed_at)
-                .bind(h.expires_at)
-                .bind(h.note.as_deref());
+            holds
+                .row()
+                .int(p.id)
+                .text(&h.idempotency_key)
+                .int(p.account)
+                .int(p.currency)
+                .int(h.amount)
+                .int(p.cluster)
+                .opt_text(h.job_ref.as_deref())
+                .int(h.placed_at)
+                .int(h.expires_at)
+                .opt_text(h.note.as_deref());
+            let open = OpenHold {
+                id: p.id,
+                account: p.account,
+                currency: p.currency,
+                cluster: p.cluster,
+                amount: h.amount,
+                placed_at: h.placed_at,
+            };
+            let e = hold_entry(&open, h.note.as_deref());
+            entries
+                .row()
+                .int(d.max_entry + n)
+                .int(e.entry_type.code())
+                .int(e.account)
+                .int(e.currency)
+                .int(e.amount)
+                .int(e.effective_at)
+                .int(now)
+                .int(e.cluster)
+                .opt_int(e.hold_id)
+                .opt_text(e.key.as_deref())
+                .opt_text(e.note.as_deref());
         }
-        for (n, e) in (1..).zip(&entries) {
-            query = query
-                .bind(d.max_entry + n)
-                .bind(e.entry_type.code())
-                .bind(e.account)
-                .bind(e.currency)
-                .bind(e.amount)
-                .bind(e.effective_at)
-                .bind(now)
-                .bind(e.cluster)
-                .bind(e.hold_id)
-                .bind(e.key.as_deref())
-                .bind(e.note.as_deref());
+        run(INSERT_HOLDS_SQL, holds)?;
+        run(INSERT_ENTRIES_SQL, entries)?;
+        let mut allocations = JsonRows::new();
+        for (id, charged, held) in d.effects.allocation_updates()? {
+            allocations.row().int(id).int(charged).int(held).int(now);
         }
-        for &(id, charged, held) in &updates {
-            query = query.bind(charged).bind(held).bind(now).bind(id);
+        run(UPDATE_ALLOCATIONS_SQL, allocations)?;
+        let mut totals = JsonRows::new();
+        for ((account, currency), (charged, held)) in d.effects.total_deltas() {
+            totals
+                .row()
+                .int(account)
+                .int(currency)
+                .int(charged)
+                .int(held);
         }
-        for &((account, currency), (charged, held)) in &totals {
-            query = query.bind(account).bind(currency).bind(charged).bind(held);
-        }
+        run(ADD_TOTALS_SQL, totals)?;
+        let mut jobs = JsonRows::new();
+        let mut requests = JsonRows::new();
+        let mut routes = JsonRows::new();
         for &(i, id, hold_id) in d.recorded {
             let job = &d.batch[i].job;
-            query = query
-                .bind(id)
-                .bind(job.idempotency_key.as_deref())
-                .bind(&job.actor)
-                .bind(&job.user)
-                .bind(&job.account)
-                .bind(&job.cluster)
-                .bind(job.currency.as_str())
-                .bind(job.estimate)
-                .bind(hold_id)
-                .bind(&job.state)
-                .bind(&job.request_json)
-                .bind(&job.route_json)
-                .bind(job.at)
-                .bind(job.at);
+            jobs.row()
+                .int(id)
+                .opt_text(job.idempotency_key.as_deref())
+                .text(&job.actor)
+                .text(&job.user)
+                .text(&job.account)
+                .text(&job.cluster)
+                .text(job.currency.as_str())
+                .int(job.estimate)
+                .opt_int(hold_id)
+                .text(&job.state)
+                .int(job.at);
+            requests.value().text(&job.request_json);
+            routes.value().text(&job.route_json);
         }
-    }
-    let rows = query.fetch_all(&mut *conn).await.map_err(db)?;
-    let mut linked = 0;
-    let mut found = HashSet::new();
-    for row in &rows {
-        match col::<i64>(row, 0)? {
-            1 => linked += 1,
-            _ => {
-                found.insert(col::<Id>(row, 1)?);
-            }
-        }
+        conn.prepare_cached(INSERT_JOBS_SQL)
+            .and_then(|mut statement| {
+                statement.execute((requests.finish(), routes.finish(), jobs.finish()))
+            })
+            .map_err(sql)?;
     }
     let unrecorded = forwarded
         .iter()
         .map(|j| j.job)
         .filter(|id| !found.contains(id))
         .collect();
-    Ok((linked, unrecorded))
+    Ok((u64::try_from(linked).unwrap_or(u64::MAX), unrecorded))
 }

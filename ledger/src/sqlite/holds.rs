@@ -59,41 +59,81 @@ async fn hold_by_id(conn: &mut SqliteConnection, id: Id) -> Result<Option<HoldRo
     row.as_ref().map(hold_row).transpose()
 }
 
-/// Refuses `hold` (of `account`, `currency` ids) unless every allocation on the chain covering
-/// its `placed_at` can take it, counting what `effects` holds already; names the link with the
-/// least remaining (the nearest one among equals). Shared by single holds and admission
-/// batches.
-pub(super) async fn check_cover(
+/// Why a hold is refused: no allocation covers it, or the link of the chain with the least
+/// remaining (the nearest one among equals) cannot take it.
+pub(super) enum Uncovered {
+    NoAllocation,
+    Short { account: Id, remaining: i64 },
+}
+
+/// Whether every allocation on the chain of `account` (ids) in `currency` covering `hold`'s
+/// `placed_at` can take it, counting what `effects` holds already. Shared by single holds and
+/// admission batches, which name the short account each their own way.
+pub(super) fn cover(
+    effects: &mut Effects<'_>,
+    account: Id,
+    currency: Id,
+    hold: &NewHold,
+) -> Result<std::result::Result<(), Uncovered>> {
+    let tightest = effects
+        .covering_remaining(account, currency, hold.placed_at)?
+        .into_iter()
+        .reduce(|w, c| if c.1 < w.1 { c } else { w });
+    Ok(match tightest {
+        None => Err(Uncovered::NoAllocation),
+        Some((a, remaining)) if remaining < hold.amount => Err(Uncovered::Short {
+            account: a.account,
+            remaining,
+        }),
+        Some(_) => Ok(()),
+    })
+}
+
+impl Uncovered {
+    /// The refusal, naming the short account `name` (its id when unknown).
+    pub(super) fn refusal(
+        self,
+        hold: &NewHold,
+        name: impl FnOnce(Id) -> Option<String>,
+    ) -> LedgerError {
+        match self {
+            Uncovered::NoAllocation => LedgerError::NoAllocation {
+                account: hold.account.clone(),
+                currency: hold.currency.clone(),
+            },
+            Uncovered::Short { account, remaining } => LedgerError::InsufficientAllocation {
+                account: name(account).unwrap_or_else(|| account.to_string()),
+                currency: hold.currency.clone(),
+                estimate: hold.amount,
+                remaining,
+            },
+        }
+    }
+}
+
+/// [`cover`], the short account named from the database.
+async fn check_cover(
     conn: &mut SqliteConnection,
     effects: &mut Effects<'_>,
     account: Id,
     currency: Id,
     hold: &NewHold,
 ) -> Result<()> {
-    let tightest = effects
-        .covering_remaining(account, currency, hold.placed_at)?
-        .into_iter()
-        .reduce(|w, c| if c.1 < w.1 { c } else { w });
-    match tightest {
-        None => Err(LedgerError::NoAllocation {
-            account: hold.account.clone(),
-            currency: hold.currency.clone(),
-        }),
-        Some((a, remaining)) if remaining < hold.amount => {
-            let name: Option<String> = sqlx::query_scalar("select name from accounts where id = ?")
-                .bind(a.account)
+    let short = match cover(effects, account, currency, hold)? {
+        Ok(()) => return Ok(()),
+        Err(short) => short,
+    };
+    let name = match &short {
+        Uncovered::Short { account, .. } => {
+            sqlx::query_scalar::<_, String>("select name from accounts where id = ?")
+                .bind(account)
                 .fetch_optional(&mut *conn)
                 .await
-                .map_err(db)?;
-            Err(LedgerError::InsufficientAllocation {
-                account: name.unwrap_or_else(|| a.account.to_string()),
-                currency: hold.currency.clone(),
-                estimate: hold.amount,
-                remaining,
-            })
+                .map_err(db)?
         }
-        Some(_) => Ok(()),
-    }
+        Uncovered::NoAllocation => None,
+    };
+    Err(short.refusal(hold, |_| name))
 }
 
 pub(super) async fn place(

@@ -9,14 +9,17 @@
 //! - `admin.rs`: closing accounts, removing associations, renewals, transfers, refunds.
 //! - `gateway.rs`: the audit log and the jobs submitted through the gateway's API.
 //! - `admit.rs`: the admission fast path (one-statement quote view, group-committed holds
-//!   and jobs); `view_cache.rs`: the quote view's cache and how it learns of changes.
+//!   and jobs); `admitter.rs`: the thread and connection admission transactions run on;
+//!   `view_cache.rs`: the quote view's cache and how it learns of changes.
 //! - `prices.rs`: the price-table versions kept in the ledger.
 //! - `alerts.rs`: alerts fired on allocations and their delivery.
 //!
-//! One writer: all writes go through a pool of exactly one connection and open their
-//! transaction with `BEGIN IMMEDIATE`, so they are serialized (admission checks included) and a
-//! second process waits on the busy timeout instead of failing mid-transaction. Reads use a
-//! separate small pool; WAL lets them run beside the writer on a consistent snapshot.
+//! Two writers: admission transactions (holds placed with their jobs, forwarded jobs recorded)
+//! run on a connection and thread of their own (`admitter.rs`); every other write goes through
+//! a pool of exactly one connection. Both open their transactions with `BEGIN IMMEDIATE`, so
+//! SQLite serializes them (and a second process), each waiting on the busy timeout instead of
+//! failing mid-transaction, and each decides on what its own transaction reads. Reads use a
+//! separate small pool; WAL lets them run beside the writers on a consistent snapshot.
 //!
 //! The import path is shaped by what costs time through sqlx: every bound value (a text costs
 //! about four integers), every row handed back from sqlx's worker thread, and every statement
@@ -27,6 +30,7 @@
 
 mod admin;
 mod admit;
+mod admitter;
 mod alerts;
 mod gateway;
 mod holds;
@@ -37,30 +41,29 @@ mod read;
 mod tree;
 mod view_cache;
 
-use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bursar_pricing::Currency;
 use rustc_hash::FxHashMap;
-use sqlx::pool::PoolConnection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, SqliteConnection, Transaction};
+use sqlx::{Row, Sqlite, Transaction};
 
 use crate::alerts::{AlertRow, NewAlert};
 use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
-    AccountRow, AdmissionView, AdmitBatch, AllocationRow, ApiJob, AssociationRow, AuditEntry,
-    ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
-    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
-    RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome, TransferRequest,
-    UsageCharge, UserRow,
+    AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, AssociationRow,
+    AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob,
+    NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow,
+    RefundOutcome, RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome,
+    TransferRequest, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 use crate::storage::{StatementReads, Storage, UsageSource, ViewRead};
@@ -69,7 +72,7 @@ use crate::storage::{StatementReads, Storage, UsageSource, ViewRead};
 const MAX_PARAMS: usize = 32_000;
 
 /// How long a writer waits for another process's write lock before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where the database lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,8 +103,8 @@ impl SqliteTarget {
     }
 }
 
-/// Prepared statements the single writer connection keeps: the admission batch writes of up to
-/// [`admit::PREPARED_BATCH`] jobs come in a few hundred shapes (sqlx's default keeps 100).
+/// Prepared statements the single writer connection keeps: the posting path's multi-row texts
+/// come in a chunk size each ([`chunk_plan`]) for many statements (sqlx's default keeps 100).
 const WRITER_STATEMENTS: usize = 1024;
 
 /// Frames (pages) in the WAL past which [`Storage::checkpoint`] makes it start over: 64 MiB
@@ -113,6 +116,8 @@ const WAL_RESTART_FRAMES: i64 = 16_384;
 pub struct SqliteStorage {
     write: SqlitePool,
     read: SqlitePool,
+    /// Where admission transactions run.
+    admitter: Arc<admitter::Admitter>,
     views: Arc<view_cache::ViewCache>,
     /// The connection [`Storage::checkpoint`] runs on, once asked (file databases only).
     checkpointer: Arc<tokio::sync::OnceCell<Option<SqlitePool>>>,
@@ -123,11 +128,24 @@ pub struct SqliteStorage {
 impl SqliteStorage {
     /// Opens (creating if missing) the database and applies pending migrations.
     pub async fn open(target: &SqliteTarget) -> Result<SqliteStorage> {
-        let base = match target {
-            SqliteTarget::Memory => {
-                SqliteConnectOptions::from_str("sqlite::memory:").map_err(db)?
-            }
-            SqliteTarget::File(path) => SqliteConnectOptions::new()
+        // An in-memory database is one of the `memdb` VFS under a name of its own, so that
+        // the admission writer's connection reaches it too; it lives while one is open.
+        static MEMORY: AtomicU64 = AtomicU64::new(0);
+        let database = match target {
+            SqliteTarget::Memory => admitter::Database::Memory(format!(
+                "/bursar-memory-{}-{}",
+                std::process::id(),
+                MEMORY.fetch_add(1, Ordering::Relaxed)
+            )),
+            SqliteTarget::File(path) => admitter::Database::File(path.clone()),
+        };
+        let base = match &database {
+            admitter::Database::Memory(name) => SqliteConnectOptions::new()
+                .filename(name)
+                .vfs("memdb")
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Memory),
+            admitter::Database::File(path) => SqliteConnectOptions::new()
                 .filename(path)
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal),
@@ -155,14 +173,14 @@ impl SqliteStorage {
             .connect_with(base.clone().statement_cache_capacity(WRITER_STATEMENTS))
             .await
             .map_err(db)?;
-        let base_watch = base.clone();
         let base_checkpoint = base.clone();
         sqlx::migrate!("./migrations/sqlite")
             .run(&write)
             .await
             .map_err(|e| LedgerError::Storage(format!("migrating the ledger database: {e}")))?;
+        let admitter = Arc::new(admitter::Admitter::start(&database)?);
         let read = match target {
-            // Every connection to `:memory:` would be a different database.
+            // Without a WAL, readers would hold writers back: one connection does both.
             SqliteTarget::Memory => write.clone(),
             SqliteTarget::File(_) => SqlitePoolOptions::new()
                 .test_before_acquire(false)
@@ -171,25 +189,11 @@ impl SqliteStorage {
                 .await
                 .map_err(db)?,
         };
-        // `PRAGMA data_version` counts other connections' commits per connection: one
-        // connection of its own watches for changes made outside this storage.
-        let watch = match target {
-            SqliteTarget::Memory => None,
-            SqliteTarget::File(_) => Some(
-                SqlitePoolOptions::new()
-                    .test_before_acquire(false)
-                    .max_connections(1)
-                    .idle_timeout(None)
-                    .max_lifetime(None)
-                    .connect_with(base_watch)
-                    .await
-                    .map_err(db)?,
-            ),
-        };
         Ok(SqliteStorage {
             write,
             read,
-            views: Arc::new(view_cache::ViewCache::new(watch)),
+            admitter,
+            views: Arc::new(view_cache::ViewCache::new()),
             checkpointer: Arc::new(tokio::sync::OnceCell::new()),
             target: target.clone(),
             options: base_checkpoint,
@@ -211,52 +215,6 @@ impl SqliteStorage {
     /// A read transaction: one consistent snapshot.
     async fn begin_read(&self) -> Result<Transaction<'static, Sqlite>> {
         self.read.begin().await.map_err(db)
-    }
-}
-
-/// The writer connection while a transaction begun and committed by statements of the hot
-/// path's own (`BEGIN` sent with its first read, `COMMIT` with its write: two round trips to
-/// the connection's thread fewer than sqlx's `begin` and `commit`) may be open. Dropped
-/// before it is known to have ended, it closes the connection rather than hand it back to the
-/// pool inside a transaction.
-struct RawTx {
-    conn: Option<PoolConnection<Sqlite>>,
-}
-
-impl RawTx {
-    fn new(conn: PoolConnection<Sqlite>) -> RawTx {
-        RawTx { conn: Some(conn) }
-    }
-
-    fn conn(&mut self) -> &mut SqliteConnection {
-        self.conn
-            .as_mut()
-            .expect("a raw transaction holds its connection until dropped")
-    }
-
-    /// The transaction committed: the connection goes back to the pool.
-    fn ended(mut self) {
-        drop(self.conn.take());
-    }
-
-    /// Rolls back whatever is open; the connection goes back to the pool unless that failed.
-    async fn rollback(mut self) {
-        match sqlx::query("rollback").execute(self.conn()).await {
-            Ok(_) => self.ended(),
-            // Nothing was open (`BEGIN` itself failed, or `COMMIT` already ended it).
-            Err(sqlx::Error::Database(e)) if e.message().contains("no transaction is active") => {
-                self.ended()
-            }
-            Err(e) => tracing::warn!(error = %e, "rolling back failed; closing the connection"),
-        }
-    }
-}
-
-impl Drop for RawTx {
-    fn drop(&mut self) {
-        if let Some(mut conn) = self.conn.take() {
-            conn.close_on_drop();
-        }
     }
 }
 
@@ -300,19 +258,132 @@ pub(crate) fn json_strings<'s>(values: impl IntoIterator<Item = &'s str>) -> Str
         if i > 0 {
             out.push(',');
         }
-        out.push('"');
-        for ch in v.chars() {
-            match ch {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-                c => out.push(c),
-            }
-        }
-        out.push('"');
+        push_json_string(&mut out, v);
     }
     out.push(']');
     out
+}
+
+/// `v` as a JSON string literal, quotes included. Runs of plain text are copied whole; the
+/// bytes escaped are all ASCII, so every cut is on a character boundary.
+fn push_json_string(out: &mut String, v: &str) {
+    use std::fmt::Write;
+    out.push('"');
+    let mut plain = 0;
+    for (i, b) in v.bytes().enumerate() {
+        if b != b'"' && b != b'\\' && b >= 0x20 {
+            continue;
+        }
+        out.push_str(&v[plain..i]);
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            control => {
+                let _ = write!(out, "\\u{control:04x}");
+            }
+        }
+        plain = i + 1;
+    }
+    out.push_str(&v[plain..]);
+    out.push('"');
+}
+
+/// Rows for `json_each`: a JSON array of arrays of integers, strings and nulls, read back
+/// column by column with `value ->> N` (or, of [`JsonRows::value`]s, a flat array read with
+/// `? ->> N`). One bound parameter carries any number of rows, so a statement reading it has
+/// one text whatever the batch, prepared once per connection.
+#[derive(Debug)]
+pub(crate) struct JsonRows {
+    out: String,
+    /// Whether the current row (or the flat array) has a value yet.
+    filled: bool,
+    rows: usize,
+    /// A flat array of values rather than of rows.
+    flat: bool,
+}
+
+impl JsonRows {
+    pub(crate) fn new() -> JsonRows {
+        JsonRows {
+            out: String::from("["),
+            filled: false,
+            rows: 0,
+            flat: false,
+        }
+    }
+
+    /// Starts a row (and ends the one before).
+    pub(crate) fn row(&mut self) -> &mut JsonRows {
+        debug_assert!(!self.flat, "rows in a flat array");
+        if self.rows > 0 {
+            self.out.push_str("],");
+        }
+        self.out.push('[');
+        self.rows += 1;
+        self.filled = false;
+        self
+    }
+
+    /// The next element of a flat array: one value, not a row.
+    pub(crate) fn value(&mut self) -> &mut JsonRows {
+        debug_assert!(self.rows == 0, "a flat value among rows");
+        self.flat = true;
+        self
+    }
+
+    fn next(&mut self) -> &mut String {
+        if self.filled {
+            self.out.push(',');
+        }
+        self.filled = true;
+        &mut self.out
+    }
+
+    pub(crate) fn int(&mut self, v: i64) -> &mut JsonRows {
+        use std::fmt::Write;
+        let out = self.next();
+        let _ = write!(out, "{v}");
+        self
+    }
+
+    pub(crate) fn text(&mut self, v: &str) -> &mut JsonRows {
+        push_json_string(self.next(), v);
+        self
+    }
+
+    pub(crate) fn opt_int(&mut self, v: Option<i64>) -> &mut JsonRows {
+        match v {
+            Some(v) => self.int(v),
+            None => {
+                self.next().push_str("null");
+                self
+            }
+        }
+    }
+
+    pub(crate) fn opt_text(&mut self, v: Option<&str>) -> &mut JsonRows {
+        match v {
+            Some(v) => self.text(v),
+            None => {
+                self.next().push_str("null");
+                self
+            }
+        }
+    }
+
+    /// Whether nothing was added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rows == 0 && !self.filled
+    }
+
+    /// The JSON text.
+    pub(crate) fn finish(mut self) -> String {
+        if self.rows > 0 {
+            self.out.push(']');
+        }
+        self.out.push(']');
+        self.out
+    }
 }
 
 /// A JSON array of integers.
@@ -745,7 +816,15 @@ impl Storage for SqliteStorage {
         // Read the structure generation first: a write between the two reads leaves the
         // entry tagged older than it is, never newer.
         let structure = self.views.structure();
-        let generation = self.views.generation(read != ViewRead::Preview).await?;
+        // No other connection reaches an in-memory database.
+        let watch = match self.target {
+            SqliteTarget::Memory => None,
+            SqliteTarget::File(_) => Some(&*self.admitter),
+        };
+        let generation = self
+            .views
+            .generation(read != ViewRead::Preview, watch)
+            .await?;
         let cached = match read {
             ViewRead::Now => None,
             ViewRead::Preview => self.views.get(generation, None, user, account, at),
@@ -769,19 +848,34 @@ impl Storage for SqliteStorage {
         forwarded: &[ForwardedJob],
         now: i64,
     ) -> Result<AdmitBatch> {
-        let mut tx = RawTx::new(self.write.acquire().await.map_err(db)?);
-        let done = admit::admit(tx.conn(), batch, forwarded, now).await;
+        let done = self
+            .admitter
+            .admit(batch.to_vec(), forwarded.to_vec(), now)
+            .await;
         self.views.holds_changed();
-        match done {
-            Ok(done) => {
-                tx.ended();
-                Ok(done)
-            }
-            Err(e) => {
-                tx.rollback().await;
-                Err(e)
+        let done = done?;
+        let mut outcomes = done.outcomes;
+        if !done.earlier.is_empty() {
+            // A retried key: the job recorded with it, as the transaction left it.
+            let mut conn = self.read.acquire().await.map_err(db)?;
+            for (i, id) in done.earlier {
+                let job = gateway::api_job(&mut conn, id)
+                    .await?
+                    .ok_or_else(|| LedgerError::Storage(format!("api job {id} vanished")))?;
+                outcomes[i] = Some(Ok(AdmitOutcome::Existing(job)));
             }
         }
+        let outcomes = outcomes
+            .into_iter()
+            .map(|o| {
+                o.ok_or_else(|| LedgerError::Storage("a submission was left undecided".into()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AdmitBatch {
+            outcomes,
+            linked: done.linked,
+            unrecorded: done.unrecorded,
+        })
     }
 
     async fn checkpoint(&self) -> Result<()> {
@@ -791,14 +885,16 @@ impl Storage for SqliteStorage {
                 if self.target == SqliteTarget::Memory {
                     return Ok(None);
                 }
-                // From now on the writer never checkpoints at commit: a checkpoint copies and
+                // From now on the writers never checkpoint at commit: a checkpoint copies and
                 // syncs the database file, which can take tens of milliseconds that every
                 // queued write would wait for. (The pragma is per connection; the writer pool
-                // is that one connection, kept for the storage's life.)
+                // is that one connection, kept for the storage's life, and the admission
+                // writer has its own.)
                 sqlx::query("pragma wal_autocheckpoint = 0")
                     .execute(&self.write)
                     .await
                     .map_err(db)?;
+                self.admitter.stop_checkpointing().await?;
                 let pool = SqlitePoolOptions::new()
                     .test_before_acquire(false)
                     .max_connections(1)
@@ -900,5 +996,83 @@ mod tests {
         );
         assert_eq!(json_strings(["a\"b", "c\\d\n"]), r#"["a\"b","c\\d\u000a"]"#);
         assert_eq!(json_ints([1, -2]), "[1,-2]");
+    }
+
+    fn rows_again(texts: &[&str]) -> String {
+        let mut rows = JsonRows::new();
+        for t in texts {
+            rows.row().text(t);
+        }
+        rows.finish()
+    }
+
+    /// What `JsonRows` writes, SQLite reads back value for value: integers at both ends of
+    /// the range, nulls, and text with quotes, backslashes, control characters and non-ASCII.
+    #[tokio::test]
+    async fn json_rows_read_back_exactly_through_json_each() {
+        use sqlx::{Connection, Row};
+        let texts = [
+            "plain",
+            "",
+            "say \"hi\"",
+            "C:\\tmp\\x",
+            "line\nbreak\ttab\u{1}",
+            "{\"script\": \"#!/bin/sh\\necho ok\"}",
+            "zürich 東京 🚀",
+        ];
+        let mut rows = JsonRows::new();
+        for (i, t) in (0..).zip(texts) {
+            rows.row()
+                .int(i)
+                .text(t)
+                .opt_int((i % 2 == 0).then_some(i64::MIN + i))
+                .opt_text((i % 3 == 0).then_some(t))
+                .int(i64::MAX - i);
+        }
+        let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        let read = sqlx::query(
+            "select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4
+             from json_each(?) order by key",
+        )
+        .bind(rows.finish())
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(read.len(), texts.len());
+        for (i, (row, t)) in (0..).zip(read.iter().zip(texts)) {
+            assert_eq!(row.get::<i64, _>(0), i);
+            assert_eq!(row.get::<String, _>(1), t);
+            assert_eq!(
+                row.get::<Option<i64>, _>(2),
+                (i % 2 == 0).then_some(i64::MIN + i)
+            );
+            assert_eq!(
+                row.get::<Option<String>, _>(3).as_deref(),
+                (i % 3 == 0).then_some(t)
+            );
+            assert_eq!(row.get::<i64, _>(4), i64::MAX - i);
+        }
+        // A flat array beside the rows, read by each row's index.
+        let mut flat = JsonRows::new();
+        for t in texts.iter().rev() {
+            flat.value().text(t);
+        }
+        let read: Vec<(String,)> =
+            sqlx::query_as("select ? ->> key from json_each(?) order by key")
+                .bind(flat.finish())
+                .bind(rows_again(&texts))
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        let expected: Vec<(String,)> = texts.iter().rev().map(|t| (t.to_string(),)).collect();
+        assert_eq!(read, expected);
+        let none: Vec<(i64,)> = sqlx::query_as("select value ->> 0 from json_each(?)")
+            .bind(JsonRows::new().finish())
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        assert!(none.is_empty());
     }
 }

@@ -2,10 +2,11 @@
 //!
 //! A quote reads the same few rows (the account, its chain, the chain's allocations) for
 //! every request of a user; between two writes they cannot differ. Entries are tagged with a
-//! generation: every write transaction of this storage bumps it after its commit, and a
-//! dedicated connection's `PRAGMA data_version` — which changes whenever any *other*
-//! connection, in this process or another, committed — is looked at by every quote that
-//! finds no other quote looking at it (those go on with what is known) and bumps it too. An entry is served only while its generation is
+//! generation: every write transaction of this storage bumps it after its commit, and the
+//! admission writer's `PRAGMA data_version` — which changes whenever any *other* connection,
+//! in this process or another, committed, and not for the admissions themselves — is looked
+//! at by every quote that finds no other quote looking at it (those go on with what is known)
+//! and bumps it too. An entry is served only while its generation is
 //! current and only for the same second (allocations start and end on whole seconds).
 //!
 //! A second tag, the *structure* generation, is bumped by every write of this storage but the
@@ -22,9 +23,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use rustc_hash::FxHashMap;
-use sqlx::SqlitePool;
 
-use super::db;
+use super::admitter::Admitter;
 use crate::error::Result;
 use crate::model::AdmissionView;
 
@@ -39,21 +39,17 @@ pub(super) struct ViewCache {
     structure: AtomicU64,
     /// `(generation, structure, view)`.
     entries: Mutex<FxHashMap<Key, (u64, u64, AdmissionView)>>,
-    /// The connection whose `data_version` tells of other connections' commits (none for an
-    /// in-memory database, which no other connection can reach).
-    watch: Option<SqlitePool>,
     /// What `data_version` said last.
     last: Mutex<Option<i64>>,
     checking: AtomicBool,
 }
 
 impl ViewCache {
-    pub(super) fn new(watch: Option<SqlitePool>) -> ViewCache {
+    pub(super) fn new() -> ViewCache {
         ViewCache {
             generation: AtomicU64::new(0),
             structure: AtomicU64::new(0),
             entries: Mutex::new(FxHashMap::default()),
-            watch,
             last: Mutex::new(None),
             checking: AtomicBool::new(false),
         }
@@ -76,16 +72,14 @@ impl ViewCache {
         self.structure.load(Ordering::Acquire)
     }
 
-    /// The current generation; unless `fresh`, first asks `data_version` whether another
-    /// connection committed (one caller at a time asks; the others go on with what is known).
-    pub(super) async fn generation(&self, fresh: bool) -> Result<u64> {
+    /// The current generation; unless `fresh`, first asks `watch`'s `data_version` whether
+    /// another connection committed (one caller at a time asks; the others go on with what is
+    /// known). No `watch`: no other connection can reach the database.
+    pub(super) async fn generation(&self, fresh: bool, watch: Option<&Admitter>) -> Result<u64> {
         if !fresh {
-            if let Some(watch) = &self.watch {
+            if let Some(watch) = watch {
                 if !self.checking.swap(true, Ordering::AcqRel) {
-                    let version = sqlx::query_scalar::<_, i64>("pragma data_version")
-                        .fetch_one(watch)
-                        .await
-                        .map_err(db);
+                    let version = watch.data_version().await;
                     self.checking.store(false, Ordering::Release);
                     let version = version?;
                     let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
