@@ -57,6 +57,46 @@ async fn connection_refused_is_unreachable_and_retryable() {
     );
 }
 
+/// A listener whose accept queue is full answers no new connection: the connect times out,
+/// and that is a timeout naming the connect timeout, not the whole call's.
+#[tokio::test]
+async fn a_connect_that_hangs_is_a_timeout_of_the_connect_timeout() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Fill the queue (never accepted); the kernel then drops further connection attempts.
+    let mut queued = Vec::new();
+    for _ in 0..8 {
+        if let Ok(Ok(stream)) = tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            queued.push(stream);
+        }
+    }
+    let key = key_file();
+    let mut config = config(&format!("http://{addr}"), &key, Some(ApiVersion::V0_0_38));
+    config.connect_timeout = Duration::from_millis(300);
+    config.timeout = Duration::from_secs(20);
+    let client = SlurmRestClient::new(config).unwrap();
+    let started = Instant::now();
+    let err = client.fetch_jobs(capture()).await.unwrap_err();
+    let RestError::Timeout { timeout, .. } = &err else {
+        panic!("expected a timeout, got {err:?}");
+    };
+    assert_eq!(*timeout, Duration::from_millis(300));
+    assert!(err.is_retryable());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    drop((listener, queued));
+}
+
 #[tokio::test]
 async fn a_server_slower_than_the_timeout_is_a_timeout() {
     let server = MockServer::start().await;

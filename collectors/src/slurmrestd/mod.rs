@@ -91,11 +91,18 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use bursar_pricing::UsageRecord;
-use reqwest::header::HeaderValue;
-use reqwest::{Method, Url};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderValue, Method, Request, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 use tokio::sync::OnceCell;
+use url::Url;
 
 pub use auth::{mint_token, SlurmAuth, SlurmClaims};
 pub use error::RestError;
@@ -156,11 +163,17 @@ pub struct FetchedJobs {
     pub quarantined: Vec<RawQuarantine>,
 }
 
+/// The HTTP client: hyper's pooled client over TCP or rustls (webpki roots, ring). Not
+/// `reqwest`: on the submission path its per-request work (the URL parsed twice, its redirect
+/// layer, header maps built anew) cost about as much CPU as the rest of the call.
+type Http = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 /// A client for one cluster's slurmrestd. Cheap to share (`&self` everywhere); tokens are
 /// minted and cached inside.
 #[derive(Debug)]
 pub struct SlurmRestClient {
-    http: reqwest::Client,
+    http: Http,
+    user_agent: HeaderValue,
     base: Url,
     cluster: String,
     selection: ApiSelection,
@@ -210,15 +223,25 @@ impl SlurmRestClient {
             )));
         }
         let credentials = Credentials::load(&config.auth)?;
-        let http = reqwest::Client::builder()
-            .user_agent(config.user_agent)
-            .timeout(config.timeout)
-            .connect_timeout(config.connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| RestError::Config(format!("building the HTTP client: {e}")))?;
+        let user_agent = HeaderValue::from_str(&config.user_agent).map_err(|_| {
+            RestError::Config(format!("user agent {:?} is not valid", config.user_agent))
+        })?;
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(config.connect_timeout));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .map_err(|e| RestError::Config(format!("setting up TLS: {e}")))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        let http = Client::builder(TokioExecutor::new()).build(connector);
         Ok(SlurmRestClient {
             http,
+            user_agent,
             base,
             cluster: cluster.to_string(),
             selection: config.api,
@@ -435,7 +458,8 @@ impl SlurmRestClient {
         url
     }
 
-    /// One authenticated call; the status and the whole body, within the timeouts.
+    /// One authenticated call; the status and the whole body, within the timeouts. Redirects
+    /// are not followed (slurmrestd sends none).
     async fn call(
         &self,
         method: Method,
@@ -449,44 +473,72 @@ impl SlurmRestClient {
         token_header.set_sensitive(true);
         let user_header = HeaderValue::from_str(user)
             .map_err(|_| RestError::InvalidRequest(format!("user name {user:?} is not valid")))?;
-
-        let started = Instant::now();
-        let mut request = self
-            .http
-            .request(method.clone(), url.clone())
+        let uri: Uri = url
+            .as_str()
+            .parse()
+            .map_err(|e| RestError::Config(format!("URL {url}: {e}")))?;
+        let mut request = Request::builder()
+            .method(method.clone())
+            .uri(uri)
+            .header(USER_AGENT, self.user_agent.clone())
             .header("X-SLURM-USER-NAME", user_header)
             .header("X-SLURM-USER-TOKEN", token_header)
-            .header(reqwest::header::ACCEPT, "application/json");
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request
-            .send()
+            .header(ACCEPT, "application/json");
+        let body = match body {
+            Some(body) => {
+                request = request.header(CONTENT_TYPE, "application/json");
+                let bytes = serde_json::to_vec(body)
+                    .map_err(|e| RestError::InvalidRequest(format!("the request body: {e}")))?;
+                Full::new(Bytes::from(bytes))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        let request = request
+            .body(body)
+            .map_err(|e| RestError::InvalidRequest(format!("the request: {e}")))?;
+
+        let started = Instant::now();
+        let exchange = async {
+            let response = self
+                .http
+                .request(request)
+                .await
+                .map_err(|e| self.transport_error(&url, &e))?;
+            let status = response.status().as_u16();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| RestError::Transport {
+                    url: url.to_string(),
+                    message: format!("reading the answer: {}", error_chain(&e)),
+                })?
+                .to_bytes();
+            Ok::<_, RestError>((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(self.timeout, exchange)
             .await
-            .map_err(|e| self.transport_error(&url, &e))?;
-        let status = response.status().as_u16();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_error(&url, &e))?;
+            .map_err(|_elapsed| RestError::Timeout {
+                url: url.to_string(),
+                timeout: self.timeout,
+            })??;
         tracing::debug!(cluster = %self.cluster, %method, url = %url, status,
             bytes = bytes.len(), elapsed_ms = started.elapsed().as_millis() as u64,
             "slurmrestd call");
         Ok((status, bytes.to_vec()))
     }
 
-    fn transport_error(&self, url: &Url, err: &reqwest::Error) -> RestError {
+    fn transport_error(&self, url: &Url, err: &hyper_util::client::legacy::Error) -> RestError {
         let url = url.to_string();
-        if err.is_timeout() {
-            let timeout = if err.is_connect() {
-                self.connect_timeout
-            } else {
-                self.timeout
-            };
-            return RestError::Timeout { url, timeout };
-        }
         let message = error_chain(err);
         if err.is_connect() {
+            // The connector's own timeout surfaces as a connect error of kind `TimedOut`.
+            if timed_out(err) {
+                return RestError::Timeout {
+                    url,
+                    timeout: self.connect_timeout,
+                };
+            }
             RestError::Unreachable { url, message }
         } else {
             RestError::Transport { url, message }
@@ -494,7 +546,22 @@ impl SlurmRestClient {
     }
 }
 
-/// An error and its sources, `: `-joined (reqwest's own message alone says little).
+/// Whether an I/O error of kind `TimedOut` is among `err`'s sources.
+fn timed_out(err: &dyn std::error::Error) -> bool {
+    let mut source = err.source();
+    while let Some(cause) = source {
+        if cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
+/// An error and its sources, `: `-joined (the client's own message alone says little).
 fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
