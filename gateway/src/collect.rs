@@ -40,7 +40,7 @@ const DEFAULT_BACKFILL: i64 = 7 * 86_400;
 
 /// One configured source, ready to call.
 pub enum Source {
-    Slurmrestd(SlurmRestClient),
+    Slurmrestd(Box<SlurmRestClient>),
     Sacct(SacctCommand),
     Dstack {
         client: DstackClient,
@@ -120,9 +120,9 @@ fn build_source(
                     .map_err(|e| anyhow!("cluster {name}: server_timezone: {e}"))?,
             );
         }
-        return Ok(Source::Slurmrestd(
+        return Ok(Source::Slurmrestd(Box::new(
             SlurmRestClient::new(config).with_context(|| format!("cluster {name}"))?,
-        ));
+        )));
     }
     if let Some(sacct) = &collect.sacct {
         let mut command = SacctCommand::new(
