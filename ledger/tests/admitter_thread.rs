@@ -7,6 +7,20 @@ use std::time::{Duration, Instant};
 
 use common::temp_ledger;
 
+/// Waits (up to 10 s) until `ok` holds of the count of admission writers; a new thread names
+/// itself once it runs, an ending one leaves the list once it has ended.
+async fn wait_for(ok: impl Fn(usize) -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ok(admission_threads()) {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} admission writers",
+            admission_threads()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn admission_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
@@ -28,19 +42,12 @@ async fn each_ledger_has_an_admission_writer_that_ends_with_it() {
             .await
             .unwrap(),
     ));
-    assert_eq!(admission_threads(), before + 6);
+    wait_for(|n| n == before + 6, "one writer per ledger").await;
     // Clones share one writer.
     let clone = ledgers[0].1.clone();
+    tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(admission_threads(), before + 6);
     drop(clone);
     drop(ledgers);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while admission_threads() > before {
-        assert!(
-            Instant::now() < deadline,
-            "{} admission writers outlived their ledgers",
-            admission_threads() - before
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for(|n| n == before, "writers outlived their ledgers").await;
 }

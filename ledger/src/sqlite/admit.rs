@@ -18,7 +18,7 @@ use rusqlite::{Connection, OptionalExtension};
 use sqlx::SqliteConnection;
 
 use super::holds;
-use super::{col, db, json_strings, JsonRows};
+use super::{col, db, json_strings};
 use crate::error::{LedgerError, Result};
 use crate::materialize::{AllocSpan, Effects, Id};
 use crate::model::{
@@ -515,183 +515,139 @@ struct Decided<'a, 'e> {
     max_entry: Id,
 }
 
-/// Links the holds of forwarded jobs (unless linked already) from rows (hold id, job_ref).
-const LINK_HOLDS_SQL: &str = "with v (id, job_ref) as (
-        select value ->> 0, value ->> 1 from json_each(?))
-    update holds set job_ref = v.job_ref from v
-    where holds.id = v.id and holds.job_ref is null";
+const LINK_HOLD_SQL: &str = "update holds set job_ref = ?2 where id = ?1 and job_ref is null";
 
-/// Notes the cluster job ids of forwarded jobs from rows (job id, cluster_job_id, at), and
-/// returns the ids of the jobs found.
-const NOTE_JOBS_SQL: &str = "with v (id, cluster_job_id, at) as (
-        select value ->> 0, value ->> 1, value ->> 2 from json_each(?))
-    update api_jobs set cluster_job_id = v.cluster_job_id, updated_at = v.at from v
-    where api_jobs.id = v.id returning api_jobs.id";
+const NOTE_JOB_SQL: &str = "update api_jobs set cluster_job_id = ?2, updated_at = ?3 where id = ?1";
 
-const INSERT_HOLDS_SQL: &str = "insert into holds (id, idempotency_key, account_id,
-        currency_id, amount, cluster_id, job_ref, placed_at, expires_at, note)
-    select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5,
-           value ->> 6, value ->> 7, value ->> 8, value ->> 9
-    from json_each(?)";
+const INSERT_HOLD_SQL: &str = "insert into holds (id, idempotency_key, account_id, currency_id,
+        amount, cluster_id, job_ref, placed_at, expires_at, note)
+    values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
-const INSERT_ENTRIES_SQL: &str = "insert into journal (id, type, account_id, currency_id,
-        amount, effective_at, posted_at, cluster_id, hold_id, key, note)
-    select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5,
-           value ->> 6, value ->> 7, value ->> 8, value ->> 9, value ->> 10
-    from json_each(?)";
+const INSERT_ENTRY_SQL: &str = "insert into journal (id, type, account_id, currency_id, amount,
+        effective_at, posted_at, cluster_id, hold_id, key, note)
+    values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
 
-/// Rows (id, charged, held, at).
-const UPDATE_ALLOCATIONS_SQL: &str = "update allocations
-    set charged = v.charged, held = v.held, updated_at = v.at
-    from (select value ->> 0 as id, value ->> 1 as charged, value ->> 2 as held,
-                 value ->> 3 as at
-          from json_each(?)) as v
-    where allocations.id = v.id";
+const UPDATE_ALLOCATION_SQL: &str =
+    "update allocations set charged = ?2, held = ?3, updated_at = ?4 where id = ?1";
 
-/// Rows (account id, currency id, charged delta, held delta).
-const ADD_TOTALS_SQL: &str = "insert into account_totals (account_id, currency_id, charged,
-        held)
-    select value ->> 0, value ->> 1, value ->> 2, value ->> 3 from json_each(?) where true
+const ADD_TOTALS_SQL: &str = "insert into account_totals (account_id, currency_id, charged, held)
+    values (?1, ?2, ?3, ?4)
     on conflict (account_id, currency_id) do update set
         charged = charged + excluded.charged, held = held + excluded.held";
 
-/// The jobs' requests and routes come from arrays of their own, by the row's index: a row's
-/// `value` is handed over as JSON text and parsed again for its columns, which for these long
-/// strings cost more than the rest of the write.
-const INSERT_JOBS_SQL: &str = "insert into api_jobs (id, idempotency_key, actor, user_name,
+const INSERT_JOB_SQL: &str = "insert into api_jobs (id, idempotency_key, actor, user_name,
         account, cluster, currency, estimate, hold_id, state, request_json, route_json,
         submitted_at, updated_at)
-    select value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5,
-           value ->> 6, value ->> 7, value ->> 8, value ->> 9, ?1 ->> key, ?2 ->> key,
-           value ->> 10, value ->> 10
-    from json_each(?3)";
+    values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)";
 
 /// Writes the records of `forwarded` jobs (holds linked unless linked already, cluster job
 /// ids noted) and a decided batch: the holds, their `hold` journal entries (ids from
 /// `max_entry + 1`, as the journal's own writer gives them), the held amounts of the
-/// allocations and totals they touch, and the jobs. Every statement reads its rows from one
-/// JSON parameter ([`JsonRows`]), so each has one text whatever the batch, prepared once for
-/// the connection's life. Returns how many holds were linked and the forwarded jobs that were
-/// not found.
+/// allocations and totals they touch, and the jobs. One single-row statement per row: on this
+/// connection a statement is a call into SQLite, not a round trip to another thread, and each
+/// text is prepared once for the connection's life. Returns how many holds were linked and the
+/// forwarded jobs that were not found.
 fn write(
     conn: &Connection,
     decided: Option<Decided<'_, '_>>,
     forwarded: &[ForwardedJob],
     now: i64,
 ) -> Result<(u64, Vec<Id>)> {
-    let run = |text: &str, rows: JsonRows| -> Result<usize> {
-        if rows.is_empty() {
-            return Ok(0);
+    let statement = |text: &'static str| conn.prepare_cached(text).map_err(sql);
+    let mut linked: u64 = 0;
+    let mut unrecorded = Vec::new();
+    if !forwarded.is_empty() {
+        let mut link = statement(LINK_HOLD_SQL)?;
+        let mut note = statement(NOTE_JOB_SQL)?;
+        for j in forwarded {
+            if let Some(hold) = j.hold {
+                linked += link.execute((hold, &j.settle_ref)).map_err(sql)? as u64;
+            }
+            if note
+                .execute((j.job, &j.cluster_job_id, j.at))
+                .map_err(sql)?
+                == 0
+            {
+                unrecorded.push(j.job);
+            }
         }
-        let mut statement = conn.prepare_cached(text).map_err(sql)?;
-        statement.execute([rows.finish()]).map_err(sql)
+    }
+    let Some(d) = decided.filter(|d| !d.recorded.is_empty()) else {
+        return Ok((linked, unrecorded));
     };
-    let mut links = JsonRows::new();
-    let mut noted = JsonRows::new();
-    for j in forwarded {
-        if let Some(hold) = j.hold {
-            links.row().int(hold).text(&j.settle_ref);
-        }
-        noted.row().int(j.job).text(&j.cluster_job_id).int(j.at);
-    }
-    let linked = run(LINK_HOLDS_SQL, links)?;
-    let mut found = HashSet::new();
-    if !noted.is_empty() {
-        let mut statement = conn.prepare_cached(NOTE_JOBS_SQL).map_err(sql)?;
-        let ids = statement
-            .query_map([noted.finish()], |row| row.get::<_, Id>(0))
+    let mut insert_hold = statement(INSERT_HOLD_SQL)?;
+    let mut insert_entry = statement(INSERT_ENTRY_SQL)?;
+    for (n, p) in (1..).zip(d.placed) {
+        let h = p.hold(d.batch);
+        insert_hold
+            .execute((
+                p.id,
+                &h.idempotency_key,
+                p.account,
+                p.currency,
+                h.amount,
+                p.cluster,
+                h.job_ref.as_deref(),
+                h.placed_at,
+                h.expires_at,
+                h.note.as_deref(),
+            ))
             .map_err(sql)?;
-        for id in ids {
-            found.insert(id.map_err(sql)?);
-        }
-    }
-    if let Some(d) = decided.filter(|d| !d.recorded.is_empty()) {
-        let mut holds = JsonRows::new();
-        let mut entries = JsonRows::new();
-        for (n, p) in (1..).zip(d.placed) {
-            let h = p.hold(d.batch);
-            holds
-                .row()
-                .int(p.id)
-                .text(&h.idempotency_key)
-                .int(p.account)
-                .int(p.currency)
-                .int(h.amount)
-                .int(p.cluster)
-                .opt_text(h.job_ref.as_deref())
-                .int(h.placed_at)
-                .int(h.expires_at)
-                .opt_text(h.note.as_deref());
-            let open = OpenHold {
-                id: p.id,
-                account: p.account,
-                currency: p.currency,
-                cluster: p.cluster,
-                amount: h.amount,
-                placed_at: h.placed_at,
-            };
-            let e = hold_entry(&open, h.note.as_deref());
-            entries
-                .row()
-                .int(d.max_entry + n)
-                .int(e.entry_type.code())
-                .int(e.account)
-                .int(e.currency)
-                .int(e.amount)
-                .int(e.effective_at)
-                .int(now)
-                .int(e.cluster)
-                .opt_int(e.hold_id)
-                .opt_text(e.key.as_deref())
-                .opt_text(e.note.as_deref());
-        }
-        run(INSERT_HOLDS_SQL, holds)?;
-        run(INSERT_ENTRIES_SQL, entries)?;
-        let mut allocations = JsonRows::new();
-        for (id, charged, held) in d.effects.allocation_updates()? {
-            allocations.row().int(id).int(charged).int(held).int(now);
-        }
-        run(UPDATE_ALLOCATIONS_SQL, allocations)?;
-        let mut totals = JsonRows::new();
-        for ((account, currency), (charged, held)) in d.effects.total_deltas() {
-            totals
-                .row()
-                .int(account)
-                .int(currency)
-                .int(charged)
-                .int(held);
-        }
-        run(ADD_TOTALS_SQL, totals)?;
-        let mut jobs = JsonRows::new();
-        let mut requests = JsonRows::new();
-        let mut routes = JsonRows::new();
-        for &(i, id, hold_id) in d.recorded {
-            let job = &d.batch[i].job;
-            jobs.row()
-                .int(id)
-                .opt_text(job.idempotency_key.as_deref())
-                .text(&job.actor)
-                .text(&job.user)
-                .text(&job.account)
-                .text(&job.cluster)
-                .text(job.currency.as_str())
-                .int(job.estimate)
-                .opt_int(hold_id)
-                .text(&job.state)
-                .int(job.at);
-            requests.value().text(&job.request_json);
-            routes.value().text(&job.route_json);
-        }
-        conn.prepare_cached(INSERT_JOBS_SQL)
-            .and_then(|mut statement| {
-                statement.execute((requests.finish(), routes.finish(), jobs.finish()))
-            })
+        let open = OpenHold {
+            id: p.id,
+            account: p.account,
+            currency: p.currency,
+            cluster: p.cluster,
+            amount: h.amount,
+            placed_at: h.placed_at,
+        };
+        let e = hold_entry(&open, h.note.as_deref());
+        insert_entry
+            .execute((
+                d.max_entry + n,
+                e.entry_type.code(),
+                e.account,
+                e.currency,
+                e.amount,
+                e.effective_at,
+                now,
+                e.cluster,
+                e.hold_id,
+                e.key.as_deref(),
+                e.note.as_deref(),
+            ))
             .map_err(sql)?;
     }
-    let unrecorded = forwarded
-        .iter()
-        .map(|j| j.job)
-        .filter(|id| !found.contains(id))
-        .collect();
-    Ok((u64::try_from(linked).unwrap_or(u64::MAX), unrecorded))
+    let mut allocation = statement(UPDATE_ALLOCATION_SQL)?;
+    for (id, charged, held) in d.effects.allocation_updates()? {
+        allocation.execute((id, charged, held, now)).map_err(sql)?;
+    }
+    let mut totals = statement(ADD_TOTALS_SQL)?;
+    for ((account, currency), (charged, held)) in d.effects.total_deltas() {
+        totals
+            .execute((account, currency, charged, held))
+            .map_err(sql)?;
+    }
+    let mut insert_job = statement(INSERT_JOB_SQL)?;
+    for &(i, id, hold_id) in d.recorded {
+        let job = &d.batch[i].job;
+        insert_job
+            .execute(rusqlite::params![
+                id,
+                job.idempotency_key.as_deref(),
+                &job.actor,
+                &job.user,
+                &job.account,
+                &job.cluster,
+                job.currency.as_str(),
+                job.estimate,
+                hold_id,
+                &job.state,
+                &job.request_json,
+                &job.route_json,
+                job.at,
+            ])
+            .map_err(sql)?;
+    }
+    Ok((linked, unrecorded))
 }
