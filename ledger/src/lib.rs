@@ -418,22 +418,35 @@ impl Ledger {
         now: i64,
     ) -> Result<AdmitBatch> {
         for admission in batch {
-            if let Some(hold) = &admission.hold {
-                check_hold(hold)?;
-                if hold.account != admission.job.account
-                    || hold.currency != admission.job.currency
-                    || hold.cluster != admission.job.cluster
-                {
-                    return Err(LedgerError::Invalid(
-                        "a submission's hold and job name different accounts, currencies or \
-                         clusters"
-                            .to_string(),
-                    ));
-                }
-            }
+            check_admission(admission)?;
         }
         check_forwarded(forwarded)?;
         self.storage.admit(batch, forwarded, now).await
+    }
+
+    /// Admits one submission (its hold and job), group-committed: the submissions queued
+    /// meanwhile by any task share one transaction, decided in order exactly as separate
+    /// transactions would decide them, with the records of the jobs forwarded since
+    /// ([`Ledger::queue_forwarded`]). At one submission at a time nothing waits; under load
+    /// the transaction's cost is shared. A used job key gives [`AdmitOutcome::Existing`].
+    pub async fn admit_queued(&self, admission: NewAdmission, now: i64) -> Result<AdmitOutcome> {
+        check_admission(&admission)?;
+        self.storage.admit_queued(admission, now).await
+    }
+
+    /// Queues the record of a job its cluster accepted (see [`ForwardedJob`]) without waiting
+    /// for it: it rides in the next admission's transaction, or is written alone within a few
+    /// milliseconds. Readers that must see it call [`Ledger::forwarded_settled`] first. A
+    /// record that cannot be written is logged; its hold then expires instead of settling.
+    pub fn queue_forwarded(&self, job: ForwardedJob) -> Result<()> {
+        check_forwarded(std::slice::from_ref(&job))?;
+        self.storage.queue_forwarded(job)
+    }
+
+    /// Waits until every forwarded job queued before this call is written (or has failed and
+    /// been logged).
+    pub async fn forwarded_settled(&self) {
+        self.storage.forwarded_settled().await;
     }
 
     /// Moves committed data from the write-ahead log into the database, beside the writer
@@ -720,6 +733,23 @@ fn check_key(key: &str) -> Result<()> {
         return Err(LedgerError::Invalid(format!(
             "idempotency key {key:?}: keys starting with {prefix:?} are the ledger's own"
         )));
+    }
+    Ok(())
+}
+
+/// A submission's hold is valid and names the job's account, currency and cluster.
+fn check_admission(admission: &NewAdmission) -> Result<()> {
+    if let Some(hold) = &admission.hold {
+        check_hold(hold)?;
+        if hold.account != admission.job.account
+            || hold.currency != admission.job.currency
+            || hold.cluster != admission.job.cluster
+        {
+            return Err(LedgerError::Invalid(
+                "a submission's hold and job name different accounts, currencies or clusters"
+                    .to_string(),
+            ));
+        }
     }
     Ok(())
 }

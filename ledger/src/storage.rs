@@ -13,11 +13,11 @@ use crate::balances::BalanceSnapshot;
 use crate::error::Result;
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
-    AccountRow, AdmissionView, AdmitBatch, AllocationRow, ApiJob, AssociationRow, AuditEntry,
-    ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit,
-    NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
-    RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome, TransferRequest,
-    UsageCharge, UserRow,
+    AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, AssociationRow,
+    AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob,
+    NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow,
+    RefundOutcome, RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome,
+    TransferRequest, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 
@@ -191,6 +191,13 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         forwarded: &[ForwardedJob],
         now: i64,
     ) -> Result<AdmitBatch>;
+    /// Admits one submission, group-committed with the others queued meanwhile and the
+    /// forwarded jobs queued before (see [`crate::Ledger::admit_queued`]).
+    async fn admit_queued(&self, admission: NewAdmission, now: i64) -> Result<AdmitOutcome>;
+    /// Queues the record of a forwarded job, written with the next admission or soon alone.
+    fn queue_forwarded(&self, job: ForwardedJob) -> Result<()>;
+    /// Waits until every forwarded job queued before is written (or failed and was logged).
+    async fn forwarded_settled(&self);
     /// Moves committed data from the write-ahead log into the database without blocking
     /// writers. The first call also stops writers from doing it themselves at commit time,
     /// so a long-running server calls it periodically (see [`crate::Ledger::checkpoint`]).

@@ -617,3 +617,71 @@ async fn in_memory_ledgers_admit_each_on_its_own_database() {
         "{out:?}"
     );
 }
+
+/// Submissions queued one by one from many tasks are group-committed without overspending,
+/// and forwarded jobs queued behind them are written before `forwarded_settled` returns.
+#[tokio::test]
+async fn queued_submissions_from_many_tasks_admit_exactly_what_the_allocation_covers() {
+    let (_dir, ledger) = setup().await;
+    // physics has 80 su under org's 100: 8 holds of 10 fit.
+    let tasks: Vec<_> = (0..50)
+        .map(|n| {
+            let ledger = ledger.clone();
+            tokio::spawn(async move {
+                ledger
+                    .admit_queued(
+                        admission(n, "physics", 10, Some(&format!("q{n}"))),
+                        T0 + HOUR,
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let mut admitted_jobs = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(AdmitOutcome::Admitted { job, hold }) => admitted_jobs.push((job.id, hold)),
+            Err(LedgerError::InsufficientAllocation { remaining, .. }) => {
+                assert!(remaining < 10 * UNIT)
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(admitted_jobs.len(), 8);
+    let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+    assert_eq!(b.held, 80 * UNIT);
+    for (i, (job, hold)) in admitted_jobs.iter().enumerate() {
+        ledger
+            .queue_forwarded(ForwardedJob {
+                job: *job,
+                hold: hold.as_ref().map(|h| h.id),
+                settle_ref: format!("{}", 500 + i),
+                cluster_job_id: format!("{}", 500 + i),
+                at: T0 + HOUR,
+            })
+            .unwrap();
+    }
+    ledger.forwarded_settled().await;
+    for (i, (job, _)) in admitted_jobs.iter().enumerate() {
+        let row = ledger.api_job(*job).await.unwrap().unwrap();
+        assert_eq!(row.cluster_job_id, Some(format!("{}", 500 + i)));
+    }
+    // A key used before gives its job back.
+    let (first, _) = &admitted_jobs[0];
+    let key = ledger
+        .api_job(*first)
+        .await
+        .unwrap()
+        .unwrap()
+        .idempotency_key;
+    let n: usize = key.as_deref().unwrap()[1..].parse().unwrap();
+    match ledger
+        .admit_queued(admission(n, "physics", 10, key.as_deref()), T0 + HOUR)
+        .await
+        .unwrap()
+    {
+        AdmitOutcome::Existing(job) => assert_eq!(job.id, *first),
+        other => panic!("expected the earlier job, got {other:?}"),
+    }
+    assert!(ledger.verify().await.unwrap().is_empty());
+}

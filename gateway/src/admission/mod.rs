@@ -21,10 +21,11 @@
 //!   over the time limit the job is forwarded with (the request's, else the partition's
 //!   `default_time`, else its `max_time`), from `now`: the code that prices the charge.
 //! - **No overspending.** The quote's balances are a preview; the decision is
-//!   [`bursar_ledger::Ledger::admit`], which checks the account and every ancestor, places
-//!   the hold and records the job in one serialized transaction. Concurrent submissions are
-//!   group-committed (`batch`): one transaction takes every submission queued meanwhile and
-//!   decides them one after the other, as separate transactions would. A submission that
+//!   [`bursar_ledger::Ledger::admit_queued`], which checks the account and every ancestor,
+//!   places the hold and records the job in one serialized transaction. Concurrent
+//!   submissions are group-committed by the ledger's admission writer: one transaction takes
+//!   every submission queued meanwhile and decides them one after the other, as separate
+//!   transactions would. A submission that
 //!   loses the race for the last of an allocation tries the next cluster of its route, else
 //!   gets a 402.
 //! - **Nothing left behind.** The hold is placed (with the job's record) before forwarding
@@ -40,7 +41,6 @@
 //!   entries (charge, adjustments, refunds) for that cluster job id.
 
 mod api;
-mod batch;
 pub mod forward;
 pub mod quote;
 pub mod route;
@@ -60,7 +60,6 @@ use crate::app::App;
 use crate::auth::{Principal, Role};
 use crate::request::JobRequest;
 use crate::timefmt::{format_instant, now};
-use batch::AdmissionWriter;
 
 pub use forward::{ForwardError, ForwardJob, Forwarded, Forwarder};
 pub use quote::{ClusterQuote, Funding};
@@ -347,7 +346,6 @@ struct Inner {
     app: Arc<App>,
     forwarders: BTreeMap<String, Arc<dyn Forwarder>>,
     grace: Duration,
-    writer: AdmissionWriter,
 }
 
 impl Admission {
@@ -423,13 +421,11 @@ impl Admission {
     /// holds.grace` after they are placed.
     pub fn new(app: Arc<App>, forwarders: BTreeMap<String, Arc<dyn Forwarder>>) -> Admission {
         let grace = app.config.holds.grace();
-        let writer = AdmissionWriter::new(app.ledger.clone());
         Admission {
             inner: Arc::new(Inner {
                 app,
                 forwarders,
                 grace,
-                writer,
             }),
         }
     }
@@ -448,7 +444,7 @@ impl Admission {
     /// Waits until every forwarded job answered so far is recorded in the ledger (`bursar
     /// serve` calls it before it exits).
     pub async fn settled(&self) {
-        self.inner.writer.settled().await;
+        self.inner.app.ledger.forwarded_settled().await;
     }
 
     /// Clusters that can take submissions (have a forwarder).
@@ -639,12 +635,13 @@ impl Admission {
             let route = chosen.finish();
             let admission = self.admission(&quote, q, request_json, &stored_key, &route, at)?;
             // A twin with the same key in the same batch: once it is written, ask again.
-            let mut outcome = self.inner.writer.admit(admission.clone()).await;
+            let ledger = &self.inner.app.ledger;
+            let mut outcome = ledger.admit_queued(admission.clone(), now()).await;
             for _ in 0..3 {
                 if !matches!(outcome, Err(LedgerError::Conflict(_))) {
                     break;
                 }
-                outcome = self.inner.writer.admit(admission.clone()).await;
+                outcome = ledger.admit_queued(admission.clone(), now()).await;
             }
             match outcome {
                 Ok(AdmitOutcome::Admitted { job, .. }) => {
@@ -702,14 +699,14 @@ impl Admission {
         if job.state != "held" || job.cluster_job_id.is_some() {
             return Ok(job);
         }
-        self.inner.writer.settled().await;
+        self.inner.app.ledger.forwarded_settled().await;
         Ok(self.inner.app.ledger.api_job(job.id).await?.unwrap_or(job))
     }
 
     /// The submission recorded under `key`, if any.
     async fn earlier(&self, key: Option<&str>) -> Result<Option<Admit>> {
         let Some(key) = key else { return Ok(None) };
-        self.inner.writer.settled().await;
+        self.inner.app.ledger.forwarded_settled().await;
         let job = self.inner.app.ledger.api_job_by_key(key).await?;
         Ok(job.map(|job| Admit::Replay(Box::new(job))))
     }
@@ -819,13 +816,18 @@ impl Admission {
         // The job runs now: its record is written behind the answer (readers of jobs wait
         // for it), and failing to write it must not turn into an error the client would
         // retry (that would run the job twice). The hold then expires instead of settling.
-        self.inner.writer.forwarded(ForwardedJob {
+        let record = ForwardedJob {
             job: job.id,
             hold: hold_id,
             settle_ref: forwarded.settle_ref.clone(),
             cluster_job_id: forwarded.cluster_job_id.clone(),
             at: now(),
-        });
+        };
+        if let Err(e) = ledger.queue_forwarded(record) {
+            tracing::error!(job = job.id, cluster_job_id = %forwarded.cluster_job_id, error = %e,
+                "the job was forwarded but could not be linked to its hold; the hold will \
+                 expire instead of settling");
+        }
         let estimate = q.estimate.unwrap_or(0);
         tracing::info!(job = job.id, cluster = %q.cluster, cluster_job_id = %forwarded.cluster_job_id,
             user = %principal.user, account = %quote.account, estimate, "job admitted and forwarded");
@@ -925,7 +927,7 @@ impl Admission {
             }
             Some(principal.user.clone())
         };
-        self.inner.writer.settled().await;
+        self.inner.app.ledger.forwarded_settled().await;
         let ledger = &self.inner.app.ledger;
         let jobs = ledger
             .api_jobs(user.as_deref(), query.account.as_deref())
@@ -1005,7 +1007,7 @@ impl Admission {
 
     /// The job if the caller may see it; someone else's job is "not found" to a user.
     async fn visible_job(&self, principal: &Principal, id: i64) -> Result<ApiJob> {
-        self.inner.writer.settled().await;
+        self.inner.app.ledger.forwarded_settled().await;
         let job = self.inner.app.ledger.api_job(id).await?;
         match job {
             Some(job) if job.user == principal.user || principal.role >= Role::Finance => Ok(job),

@@ -7,6 +7,13 @@
 //! costs one hand-over to this thread and one back, and the statements stay prepared for the
 //! connection's life.
 //!
+//! Submissions queue here one by one ([`Admitter::admit_one`]) and are group-committed by
+//! the thread itself: it takes everything queued at once and decides it in one transaction
+//! (each submission against the allocations as the ones before it left them, as separate
+//! transactions would), while the next batch gathers. The records of forwarded jobs
+//! ([`Admitter::forwarded`]) ride in the next batch's transaction, or are written alone after
+//! [`FORWARDED_LINGER`]; [`Admitter::settled`] waits for those queued before it.
+//!
 //! The connection is a second writer beside the storage's sqlx writer (collection, admin,
 //! releases): SQLite serializes the two (`BEGIN IMMEDIATE`, the busy timeout), and each
 //! decides on what its own transaction reads, so nothing can overspend.
@@ -18,6 +25,7 @@
 
 use std::path::PathBuf;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
@@ -25,10 +33,26 @@ use tokio::sync::oneshot;
 use super::admit::{self, sql, Admitted};
 use super::BUSY_TIMEOUT;
 use crate::error::{LedgerError, Result};
-use crate::model::{ForwardedJob, NewAdmission};
+use crate::model::{AdmitOutcome, ForwardedJob, NewAdmission};
 
 /// Statements the connection keeps prepared (the admission path has about a dozen).
 const STATEMENTS: usize = 32;
+
+/// Most queued submissions in one transaction.
+const MAX_BATCH: usize = 256;
+
+/// The longest a forwarded job's record waits for a batch to ride in before it is written
+/// alone.
+pub const FORWARDED_LINGER: Duration = Duration::from_millis(5);
+
+/// What a queued submission gets back: its outcome, or (its key used before) the id of the
+/// job recorded with it, which the caller reads once the transaction is over.
+// Moved once, through a oneshot: boxing the outcome would cost an allocation a submission.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Queued {
+    Decided(Result<AdmitOutcome>),
+    Earlier(i64),
+}
 
 /// Where the admission writer's connection goes.
 #[derive(Debug, Clone)]
@@ -46,6 +70,15 @@ enum Request {
         now: i64,
         reply: oneshot::Sender<Result<Admitted>>,
     },
+    One {
+        admission: Box<NewAdmission>,
+        now: i64,
+        reply: oneshot::Sender<Queued>,
+    },
+    Forwarded(ForwardedJob),
+    /// Answered once every forwarded job queued before it is written (or has failed and been
+    /// logged).
+    Settled(oneshot::Sender<()>),
     DataVersion(oneshot::Sender<Result<i64>>),
     /// From now on another connection checkpoints ([`super::SqliteStorage`]'s checkpointer).
     StopCheckpointing(oneshot::Sender<Result<()>>),
@@ -84,6 +117,27 @@ impl Admitter {
             reply,
         })
         .await?
+    }
+
+    /// Admits one submission (its hold and job), batched with whatever else is queued.
+    pub(super) async fn admit_one(&self, admission: NewAdmission, now: i64) -> Result<Queued> {
+        self.ask(|reply| Request::One {
+            admission: Box::new(admission),
+            now,
+            reply,
+        })
+        .await
+    }
+
+    /// Queues the record of a forwarded job without waiting for it.
+    pub(super) fn forwarded(&self, job: ForwardedJob) -> Result<()> {
+        self.tx.send(Request::Forwarded(job)).map_err(|_| stopped())
+    }
+
+    /// Waits until every forwarded job queued before this call is written (or has failed
+    /// and been logged).
+    pub(super) async fn settled(&self) {
+        let _ = self.ask(Request::Settled).await;
     }
 
     /// `PRAGMA data_version` of the writer's connection.
@@ -131,31 +185,194 @@ fn open(database: &Database) -> Result<Connection> {
     Ok(conn)
 }
 
+/// What the thread has taken and not yet written.
+#[derive(Default)]
+struct Pending {
+    admissions: Vec<NewAdmission>,
+    replies: Vec<oneshot::Sender<Queued>>,
+    now: i64,
+    forwarded: Vec<ForwardedJob>,
+    barriers: Vec<oneshot::Sender<()>>,
+}
+
+/// The thread: answers what needs no transaction at once, runs pre-formed batches as they
+/// come, and group-commits queued submissions with the forwarded jobs queued meanwhile, or
+/// writes those jobs alone when a barrier asks for them, they waited [`FORWARDED_LINGER`], or
+/// every handle is gone.
 fn run(conn: &Connection, rx: &mpsc::Receiver<Request>) {
-    for request in rx {
-        match request {
-            Request::Admit {
-                batch,
-                forwarded,
-                now,
-                reply,
-            } => {
-                let done = admit::admit(conn, &batch, &forwarded, now);
-                // A caller that stopped waiting loses only its answer.
-                let _ = reply.send(done);
+    let mut p = Pending::default();
+    let mut deadline: Option<Instant> = None;
+    let mut open = true;
+    while open || !p.forwarded.is_empty() {
+        if open {
+            let first = match deadline {
+                None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+                Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+            };
+            match first {
+                Ok(request) => take(conn, &mut p, request),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => open = false,
             }
-            Request::DataVersion(reply) => {
-                let version = conn
-                    .query_row("pragma data_version", [], |row| row.get(0))
-                    .map_err(sql);
-                let _ = reply.send(version);
+        }
+        while open && p.admissions.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(request) => take(conn, &mut p, request),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => open = false,
             }
-            Request::StopCheckpointing(reply) => {
-                let done = conn
-                    .execute_batch("pragma wal_autocheckpoint = 0")
-                    .map_err(sql);
-                let _ = reply.send(done);
+        }
+        let lingered = deadline.is_some_and(|at| Instant::now() >= at);
+        if !p.admissions.is_empty() {
+            let jobs = std::mem::take(&mut p.forwarded);
+            let batch = std::mem::take(&mut p.admissions);
+            let answers = admit_queued(conn, &batch, &jobs, p.now);
+            // A caller that stopped waiting loses only its answer; the write stands.
+            for (reply, answer) in p.replies.drain(..).zip(answers) {
+                let _ = reply.send(answer);
             }
+        } else if !p.forwarded.is_empty() && (!p.barriers.is_empty() || lingered || !open) {
+            record_forwarded(conn, &std::mem::take(&mut p.forwarded));
+        }
+        if p.forwarded.is_empty() {
+            deadline = None;
+            for barrier in p.barriers.drain(..) {
+                let _ = barrier.send(());
+            }
+        } else if deadline.is_none() {
+            deadline = Some(Instant::now() + FORWARDED_LINGER);
+        }
+    }
+}
+
+/// Takes one request: queues submissions, forwarded jobs and barriers; answers the rest.
+fn take(conn: &Connection, p: &mut Pending, request: Request) {
+    match request {
+        Request::One {
+            admission,
+            now,
+            reply,
+        } => {
+            p.admissions.push(*admission);
+            p.replies.push(reply);
+            p.now = p.now.max(now);
+        }
+        Request::Forwarded(job) => p.forwarded.push(job),
+        Request::Settled(reply) => p.barriers.push(reply),
+        Request::Admit {
+            batch,
+            forwarded,
+            now,
+            reply,
+        } => {
+            // A caller that stopped waiting loses only its answer.
+            let _ = reply.send(admit::admit(conn, &batch, &forwarded, now));
+        }
+        Request::DataVersion(reply) => {
+            let version = conn
+                .query_row("pragma data_version", [], |row| row.get(0))
+                .map_err(sql);
+            let _ = reply.send(version);
+        }
+        Request::StopCheckpointing(reply) => {
+            let done = conn
+                .execute_batch("pragma wal_autocheckpoint = 0")
+                .map_err(sql);
+            let _ = reply.send(done);
+        }
+    }
+}
+
+/// Admits `batch` with the records of `jobs` in one transaction. Should that fail while jobs
+/// were to be recorded, they are recorded apart and the batch tried alone (a bad record must
+/// not refuse submissions, nor a failed batch lose records).
+fn admit_queued(
+    conn: &Connection,
+    batch: &[NewAdmission],
+    jobs: &[ForwardedJob],
+    now: i64,
+) -> Vec<Queued> {
+    let failed = |e: LedgerError| {
+        batch
+            .iter()
+            .map(|_| Queued::Decided(Err(e.clone())))
+            .collect()
+    };
+    let done = match admit::admit(conn, batch, jobs, now) {
+        Ok(done) => {
+            check_recorded(jobs, done.linked, &done.unrecorded);
+            done
+        }
+        Err(e) if jobs.is_empty() => return failed(e),
+        Err(e) => {
+            tracing::warn!(error = %e, jobs = jobs.len(),
+                "admitting with the forwarded jobs' records failed; retrying apart");
+            record_forwarded(conn, jobs);
+            match admit::admit(conn, batch, &[], now) {
+                Ok(done) => done,
+                Err(e) => return failed(e),
+            }
+        }
+    };
+    queued(done)
+}
+
+/// Each submission's answer from what [`admit::admit`] decided.
+fn queued(done: Admitted) -> Vec<Queued> {
+    let mut answers: Vec<Queued> = done
+        .outcomes
+        .into_iter()
+        .map(|o| {
+            Queued::Decided(o.unwrap_or_else(|| {
+                Err(LedgerError::Storage(
+                    "a submission was left undecided".to_string(),
+                ))
+            }))
+        })
+        .collect();
+    for (i, job) in done.earlier {
+        answers[i] = Queued::Earlier(job);
+    }
+    answers
+}
+
+/// Logs forwarded jobs whose record did not take: not found, or holds linked to other jobs.
+fn check_recorded(jobs: &[ForwardedJob], linked: u64, unrecorded: &[i64]) {
+    for &job in unrecorded {
+        tracing::error!(
+            job,
+            "the job was forwarded but its record is missing; its hold will expire instead \
+             of settling"
+        );
+    }
+    let holds = jobs.iter().filter(|j| j.hold.is_some()).count();
+    if u64::try_from(holds).unwrap_or(u64::MAX) != linked {
+        tracing::error!(
+            holds,
+            linked,
+            "some holds were already linked to other jobs; they will expire instead of \
+             settling"
+        );
+    }
+}
+
+/// Records `jobs` in one transaction, else (one bad job must not fail the others) one by
+/// one; logs what could not be recorded.
+fn record_forwarded(conn: &Connection, jobs: &[ForwardedJob]) {
+    let now = jobs.iter().map(|j| j.at).max().unwrap_or(0);
+    let e = match admit::admit(conn, &[], jobs, now) {
+        Ok(done) => return check_recorded(jobs, done.linked, &done.unrecorded),
+        Err(e) => e,
+    };
+    tracing::warn!(error = %e, jobs = jobs.len(),
+        "recording forwarded jobs as a batch failed; retrying one by one");
+    for job in jobs {
+        let one = std::slice::from_ref(job);
+        match admit::admit(conn, &[], one, job.at) {
+            Ok(done) => check_recorded(one, done.linked, &done.unrecorded),
+            Err(e) => tracing::error!(job = job.job, cluster_job_id = %job.cluster_job_id,
+                error = %e, "the job was forwarded but could not be linked to its hold; the \
+                hold will expire instead of settling"),
         }
     }
 }

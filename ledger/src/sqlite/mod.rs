@@ -780,6 +780,30 @@ impl Storage for SqliteStorage {
         })
     }
 
+    async fn admit_queued(&self, admission: NewAdmission, now: i64) -> Result<AdmitOutcome> {
+        let queued = self.admitter.admit_one(admission, now).await;
+        self.views.holds_changed();
+        match queued? {
+            admitter::Queued::Decided(outcome) => outcome,
+            admitter::Queued::Earlier(id) => {
+                // A retried key: the job recorded with it, as the transaction left it.
+                let mut conn = self.read.acquire().await.map_err(db)?;
+                gateway::api_job(&mut conn, id)
+                    .await?
+                    .map(AdmitOutcome::Existing)
+                    .ok_or_else(|| LedgerError::Storage(format!("api job {id} vanished")))
+            }
+        }
+    }
+
+    fn queue_forwarded(&self, job: ForwardedJob) -> Result<()> {
+        self.admitter.forwarded(job)
+    }
+
+    async fn forwarded_settled(&self) {
+        self.admitter.settled().await;
+    }
+
     async fn checkpoint(&self) -> Result<()> {
         let pool = self
             .checkpointer
