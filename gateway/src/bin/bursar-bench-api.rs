@@ -59,6 +59,7 @@ use bursar_gateway::admission::forward::{forwarders_from_config, slurm_submissio
 use bursar_gateway::admission::{Admission, ForwardError, ForwardJob, Forwarded, Forwarder};
 use bursar_gateway::app::App;
 use bursar_gateway::auth::{generate_key_file, Role, TokenIssuer, TokenVerifier};
+use bursar_gateway::client::http::idempotency_key;
 use bursar_gateway::config::Config;
 use bursar_gateway::request::JobRequest;
 use bursar_gateway::server::{checkpoint_loop, expiry_loop, router, AdmissionApi, ServerState};
@@ -1018,18 +1019,18 @@ fn run_local(
     };
     let clients = api_clients(args.load_client, &server, path, body, args.clients)?;
     let submit = scenario == Scenario::AdmitStub;
-    let load = |phase: &'static str, seconds: u64| {
+    let load = |seconds: u64| {
         let clients = clients.clone();
         drive(
             &rts.client,
             args.clients,
             Budget::Until(Instant::now() + Duration::from_secs(seconds)),
-            move |client, seq| {
+            move |client, _| {
                 let c = clients[client].clone();
                 async move {
                     match submit {
                         true => {
-                            let key = format!("bench-{phase}-{run}-{client}-{seq}");
+                            let key = idempotency_key().expect("an idempotency key");
                             c.call(&[("Idempotency-Key", &key)], expected, ignore).await
                         }
                         false => c.call(&[], expected, ignore).await,
@@ -1038,11 +1039,11 @@ fn run_local(
             },
         )
     };
-    let warm = load("warmup", args.warmup).summary();
+    let warm = load(args.warmup).summary();
     if warm.ok == 0 && args.warmup > 0 {
         bail!("no request succeeded while warming up: {}", warm.line());
     }
-    let summary = load("measured", args.seconds).summary();
+    let summary = load(args.seconds).summary();
     server.stop(&rts.server)?;
     Ok(summary)
 }
@@ -1236,20 +1237,19 @@ fn run_slurm(
             LoadClient::Raw => Direct::Raw(slurm.raw_clients(&submission, args.clients)?),
             LoadClient::Reqwest => Direct::Client(Arc::new(slurm.client()?)),
         };
-        let load = |phase: &'static str, n: u64| -> Measured {
+        let load = |n: u64| -> Measured {
             let note = note.clone();
             match (&bursar, &direct) {
                 (Some(clients), _) => {
                     let clients = clients.clone();
-                    let tag = tag.clone();
                     drive(
                         &rts.client,
                         args.clients,
                         Budget::requests(n),
-                        move |client, seq| {
+                        move |client, _| {
                             let c = clients[client].clone();
                             let note = note.clone();
-                            let key = format!("bench-{tag}-{phase}-{run}-{client}-{seq}");
+                            let key = idempotency_key().expect("an idempotency key");
                             async move {
                                 let id = c
                                     .call(&[("Idempotency-Key", &key)], 201, |body| {
@@ -1308,7 +1308,7 @@ fn run_slurm(
                 }
             }
         };
-        let warm = load("warmup", warmup_jobs).summary();
+        let warm = load(warmup_jobs).summary();
         if warm.ok == 0 {
             bail!(
                 "{}: no warm-up job was accepted: {}",
@@ -1316,7 +1316,7 @@ fn run_slurm(
                 warm.line()
             );
         }
-        let measured = load("measured", n);
+        let measured = load(n);
         drop(bursar);
         if let Some(server) = server {
             server.stop(&rts.server)?;
