@@ -97,6 +97,42 @@ async fn a_connect_that_hangs_is_a_timeout_of_the_connect_timeout() {
     drop((listener, queued));
 }
 
+/// An `https` base URL is spoken TLS to: the server's first bytes are a TLS handshake record
+/// (its ClientHello), and a server that answers in plain HTTP is a handshake failure, reported
+/// as unreachable with rustls's reason rather than as a broken or garbled answer.
+#[tokio::test]
+async fn an_https_url_speaks_tls_and_a_failed_handshake_says_why() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut first = [0u8; 3];
+        stream.read_exact(&mut first).await.unwrap();
+        let answer = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        let _ = stream.write_all(answer.as_bytes()).await;
+        first
+    });
+    let key = key_file();
+    let client = SlurmRestClient::new(config(
+        &format!("https://{addr}"),
+        &key,
+        Some(ApiVersion::V0_0_38),
+    ))
+    .unwrap();
+    let err = client.fetch_jobs(capture()).await.unwrap_err();
+    let first = server.await.unwrap();
+    // 0x16: a handshake record; 0x03: TLS's major version.
+    assert_eq!(first[..2], [0x16, 0x03], "{first:?}");
+    let RestError::Unreachable { url, message } = &err else {
+        panic!("expected unreachable, got {err:?}");
+    };
+    assert!(url.starts_with(&format!("https://{addr}/")), "{url}");
+    assert!(
+        message.contains("corrupt message") || message.contains("InvalidContentType"),
+        "{message}"
+    );
+}
+
 #[tokio::test]
 async fn a_server_slower_than_the_timeout_is_a_timeout() {
     let server = MockServer::start().await;
