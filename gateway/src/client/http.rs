@@ -234,7 +234,7 @@ pub fn idempotency_key() -> Result<String, ClientError> {
     let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    uuid_v7(millis, random_bits()?)
+    Ok(uuid_v7(millis, random_bits()?))
 }
 
 fn random_bits() -> Result<[u8; 10], ClientError> {
@@ -245,21 +245,21 @@ fn random_bits() -> Result<[u8; 10], ClientError> {
 }
 
 /// The UUID of version 7 for `millis` (its low 48 bits) and `random`.
-fn uuid_v7(millis: u128, random: [u8; 10]) -> Result<String, ClientError> {
+fn uuid_v7(millis: u128, random: [u8; 10]) -> String {
     let mut b = [0u8; 16];
     b[..6].copy_from_slice(&(millis as u64 & 0xffff_ffff_ffff).to_be_bytes()[2..]);
     b[6..].copy_from_slice(&random);
     b[6] = (b[6] & 0x0f) | 0x70;
     b[8] = (b[8] & 0x3f) | 0x80;
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(format!(
+    format!(
         "{}-{}-{}-{}-{}",
         &hex[0..8],
         &hex[8..12],
         &hex[12..16],
         &hex[16..20],
         &hex[20..32]
-    ))
+    )
 }
 
 /// Percent-encodes one path segment (a job id or account name).
@@ -287,15 +287,15 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "7");
         assert!("89ab".contains(&a[19..20]), "{a}");
-        let earlier = uuid_v7(1_700_000_000_000, [0xff; 10]).unwrap();
-        let later = uuid_v7(1_700_000_000_001, [0; 10]).unwrap();
+        let earlier = uuid_v7(1_700_000_000_000, [0xff; 10]);
+        let later = uuid_v7(1_700_000_000_001, [0; 10]);
         assert!(earlier < later, "{earlier} {later}");
         // RFC 9562's example: 2022-02-22 19:22:22 UTC.
         let example = uuid_v7(
             0x017f_22e2_79b0,
             [0xcc, 0xc3, 0x18, 0xc4, 0xdc, 0xc, 0xc, 0x7, 0x39, 0x8f],
         );
-        assert_eq!(example.unwrap(), "017f22e2-79b0-7cc3-98c4-dc0c0c07398f");
+        assert_eq!(example, "017f22e2-79b0-7cc3-98c4-dc0c0c07398f");
     }
 
     #[test]
