@@ -413,6 +413,9 @@ struct Server {
     bearer: String,
     stop: oneshot::Sender<()>,
     done: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// The configured forwarders, renewable ([`Forwarding::Config`]).
+    forwarders: Vec<Arc<Renewable>>,
+    app: Arc<App>,
     _site: Site,
 }
 
@@ -420,8 +423,57 @@ struct Server {
 enum Forwarding {
     /// Both clusters to a [`StubForwarder`].
     Stub,
-    /// What the configuration says (onprem: the real slurmrestd).
+    /// What the configuration says (onprem: the real slurmrestd), each cluster's forwarder
+    /// behind a [`Renewable`].
     Config,
+}
+
+/// A configured forwarder that the benchmark can swap for a fresh one built from the same
+/// configuration ([`Renewable::renew`]): the old one's pooled connections to slurmrestd close
+/// once it is dropped, so that a server which lives through a whole run holds no idle
+/// connections while the direct clients take their turn. Costs a lock and an `Arc` clone per
+/// call.
+struct Renewable {
+    cluster: String,
+    config: Arc<Config>,
+    inner: Mutex<Arc<dyn Forwarder>>,
+}
+
+impl Renewable {
+    fn current(&self) -> Arc<dyn Forwarder> {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the forwarder with a fresh one (no connection yet).
+    fn renew(&self) -> anyhow::Result<()> {
+        let fresh = forwarders_from_config(&self.config)?
+            .remove(&self.cluster)
+            .with_context(|| format!("no forwarder for {}", self.cluster))?;
+        *self.inner.lock().unwrap_or_else(PoisonError::into_inner) = fresh;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Forwarder for Renewable {
+    fn check(&self, request: &JobRequest) -> Result<(), String> {
+        self.current().check(request)
+    }
+
+    async fn submit(&self, job: &ForwardJob) -> Result<Forwarded, ForwardError> {
+        self.current().submit(job).await
+    }
+
+    async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError> {
+        self.current().cancel(user, cluster_job_id).await
+    }
+
+    async fn still_waiting(&self, settle_ref: &str) -> Result<bool, ForwardError> {
+        self.current().still_waiting(settle_ref).await
+    }
 }
 
 /// Starts bursar on `127.0.0.1:0` in `rt`: configuration loaded from a file, ledger opened and
@@ -457,6 +509,7 @@ fn start_server(
                     .await?;
             }
         }
+        let mut renewable = Vec::new();
         let forwarders: BTreeMap<String, Arc<dyn Forwarder>> = match forwarding {
             Forwarding::Stub => ["onprem", "cloud"]
                 .into_iter()
@@ -465,10 +518,26 @@ fn start_server(
                     (c.to_string(), stub)
                 })
                 .collect(),
-            Forwarding::Config => forwarders_from_config(&app.config)?,
+            Forwarding::Config => {
+                let config = Arc::new(app.config.clone());
+                forwarders_from_config(&config)?
+                    .into_iter()
+                    .map(|(cluster, forwarder)| {
+                        let r = Arc::new(Renewable {
+                            cluster: cluster.clone(),
+                            config: config.clone(),
+                            inner: Mutex::new(forwarder),
+                        });
+                        renewable.push(r.clone());
+                        let r: Arc<dyn Forwarder> = r;
+                        (cluster, r)
+                    })
+                    .collect()
+            }
         };
         let admission: Arc<dyn AdmissionApi> = Arc::new(Admission::new(app.clone(), forwarders));
         let state = ServerState::new(app.clone(), Arc::new(verifier), Some(admission.clone()));
+        let server_app = app.clone();
         let bearer = format!(
             "Bearer {}",
             issuer
@@ -509,12 +578,23 @@ fn start_server(
             bearer,
             stop,
             done,
+            forwarders: renewable,
+            app: server_app,
             _site: site,
         })
     })
 }
 
 impl Server {
+    /// Ends a block: swaps every configured forwarder for a fresh one (the connections to the
+    /// clusters close) and checkpoints what the block wrote, so that neither is left to the
+    /// block after, whose clients may be the direct ones.
+    fn end_block(&self, rt: &Runtime) -> anyhow::Result<()> {
+        self.forwarders.iter().try_for_each(|f| f.renew())?;
+        rt.block_on(self.app.ledger.checkpoint())
+            .context("checkpointing after a block")
+    }
+
     fn stop(self, rt: &Runtime) -> anyhow::Result<()> {
         let _ = self.stop.send(());
         rt.block_on(self.done).context("the server task")?
@@ -1205,25 +1285,34 @@ fn run_slurm(
                 .push(id);
         }
     };
-    // Each block starts its own clients (and, through bursar, its own bursar) and ends them:
-    // slurmrestd serves a limited number of connections, and one side's idle keep-alive
-    // connections must not take them from the other. One warm-up job per client first: every
-    // connection (client → bursar → slurmrestd, or client → slurmrestd) open and alice's
-    // token minted before the measured jobs.
+    // One bursar serves the whole run, as a server in service does: its ledger, caches and
+    // threads carry over from block to block (a server started afresh for each block would
+    // spend part of every block growing a new database and write-ahead log). Each block
+    // starts its own clients and ends them, and bursar's connections to slurmrestd are
+    // renewed at the end of each of its blocks: slurmrestd serves a limited number of
+    // connections, and one side's idle keep-alive connections must not take them from the
+    // other. One warm-up job per client first: every connection (client → bursar →
+    // slurmrestd, or client → slurmrestd) open and alice's token minted before the measured
+    // jobs.
     let warmup_jobs = u64::try_from(args.clients).unwrap_or(u64::MAX);
     let held = !args.slurm_runnable;
     let submission = Arc::new(direct_submission(held)?);
-    let block = |scenario: Scenario, tag: String, n: u64| -> anyhow::Result<Measured> {
+    let server = if scenarios.contains(&Scenario::AdmitSlurm) {
+        Some(start_server(
+            &rts.server,
+            &format!("slurm-{run}"),
+            Forwarding::Config,
+            Some(slurm),
+        )?)
+    } else {
+        None
+    };
+    let block = |scenario: Scenario, n: u64| -> anyhow::Result<Measured> {
         let server = match scenario {
-            Scenario::AdmitSlurm => Some(start_server(
-                &rts.server,
-                &format!("slurm-{run}-{tag}"),
-                Forwarding::Config,
-                Some(slurm),
-            )?),
+            Scenario::AdmitSlurm => server.as_ref(),
             _ => None,
         };
-        let bursar = match &server {
+        let bursar = match server {
             Some(server) => Some(api_clients(
                 args.load_client,
                 server,
@@ -1319,7 +1408,7 @@ fn run_slurm(
         let measured = load(n);
         drop(bursar);
         if let Some(server) = server {
-            server.stop(&rts.server)?;
+            server.end_block(&rts.server)?;
         }
         Ok(measured)
     };
@@ -1333,10 +1422,13 @@ fn run_slurm(
         // The jobs of a scenario, spread over its blocks as evenly as integers allow.
         let n = args.slurm_jobs * (b + 1) / blocks - args.slurm_jobs * b / blocks;
         for &scenario in &turn {
-            let m = block(scenario, format!("b{b}"), n).context(scenario.label())?;
+            let m = block(scenario, n).context(scenario.label())?;
             let i = scenarios.iter().position(|&s| s == scenario).unwrap_or(0);
             measured[i].push(m);
         }
+    }
+    if let Some(server) = server {
+        server.stop(&rts.server)?;
     }
     let ids = std::mem::take(&mut *submitted.lock().unwrap_or_else(PoisonError::into_inner));
     cancel_all(rts, slurm, &ids, Duration::from_secs(args.slurm_settle))?;
