@@ -107,6 +107,7 @@ fn build_source(
         let mut config = SlurmRestConfig::new(rest.url.clone(), name.to_string(), auth);
         config.timeout = timeout;
         config.max_window = slice;
+        config.ca_file = rest.ca_file.clone();
         config.api = match rest.api_version.as_deref() {
             None | Some("auto") => ApiSelection::Auto,
             Some(v) => ApiSelection::Fixed(

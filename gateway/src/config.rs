@@ -409,6 +409,9 @@ pub struct SubmitSlurmrestd {
     /// `v0.0.38`, `v0.0.40` to `v0.0.45`, or `auto`.
     #[serde(default)]
     pub api_version: Option<String>,
+    /// PEM certificates of the CA(s) an `https` slurmrestd's certificate is checked against.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// A dstack project for submissions; every field defaults to `collect.dstack`'s.
@@ -544,6 +547,10 @@ pub struct SlurmrestdSource {
     /// Zone slurmrestd 22.05 reads query times in (default UTC).
     #[serde(default)]
     pub server_timezone: Option<String>,
+    /// For an `https` URL: PEM certificates of the certificate authorities (a site's own)
+    /// slurmrestd's certificate is checked against, instead of the public roots.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The `sacct` command on this host.
@@ -631,6 +638,10 @@ impl ClusterConfig {
                         .clone()
                         .or_else(|| c.and_then(|c| c.api_version.clone())),
                     server_timezone: c.and_then(|c| c.server_timezone.clone()),
+                    ca_file: s
+                        .ca_file
+                        .clone()
+                        .or_else(|| c.and_then(|c| c.ca_file.clone())),
                 }))
             }
         }

@@ -42,6 +42,43 @@ fn partition_time_limits() {
 }
 
 #[test]
+fn the_submit_slurmrestd_takes_the_collect_ca_file_unless_it_names_its_own() {
+    let collect = "    collect:\n      slurmrestd: {url: \"https://a:6820\", jwt_key_file: /k, ca_file: /site-ca.pem}\n";
+    let c = parse(&format!(
+        "{SLURM}{collect}    submit:\n      slurmrestd: {{url: \"https://b:6820\"}}\n"
+    ))
+    .unwrap();
+    let rest = c.clusters["onprem"].submit_slurmrestd().unwrap().unwrap();
+    assert_eq!(
+        (rest.url.as_str(), rest.ca_file.as_deref()),
+        ("https://b:6820", Some(std::path::Path::new("/site-ca.pem")))
+    );
+
+    let c = parse(&format!(
+        "{SLURM}{collect}    submit:\n      slurmrestd: {{ca_file: /other.pem}}\n"
+    ))
+    .unwrap();
+    let rest = c.clusters["onprem"].submit_slurmrestd().unwrap().unwrap();
+    assert_eq!(
+        rest.ca_file.as_deref(),
+        Some(std::path::Path::new("/other.pem"))
+    );
+
+    let c = parse(&format!(
+        "{SLURM}    collect:\n      slurmrestd: {{url: \"http://a:6820\", jwt_key_file: /k}}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.clusters["onprem"]
+            .submit_slurmrestd()
+            .unwrap()
+            .unwrap()
+            .ca_file,
+        None
+    );
+}
+
+#[test]
 fn submit_endpoints_default_to_the_collect_source() {
     let c = parse(&format!(
         "{SLURM}    collect:\n      slurmrestd: {{url: \"http://a:6820\", jwt_key_file: /k, user: slurm, api_version: v0.0.40}}\n\
@@ -116,4 +153,33 @@ fn mistakes_are_refused_with_the_key() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("partitons") && err.contains("line 6"), "{err}");
+}
+
+/// The forwarder and the collector are built with the configured `ca_file`: one that cannot
+/// be read stops both, naming the file.
+#[test]
+fn the_ca_file_reaches_the_forwarder_and_the_collector() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("jwt.key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    let ca = dir.path().join("missing-ca.pem");
+    let c = parse(&format!(
+        "{SLURM}    collect:\n      slurmrestd: {{url: \"https://127.0.0.1:6820\", jwt_key_file: {}, ca_file: {}}}\n",
+        key.display(),
+        ca.display()
+    ))
+    .unwrap();
+    let err = bursar_gateway::admission::forward::forwarders_from_config(&c)
+        .err()
+        .expect("the forwarder reads the CA file");
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("reading ca_file") && message.contains(&ca.display().to_string()),
+        "{message}"
+    );
+    let err = bursar_gateway::collect::Collector::from_config("onprem", &c.clusters["onprem"])
+        .err()
+        .expect("the collector reads the CA file");
+    let message = format!("{err:#}");
+    assert!(message.contains("reading ca_file"), "{message}");
 }

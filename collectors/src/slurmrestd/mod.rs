@@ -88,6 +88,7 @@ mod version;
 mod window;
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bursar_pricing::UsageRecord;
@@ -131,6 +132,9 @@ pub struct SlurmRestConfig {
     pub user_agent: String,
     /// How v0.0.38 query times are written (the server's zone; default UTC).
     pub legacy_times: LegacyTimes,
+    /// PEM certificates of the authorities an `https` slurmrestd's certificate is checked
+    /// against, instead of the public (webpki) roots: a site's own CA. `None`: public roots.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl SlurmRestConfig {
@@ -151,6 +155,7 @@ impl SlurmRestConfig {
             max_window: Duration::from_secs(86_400),
             user_agent: concat!("bursar/", env!("CARGO_PKG_VERSION")).to_string(),
             legacy_times: LegacyTimes::default(),
+            ca_file: None,
         }
     }
 }
@@ -230,14 +235,24 @@ impl SlurmRestClient {
         tcp.enforce_http(false);
         tcp.set_nodelay(true);
         tcp.set_connect_timeout(Some(config.connect_timeout));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(std::sync::Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .map_err(|e| RestError::Config(format!("setting up TLS: {e}")))?
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(tcp);
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let tls = hyper_rustls::HttpsConnectorBuilder::new();
+        let tls = match &config.ca_file {
+            None => tls
+                .with_provider_and_webpki_roots(provider)
+                .map_err(|e| RestError::Config(format!("setting up TLS: {e}")))?,
+            Some(file) => {
+                if base.scheme() != "https" {
+                    return Err(RestError::Config(format!(
+                        "ca_file {} is set but base URL {:?} is not https",
+                        file.display(),
+                        config.base_url
+                    )));
+                }
+                tls.with_tls_config(tls_with_ca_file(provider, file)?)
+            }
+        };
+        let connector = tls.https_or_http().enable_http1().wrap_connector(tcp);
         let http = Client::builder(TokioExecutor::new()).build(connector);
         Ok(SlurmRestClient {
             http,
@@ -574,4 +589,34 @@ fn error_chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// A TLS client configuration that trusts the certificates of the PEM file `file` (a site's
+/// own certificate authorities) and nothing else.
+fn tls_with_ca_file(
+    provider: std::sync::Arc<rustls::crypto::CryptoProvider>,
+    file: &Path,
+) -> Result<rustls::ClientConfig, RestError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let shown = file.display();
+    let pem = std::fs::read(file)
+        .map_err(|e| RestError::Config(format!("reading ca_file {shown}: {e}")))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| RestError::Config(format!("ca_file {shown}: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| RestError::Config(format!("ca_file {shown}: a certificate: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(RestError::Config(format!(
+            "ca_file {shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+        )));
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| RestError::Config(format!("setting up TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }

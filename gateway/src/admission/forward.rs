@@ -121,6 +121,7 @@ pub fn forwarders_from_config(
                 };
                 let mut c = SlurmRestConfig::new(rest.url.clone(), name.clone(), auth);
                 c.timeout = timeout;
+                c.ca_file = rest.ca_file.clone();
                 c.api = match rest.api_version.as_deref() {
                     None | Some("auto") => ApiSelection::Auto,
                     Some(v) => ApiSelection::Fixed(
