@@ -157,6 +157,7 @@ fn build_source(
             cluster: name.to_string(),
             timeout,
             page_size: 100,
+            ca_file: d.ca_file.clone(),
         };
         let client = DstackClient::new(config).with_context(|| format!("cluster {name}"))?;
         return Ok(Source::Dstack {

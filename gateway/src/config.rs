@@ -424,6 +424,9 @@ pub struct SubmitDstack {
     pub token_file: Option<PathBuf>,
     #[serde(default)]
     pub project: Option<String>,
+    /// PEM certificates of the CA(s) an `https` dstack server's certificate is checked against.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// What one partition accepts: `{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000,
@@ -584,6 +587,10 @@ pub struct DstackSource {
     /// Per-user overrides: dstack user → bursar account.
     #[serde(default)]
     pub user_accounts: BTreeMap<String, String>,
+    /// For an `https` URL: PEM certificates of the certificate authorities (a site's own)
+    /// the server's certificate is checked against, instead of the public roots.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -673,6 +680,10 @@ impl ClusterConfig {
                     project,
                     account: c.and_then(|c| c.account.clone()),
                     user_accounts: c.map(|c| c.user_accounts.clone()).unwrap_or_default(),
+                    ca_file: s
+                        .ca_file
+                        .clone()
+                        .or_else(|| c.and_then(|c| c.ca_file.clone())),
                 }))
             }
         }

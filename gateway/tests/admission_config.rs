@@ -42,7 +42,7 @@ fn partition_time_limits() {
 }
 
 #[test]
-fn the_submit_slurmrestd_takes_the_collect_ca_file_unless_it_names_its_own() {
+fn the_submit_endpoints_take_the_collect_ca_file_unless_they_name_their_own() {
     let collect = "    collect:\n      slurmrestd: {url: \"https://a:6820\", jwt_key_file: /k, ca_file: /site-ca.pem}\n";
     let c = parse(&format!(
         "{SLURM}{collect}    submit:\n      slurmrestd: {{url: \"https://b:6820\"}}\n"
@@ -75,6 +75,26 @@ fn the_submit_slurmrestd_takes_the_collect_ca_file_unless_it_names_its_own() {
             .unwrap()
             .ca_file,
         None
+    );
+
+    let dstack = "clusters:\n  lab:\n    kind: dstack\n    currency: usd\n    collect:\n      dstack: {url: \"https://d:3000\", token_file: /t, project: hpc, ca_file: /site-ca.pem}\n";
+    let c = parse(&format!(
+        "{dstack}    submit:\n      dstack: {{project: other}}\n"
+    ))
+    .unwrap();
+    let d = c.clusters["lab"].submit_dstack().unwrap().unwrap();
+    assert_eq!(
+        (d.project.as_str(), d.ca_file.as_deref()),
+        ("other", Some(std::path::Path::new("/site-ca.pem")))
+    );
+    let c = parse(&format!(
+        "{dstack}    submit:\n      dstack: {{ca_file: /other.pem}}\n"
+    ))
+    .unwrap();
+    let d = c.clusters["lab"].submit_dstack().unwrap().unwrap();
+    assert_eq!(
+        d.ca_file.as_deref(),
+        Some(std::path::Path::new("/other.pem"))
     );
 }
 

@@ -405,6 +405,7 @@ async fn users_are_listed_page_by_page() {
             cluster: "gpucloud".into(),
             timeout: std::time::Duration::from_secs(2),
             page_size: 100,
+            ca_file: None,
         })
         .unwrap();
     let users = client.list_users().await.unwrap();

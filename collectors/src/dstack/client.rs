@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,6 +42,9 @@ pub struct DstackConfig {
     pub timeout: Duration,
     /// Runs per `/api/runs/list` page, 1..=100.
     pub page_size: u32,
+    /// PEM certificates of the certificate authorities (a site's own) an `https` server's
+    /// certificate is checked against, instead of the public roots. `None`: public roots.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for DstackConfig {
@@ -52,6 +56,7 @@ impl fmt::Debug for DstackConfig {
             .field("cluster", &self.cluster)
             .field("timeout", &self.timeout)
             .field("page_size", &self.page_size)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -131,6 +136,21 @@ impl fmt::Debug for DstackClient {
     }
 }
 
+/// The certificates of the PEM file `file` (a site's own certificate authorities).
+fn site_certificates(file: &Path) -> Result<Vec<reqwest::Certificate>, DstackError> {
+    let shown = file.display();
+    let pem = std::fs::read(file)
+        .map_err(|e| DstackError::Config(format!("reading ca_file {shown}: {e}")))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| DstackError::Config(format!("ca_file {shown}: {e}")))?;
+    if certs.is_empty() {
+        return Err(DstackError::Config(format!(
+            "ca_file {shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+        )));
+    }
+    Ok(certs)
+}
+
 impl DstackClient {
     pub fn new(config: DstackConfig) -> Result<DstackClient, DstackError> {
         let base_url = config.base_url.trim_end_matches('/').to_string();
@@ -162,10 +182,23 @@ impl DstackClient {
                 config.page_size
             )));
         }
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(config.timeout)
-            .user_agent(concat!("bursar/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("bursar/", env!("CARGO_PKG_VERSION")));
+        if let Some(file) = &config.ca_file {
+            if parsed.scheme() != "https" {
+                return Err(DstackError::Config(format!(
+                    "ca_file {} is set but base_url {base_url:?} is not https",
+                    file.display()
+                )));
+            }
+            http = http.tls_built_in_root_certs(false);
+            for cert in site_certificates(file)? {
+                http = http.add_root_certificate(cert);
+            }
+        }
+        let http = http
             .build()
             .map_err(|e| DstackError::Config(format!("http client: {e}")))?;
         Ok(DstackClient {

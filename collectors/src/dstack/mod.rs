@@ -5,7 +5,7 @@
 //! tests replay those captures.
 //!
 //! ```text
-//! DstackClient::new(DstackConfig { base_url, token, project, cluster, timeout, page_size })
+//! DstackClient::new(DstackConfig { base_url, token, project, cluster, timeout, page_size, ca_file })
 //!   fetch_since(Option<RunCursor>, limit_pages)  -> DstackPage     new runs, keyset on (submitted_at, id)
 //!   refresh_runs(&[run id])                      -> RefreshOutcome re-poll unfinished runs by id
 //!   run_events_since(Option<EventCursor>, pages) -> RunEvents      runs that changed (events feed)

@@ -152,6 +152,7 @@ pub fn forwarders_from_config(
                     cluster: name.clone(),
                     timeout,
                     page_size: 100,
+                    ca_file: d.ca_file.clone(),
                 })
                 .with_context(|| format!("cluster {name}"))?;
                 forwarders.insert(name.clone(), Arc::new(DstackForwarder::new(client)));

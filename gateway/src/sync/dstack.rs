@@ -178,6 +178,7 @@ impl Target {
             cluster: cluster.to_string(),
             timeout,
             page_size: 100,
+            ca_file: source.ca_file.clone(),
         })
         .with_context(|| format!("cluster {cluster}"))?;
         Ok(Target {
