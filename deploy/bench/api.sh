@@ -11,7 +11,9 @@
 #
 # Prints machine facts, a markdown table (median of BENCH_RUNS runs) and whether each target
 # is met. The Slurm scenarios submit one-minute `true` jobs as alice and cancel every one of
-# them afterwards; they need the dev stack (sudo deploy/dev/up.sh).
+# them afterwards; they need the dev stack (sudo deploy/dev/up.sh). The cancelled jobs stay in
+# the stack's accounting database: run the tests on a fresh stack afterwards
+# (deploy/dev/stop.sh --wipe), or slurmrestd may exhaust memory answering for all of them.
 #
 #   deploy/bench/api.sh [extra bursar-bench-api flags, e.g. --scenarios quotes,admit-stub]
 #
