@@ -600,6 +600,16 @@ pub struct QosConfig {
     pub usage_factor: Decimal,
 }
 
+/// `collect`'s CA file for a `submit` endpoint that names none: only when that endpoint is
+/// `https` (a submit endpoint over plain http beside an https collect source needs none).
+fn inherited_ca_file(url: &str, collect: Option<&PathBuf>) -> Option<PathBuf> {
+    let https = url
+        .trim_start()
+        .get(..8)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"));
+    collect.filter(|_| https).cloned()
+}
+
 impl ClusterConfig {
     /// The pricing rules this cluster's records are charged with.
     pub fn pricing(&self) -> ClusterPricing {
@@ -636,6 +646,10 @@ impl ClusterConfig {
                                 (or a collect.slurmrestd to take them from)"
                         .to_string());
                 };
+                let ca_file = s
+                    .ca_file
+                    .clone()
+                    .or_else(|| inherited_ca_file(&url, c.and_then(|c| c.ca_file.as_ref())));
                 Ok(Some(SlurmrestdSource {
                     url,
                     jwt_key_file,
@@ -645,10 +659,7 @@ impl ClusterConfig {
                         .clone()
                         .or_else(|| c.and_then(|c| c.api_version.clone())),
                     server_timezone: c.and_then(|c| c.server_timezone.clone()),
-                    ca_file: s
-                        .ca_file
-                        .clone()
-                        .or_else(|| c.and_then(|c| c.ca_file.clone())),
+                    ca_file,
                 }))
             }
         }
@@ -674,16 +685,17 @@ impl ClusterConfig {
                                 (or a collect.dstack to take them from)"
                         .to_string());
                 };
+                let ca_file = s
+                    .ca_file
+                    .clone()
+                    .or_else(|| inherited_ca_file(&url, c.and_then(|c| c.ca_file.as_ref())));
                 Ok(Some(DstackSource {
                     url,
                     token_file,
                     project,
                     account: c.and_then(|c| c.account.clone()),
                     user_accounts: c.map(|c| c.user_accounts.clone()).unwrap_or_default(),
-                    ca_file: s
-                        .ca_file
-                        .clone()
-                        .or_else(|| c.and_then(|c| c.ca_file.clone())),
+                    ca_file,
                 }))
             }
         }

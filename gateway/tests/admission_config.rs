@@ -96,6 +96,29 @@ fn the_submit_endpoints_take_the_collect_ca_file_unless_they_name_their_own() {
         d.ca_file.as_deref(),
         Some(std::path::Path::new("/other.pem"))
     );
+
+    // A submit endpoint over plain http does not inherit the https collect source's CA file
+    // (which it would refuse).
+    let c = parse(&format!(
+        "{SLURM}{collect}    submit:\n      slurmrestd: {{url: \"http://127.0.0.1:6820\"}}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.clusters["onprem"]
+            .submit_slurmrestd()
+            .unwrap()
+            .unwrap()
+            .ca_file,
+        None
+    );
+    let c = parse(&format!(
+        "{dstack}    submit:\n      dstack: {{url: \"http://127.0.0.1:3000\"}}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.clusters["lab"].submit_dstack().unwrap().unwrap().ca_file,
+        None
+    );
 }
 
 #[test]
