@@ -44,81 +44,54 @@ fn partition_time_limits() {
 #[test]
 fn the_submit_endpoints_take_the_collect_ca_file_unless_they_name_their_own() {
     let collect = "    collect:\n      slurmrestd: {url: \"https://a:6820\", jwt_key_file: /k, ca_file: /site-ca.pem}\n";
-    let c = parse(&format!(
-        "{SLURM}{collect}    submit:\n      slurmrestd: {{url: \"https://b:6820\"}}\n"
-    ))
-    .unwrap();
-    let rest = c.clusters["onprem"].submit_slurmrestd().unwrap().unwrap();
-    assert_eq!(
-        (rest.url.as_str(), rest.ca_file.as_deref()),
-        ("https://b:6820", Some(std::path::Path::new("/site-ca.pem")))
-    );
-
-    let c = parse(&format!(
-        "{SLURM}{collect}    submit:\n      slurmrestd: {{ca_file: /other.pem}}\n"
-    ))
-    .unwrap();
-    let rest = c.clusters["onprem"].submit_slurmrestd().unwrap().unwrap();
-    assert_eq!(
-        rest.ca_file.as_deref(),
-        Some(std::path::Path::new("/other.pem"))
-    );
-
-    let c = parse(&format!(
-        "{SLURM}    collect:\n      slurmrestd: {{url: \"http://a:6820\", jwt_key_file: /k}}\n"
-    ))
-    .unwrap();
-    assert_eq!(
-        c.clusters["onprem"]
-            .submit_slurmrestd()
-            .unwrap()
-            .unwrap()
-            .ca_file,
-        None
-    );
-
     let dstack = "clusters:\n  lab:\n    kind: dstack\n    currency: usd\n    collect:\n      dstack: {url: \"https://d:3000\", token_file: /t, project: hpc, ca_file: /site-ca.pem}\n";
-    let c = parse(&format!(
-        "{dstack}    submit:\n      dstack: {{project: other}}\n"
-    ))
-    .unwrap();
-    let d = c.clusters["lab"].submit_dstack().unwrap().unwrap();
-    assert_eq!(
-        (d.project.as_str(), d.ca_file.as_deref()),
-        ("other", Some(std::path::Path::new("/site-ca.pem")))
-    );
-    let c = parse(&format!(
-        "{dstack}    submit:\n      dstack: {{ca_file: /other.pem}}\n"
-    ))
-    .unwrap();
-    let d = c.clusters["lab"].submit_dstack().unwrap().unwrap();
-    assert_eq!(
-        d.ca_file.as_deref(),
-        Some(std::path::Path::new("/other.pem"))
-    );
-
-    // A submit endpoint over plain http does not inherit the https collect source's CA file
-    // (which it would refuse).
-    let c = parse(&format!(
-        "{SLURM}{collect}    submit:\n      slurmrestd: {{url: \"http://127.0.0.1:6820\"}}\n"
-    ))
-    .unwrap();
-    assert_eq!(
-        c.clusters["onprem"]
+    // (configuration, the submit endpoint's URL and CA file)
+    let slurm_cases = [
+        (format!("{SLURM}{collect}    submit:\n      slurmrestd: {{url: \"https://b:6820\"}}\n"), "https://b:6820", Some("/site-ca.pem")),
+        (format!("{SLURM}{collect}    submit:\n      slurmrestd: {{ca_file: /other.pem}}\n"), "https://a:6820", Some("/other.pem")),
+        (format!("{SLURM}    collect:\n      slurmrestd: {{url: \"http://a:6820\", jwt_key_file: /k}}\n"), "http://a:6820", None),
+        // Plain http does not inherit the https collect source's CA file (it would refuse it).
+        (format!("{SLURM}{collect}    submit:\n      slurmrestd: {{url: \"http://127.0.0.1:6820\"}}\n"), "http://127.0.0.1:6820", None),
+    ];
+    for (yaml, url, ca_file) in slurm_cases {
+        let rest = parse(&yaml).unwrap().clusters["onprem"]
             .submit_slurmrestd()
             .unwrap()
+            .unwrap();
+        assert_eq!(
+            (rest.url.as_str(), rest.ca_file.as_deref()),
+            (url, ca_file.map(std::path::Path::new)),
+            "{yaml}"
+        );
+    }
+    let dstack_cases = [
+        (
+            format!("{dstack}    submit:\n      dstack: {{project: other}}\n"),
+            "https://d:3000",
+            Some("/site-ca.pem"),
+        ),
+        (
+            format!("{dstack}    submit:\n      dstack: {{ca_file: /other.pem}}\n"),
+            "https://d:3000",
+            Some("/other.pem"),
+        ),
+        (
+            format!("{dstack}    submit:\n      dstack: {{url: \"http://127.0.0.1:3000\"}}\n"),
+            "http://127.0.0.1:3000",
+            None,
+        ),
+    ];
+    for (yaml, url, ca_file) in dstack_cases {
+        let d = parse(&yaml).unwrap().clusters["lab"]
+            .submit_dstack()
             .unwrap()
-            .ca_file,
-        None
-    );
-    let c = parse(&format!(
-        "{dstack}    submit:\n      dstack: {{url: \"http://127.0.0.1:3000\"}}\n"
-    ))
-    .unwrap();
-    assert_eq!(
-        c.clusters["lab"].submit_dstack().unwrap().unwrap().ca_file,
-        None
-    );
+            .unwrap();
+        assert_eq!(
+            (d.url.as_str(), d.ca_file.as_deref()),
+            (url, ca_file.map(std::path::Path::new)),
+            "{yaml}"
+        );
+    }
 }
 
 #[test]
