@@ -185,7 +185,63 @@ fn config_check(config: &Config, out: &mut impl Write) -> anyhow::Result<()> {
     for warning in warnings {
         writeln!(out, "warning: {warning}")?;
     }
+    let problems = check_files(config, out)?;
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("error: {problem}");
+        }
+        bail!(
+            "the configuration names files that cannot be used: {} problem(s), above",
+            problems.len()
+        );
+    }
     Ok(())
+}
+
+/// Builds what `bursar serve` and `bursar collect` build from the configuration, calling
+/// nothing: the API token keys, each cluster's collection source and forwarder, and the alert
+/// webhook. Every key, token and CA file named is read and checked here, as it would be at
+/// start. Prints what is ready; returns what is not.
+fn check_files(config: &Config, out: &mut impl Write) -> anyhow::Result<Vec<String>> {
+    let mut problems = Vec::new();
+    match &config.auth {
+        None => writeln!(out, "auth: none (bursar serve needs an auth section)")?,
+        Some(auth) => match crate::auth::TokenVerifier::from_config(auth) {
+            Ok(_) => writeln!(out, "auth: token keys read")?,
+            Err(e) => problems.push(format!("auth: {e}")),
+        },
+    }
+    for (name, cluster) in &config.clusters {
+        match crate::collect::Collector::from_config(name, cluster) {
+            Ok(Some(_)) => writeln!(out, "cluster {name}: collection source ready")?,
+            Ok(None) => {}
+            Err(e) => problems.push(in_cluster(name, "collect", &e)),
+        }
+    }
+    // The forwarders fail as one: build them cluster by cluster to report each.
+    for (name, cluster) in &config.clusters {
+        let mut alone = config.clone();
+        alone.clusters = BTreeMap::from([(name.clone(), cluster.clone())]);
+        match crate::admission::forward::forwarders_from_config(&alone) {
+            Ok(f) if f.is_empty() => {}
+            Ok(_) => writeln!(out, "cluster {name}: submission ready")?,
+            Err(e) => problems.push(in_cluster(name, "submit", &e)),
+        }
+    }
+    match crate::alerts::Webhook::from_config(config) {
+        Ok(Some(_)) => writeln!(out, "alerts webhook: ready")?,
+        Ok(None) => {}
+        Err(e) => problems.push(format!("{e:#}")),
+    }
+    Ok(problems)
+}
+
+/// `cluster NAME (PART): what went wrong`, once (the builders name the cluster too).
+fn in_cluster(name: &str, part: &str, error: &anyhow::Error) -> String {
+    let message = format!("{error:#}");
+    let prefix = format!("cluster {name}: ");
+    let message = message.strip_prefix(&prefix).unwrap_or(&message);
+    format!("cluster {name} ({part}): {message}")
 }
 
 async fn import(app: App, args: ImportArgs, out: &mut impl Write) -> anyhow::Result<()> {

@@ -199,3 +199,98 @@ fn the_ca_file_reaches_the_forwarder_and_the_collector() {
     let message = format!("{err:#}");
     assert!(message.contains("reading ca_file"), "{message}");
 }
+
+/// `bursar config check` reads every key, token and CA file as `bursar serve` would: each one
+/// that cannot be used is an error naming it (and the cluster and part), and the exit is 1;
+/// with the files in place the same configuration checks clean.
+#[test]
+fn config_check_reads_the_files_the_configuration_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let config = dir.path().join("bursar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "auth: {{hs256_key_file: {api_key}}}\n\
+             alerts:\n  webhook: {{url_file: {hook}}}\n\
+             clusters:\n  onprem:\n    kind: slurm\n    currency: su\n    collect:\n      \
+             slurmrestd: {{url: \"https://127.0.0.1:6820\", jwt_key_file: {slurm_key}, ca_file: {ca}}}\n  \
+             lab:\n    kind: dstack\n    currency: usd\n    collect:\n      \
+             dstack: {{url: \"http://127.0.0.1:3000\", token_file: {token}, project: main}}\n",
+            api_key = path("api.key"),
+            hook = path("hook.url"),
+            slurm_key = path("slurm.key"),
+            ca = path("ca.pem"),
+            token = path("dstack.token"),
+        ),
+    )
+    .unwrap();
+    let check = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_bursar"))
+            .args(["--config", &config.display().to_string(), "config", "check"])
+            .env_remove("BURSAR_DATABASE")
+            .output()
+            .unwrap()
+    };
+
+    let refused = check();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    for expected in [
+        "error: auth: ".to_string(),
+        "error: cluster onprem (collect): ".to_string(),
+        "error: cluster onprem (submit): ".to_string(),
+        "error: cluster lab (collect): ".to_string(),
+        "error: cluster lab (submit): ".to_string(),
+        format!("error: alerts.webhook.url_file {}", path("hook.url")),
+    ] {
+        assert!(stderr.contains(&expected), "{expected:?} in:\n{stderr}");
+    }
+    for file in ["api.key", "slurm.key", "dstack.token"] {
+        assert!(stderr.contains(&path(file)), "{file} named in:\n{stderr}");
+    }
+    assert!(stderr.contains("6 problem(s)"), "{stderr}");
+
+    // The files in place, but the CA file holds no certificate.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path("api.key"), [3u8; 32]).unwrap();
+    std::fs::set_permissions(path("api.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(path("slurm.key"), [7u8; 32]).unwrap();
+    std::fs::write(path("dstack.token"), "token\n").unwrap();
+    std::fs::write(path("hook.url"), "https://hooks.example.org/T000/B000\n").unwrap();
+    std::fs::write(path("ca.pem"), "not a certificate\n").unwrap();
+    let refused = check();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: cluster onprem (collect): ") && stderr.contains(&path("ca.pem")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("2 problem(s)"), "{stderr}");
+
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../collectors/tests/fixtures/tls/ca.pem"
+        ),
+        path("ca.pem"),
+    )
+    .unwrap();
+    let ok = check();
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    for line in [
+        "auth: token keys read",
+        "cluster onprem: collection source ready",
+        "cluster onprem: submission ready",
+        "cluster lab: collection source ready",
+        "cluster lab: submission ready",
+        "alerts webhook: ready",
+    ] {
+        assert!(stdout.contains(line), "{line:?} in:\n{stdout}");
+    }
+}
