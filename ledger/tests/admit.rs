@@ -685,3 +685,80 @@ async fn queued_submissions_from_many_tasks_admit_exactly_what_the_allocation_co
     }
     assert!(ledger.verify().await.unwrap().is_empty());
 }
+
+/// A forwarded job's record is written on its own, without any reader asking for it
+/// (`forwarded_settled`) or a submission to ride with: handed over while the admission writer
+/// sleeps, writes, or lingers, from one task and from many at once. A lost wake-up would leave
+/// a record unwritten and this waiting for it.
+#[tokio::test]
+async fn forwarded_jobs_are_written_unasked_whenever_they_are_handed_over() {
+    let (_dir, ledger) = setup().await;
+    // Jobs without holds (estimate 0), so that any number fits.
+    let mut jobs = Vec::new();
+    for n in 0..240 {
+        match ledger
+            .admit_queued(admission(n, "physics", 0, None), T0 + HOUR)
+            .await
+            .unwrap()
+        {
+            AdmitOutcome::Admitted { job, .. } => jobs.push(job.id),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let record = |job: i64| ForwardedJob {
+        job,
+        hold: None,
+        settle_ref: format!("c{job}"),
+        cluster_job_id: format!("c{job}"),
+        at: T0 + HOUR,
+    };
+    let written = |ledger: Ledger, job: i64| async move {
+        for _ in 0..2_000 {
+            let row = ledger.api_job(job).await.unwrap().unwrap();
+            if row.cluster_job_id.is_some() {
+                return row.cluster_job_id;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        None
+    };
+    // One at a time, each handed over at a different point of the writer's linger.
+    for (i, &job) in jobs[..40].iter().enumerate() {
+        ledger.queue_forwarded(record(job)).unwrap();
+        if i % 3 == 0 {
+            tokio::time::sleep(std::time::Duration::from_micros(700 * (i as u64 % 9))).await;
+        }
+        if i % 2 == 0 {
+            assert_eq!(
+                written(ledger.clone(), job).await,
+                Some(format!("c{job}")),
+                "job {job} (the {i}th) was not written"
+            );
+        }
+    }
+    // Eight tasks at once.
+    let tasks: Vec<_> = jobs[40..]
+        .chunks(25)
+        .map(|chunk| {
+            let (ledger, chunk) = (ledger.clone(), chunk.to_vec());
+            tokio::spawn(async move {
+                for (i, job) in chunk.into_iter().enumerate() {
+                    ledger.queue_forwarded(record(job)).unwrap();
+                    if i % 4 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for &job in &jobs {
+        assert_eq!(
+            written(ledger.clone(), job).await,
+            Some(format!("c{job}")),
+            "job {job} was not written"
+        );
+    }
+}

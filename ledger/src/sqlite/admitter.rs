@@ -12,7 +12,10 @@
 //! (each submission against the allocations as the ones before it left them, as separate
 //! transactions would), while the next batch gathers. The records of forwarded jobs
 //! ([`Admitter::forwarded`]) ride in the next batch's transaction, or are written alone after
-//! [`FORWARDED_LINGER`]; [`Admitter::settled`] waits for those queued before it.
+//! [`FORWARDED_LINGER`]; [`Admitter::settled`] waits for those queued before it. They are handed
+//! over beside the queue ([`Handover`]), not through it: the thread takes them whenever it
+//! wakes, and a record wakes it only when it sleeps with nothing else to write (under load
+//! each record would otherwise cost the thread one more wake-up per submission).
 //!
 //! The connection is a second writer beside the storage's sqlx writer (collection, admin,
 //! releases): SQLite serializes the two (`BEGIN IMMEDIATE`, the busy timeout), and each
@@ -24,7 +27,8 @@
 //! process), and not for admissions, which would otherwise empty the cache at every batch.
 
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
@@ -75,7 +79,8 @@ enum Request {
         now: i64,
         reply: oneshot::Sender<Queued>,
     },
-    Forwarded(ForwardedJob),
+    /// Forwarded jobs wait in the [`Handover`] and the thread slept without a deadline.
+    Wake,
     /// Answered once every forwarded job queued before it is written (or has failed and been
     /// logged).
     Settled(oneshot::Sender<()>),
@@ -89,6 +94,40 @@ enum Request {
 #[derive(Debug)]
 pub(super) struct Admitter {
     tx: mpsc::Sender<Request>,
+    handover: Arc<Handover>,
+}
+
+/// Forwarded jobs' records on their way to the thread.
+#[derive(Debug, Default)]
+struct Handover {
+    jobs: Mutex<Vec<ForwardedJob>>,
+    /// Set by the thread just before it sleeps with no deadline: whoever hands over a record
+    /// next clears it and wakes the thread.
+    idle: AtomicBool,
+    /// Set once the thread has ended (a panic included): records can no longer be taken.
+    ended: AtomicBool,
+}
+
+impl Handover {
+    fn take(&self) -> Vec<ForwardedJob> {
+        std::mem::take(&mut *self.jobs.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+}
+
+/// Marks the hand-over ended when the thread's function returns or unwinds.
+struct Ended(Arc<Handover>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.ended.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Admitter {
@@ -96,11 +135,16 @@ impl Admitter {
     pub(super) fn start(database: &Database) -> Result<Admitter> {
         let conn = open(database)?;
         let (tx, rx) = mpsc::channel();
+        let handover = Arc::new(Handover::default());
+        let theirs = handover.clone();
         std::thread::Builder::new()
             .name("bursar-admit".to_string())
-            .spawn(move || run(&conn, &rx))
+            .spawn(move || {
+                let _ended = Ended(theirs.clone());
+                run(&conn, &rx, &theirs);
+            })
             .map_err(|e| LedgerError::Storage(format!("starting the admission writer: {e}")))?;
-        Ok(Admitter { tx })
+        Ok(Admitter { tx, handover })
     }
 
     /// [`admit::admit`] on the writer's thread.
@@ -131,7 +175,20 @@ impl Admitter {
 
     /// Queues the record of a forwarded job without waiting for it.
     pub(super) fn forwarded(&self, job: ForwardedJob) -> Result<()> {
-        self.tx.send(Request::Forwarded(job)).map_err(|_| stopped())
+        if self.handover.ended.load(Ordering::SeqCst) {
+            return Err(stopped());
+        }
+        self.handover
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(job);
+        // The thread sets `idle`, then looks at the jobs, then sleeps: either it sees this
+        // one, or this sees `idle` and wakes it.
+        if self.handover.idle.swap(false, Ordering::SeqCst) {
+            self.tx.send(Request::Wake).map_err(|_| stopped())?;
+        }
+        Ok(())
     }
 
     /// Waits until every forwarded job queued before this call is written (or has failed
@@ -199,14 +256,23 @@ struct Pending {
 /// come, and group-commits queued submissions with the forwarded jobs queued meanwhile, or
 /// writes those jobs alone when a barrier asks for them, they waited [`FORWARDED_LINGER`], or
 /// every handle is gone.
-fn run(conn: &Connection, rx: &mpsc::Receiver<Request>) {
+fn run(conn: &Connection, rx: &mpsc::Receiver<Request>, handover: &Handover) {
     let mut p = Pending::default();
     let mut deadline: Option<Instant> = None;
     let mut open = true;
     while open || !p.forwarded.is_empty() {
         if open {
             let first = match deadline {
-                None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+                None => {
+                    handover.idle.store(true, Ordering::SeqCst);
+                    let first = if handover.is_empty() {
+                        rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+                    } else {
+                        Err(mpsc::RecvTimeoutError::Timeout)
+                    };
+                    handover.idle.store(false, Ordering::SeqCst);
+                    first
+                }
                 Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
             };
             match first {
@@ -222,6 +288,8 @@ fn run(conn: &Connection, rx: &mpsc::Receiver<Request>) {
                 Err(mpsc::TryRecvError::Disconnected) => open = false,
             }
         }
+        // After the queue: a barrier taken above finds the records handed over before it.
+        p.forwarded.append(&mut handover.take());
         let lingered = deadline.is_some_and(|at| Instant::now() >= at);
         if !p.admissions.is_empty() {
             let jobs = std::mem::take(&mut p.forwarded);
@@ -257,7 +325,7 @@ fn take(conn: &Connection, p: &mut Pending, request: Request) {
             p.replies.push(reply);
             p.now = p.now.max(now);
         }
-        Request::Forwarded(job) => p.forwarded.push(job),
+        Request::Wake => {}
         Request::Settled(reply) => p.barriers.push(reply),
         Request::Admit {
             batch,
