@@ -278,6 +278,12 @@ const EXTEND: &str = "update holds set
          expires_at = ?1 + coalesce(lifetime, expires_at - placed_at)
      where state = 'active' and expires_at < ?1 + coalesce(lifetime, expires_at - placed_at)";
 
+/// [`EXTEND`] for the holds of a cluster (`?2`) linked to any of the job ids of a JSON array
+/// (`?3`), through `holds_active_by_job`.
+pub(super) fn extend_sighted_sql() -> String {
+    format!("{EXTEND} and cluster_id = ?2 and job_ref in (select value from json_each(?3))")
+}
+
 /// Moves the expiry of the active holds of jobs the cluster reports unfinished at `at`
 /// (`jobs`: job ids by cluster label) to a whole lifetime after `at`: a hold expires only a
 /// lifetime after its job was last seen pending or running, never while it is queued longer
@@ -291,15 +297,13 @@ pub(super) async fn extend_sighted(
 ) -> Result<u64> {
     let mut moved = 0;
     for (cluster, job_ids) in jobs {
-        let done = sqlx::query(&format!(
-            "{EXTEND} and cluster_id = ?2 and job_ref in (select value from json_each(?3))"
-        ))
-        .bind(at)
-        .bind(cluster)
-        .bind(json_strings(job_ids.iter().copied()))
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?;
+        let done = sqlx::query(&extend_sighted_sql())
+            .bind(at)
+            .bind(cluster)
+            .bind(json_strings(job_ids.iter().copied()))
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
         moved += done.rows_affected();
     }
     Ok(moved)

@@ -563,17 +563,23 @@ pub(super) fn open_hold(row: &SqliteRow) -> Result<OpenHold> {
     })
 }
 
+/// The active holds of a cluster (`?1`) linked to any of the job ids of a JSON array (`?2`),
+/// through `holds_active_by_job`.
+pub(super) fn holds_to_settle_sql() -> String {
+    format!(
+        "{OPEN_HOLD_SELECT} where state = 'active' and cluster_id = ?1
+         and job_ref in (select value from json_each(?2)) order by id"
+    )
+}
+
 /// Active holds whose (cluster, job_ref) is the (cluster, job_id) of a final record.
 async fn holds_to_settle(
     conn: &mut SqliteConnection,
     finals: &FxHashMap<Id, Vec<&str>>,
 ) -> Result<Vec<OpenHold>> {
     let mut holds = Vec::new();
+    let sql = holds_to_settle_sql();
     for (cluster, job_ids) in finals {
-        let sql = format!(
-            "{OPEN_HOLD_SELECT} where state = 'active' and cluster_id = ?
-             and job_ref in (select value from json_each(?)) order by id"
-        );
         let rows = sqlx::query(&sql)
             .bind(cluster)
             .bind(json_strings(job_ids.iter().copied()))

@@ -955,4 +955,36 @@ mod tests {
         assert_eq!(json_strings(["a\"b", "c\\d\n"]), r#"["a\"b","c\\d\u000a"]"#);
         assert_eq!(json_ints([1, -2]), "[1,-2]");
     }
+
+    /// The lookups of holds by their cluster's job id use `holds_active_by_job`, which leaves
+    /// out the holds not linked to a job yet (migration 0008): settling and extending must not
+    /// scan every hold.
+    #[tokio::test]
+    async fn holds_are_found_by_job_id_through_their_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let storage = SqliteStorage::open(&SqliteTarget::File(path.clone()))
+            .await
+            .unwrap();
+        drop(storage);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in [journal::holds_to_settle_sql(), holds::extend_sighted_sql()] {
+            let mut plan = conn.prepare(&format!("explain query plan {sql}")).unwrap();
+            let unbound = vec![rusqlite::types::Null; plan.parameter_count()];
+            let steps: Vec<String> = plan
+                .query_map(rusqlite::params_from_iter(unbound), |row| {
+                    row.get::<_, String>(3)
+                })
+                .unwrap()
+                .collect::<std::result::Result<_, _>>()
+                .unwrap();
+            assert!(
+                steps
+                    .iter()
+                    .any(|s| s.contains("USING INDEX holds_active_by_job")
+                        && s.contains("job_ref=?")),
+                "{sql}\n{steps:#?}"
+            );
+        }
+    }
 }
