@@ -35,7 +35,7 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
 use super::admit::{self, sql, Admitted};
-use super::BUSY_TIMEOUT;
+use super::{BUSY_TIMEOUT, WAL_SIZE_LIMIT};
 use crate::error::{LedgerError, Result};
 use crate::model::{AdmitOutcome, ForwardedJob, NewAdmission};
 
@@ -230,14 +230,14 @@ fn open(database: &Database) -> Result<Connection> {
     .map_err(|e| LedgerError::Storage(format!("opening the admission writer's connection: {e}")))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
     conn.set_prepared_statement_cache_capacity(STATEMENTS);
-    conn.execute_batch(
+    conn.execute_batch(&format!(
         "pragma synchronous = normal;
          pragma foreign_keys = on;
          pragma cache_size = -16384;
          pragma temp_store = memory;
          pragma wal_autocheckpoint = 16384;
-         pragma journal_size_limit = 67108864;",
-    )
+         pragma journal_size_limit = {WAL_SIZE_LIMIT};"
+    ))
     .map_err(sql)?;
     Ok(conn)
 }
