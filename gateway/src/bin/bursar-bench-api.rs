@@ -33,7 +33,8 @@
 //! submitted held (`--hold`, as `bursar submit -H`), so that what slurmctld does after a
 //! submission — scheduling, starting and ending the job — stays out of the measurement (and
 //! out of the next block's); `--slurm-runnable` submits them ready to run. Every job is
-//! cancelled afterwards. Each scenario runs `--runs` times (`--slurm-runs` for the Slurm pair) and the
+//! cancelled afterwards. One bursar serves each Slurm run, on a ledger primed with 20,000
+//! admitted jobs, as a server in service (`prime`). Each scenario runs `--runs` times (`--slurm-runs` for the Slurm pair) and the
 //! table shows the median of each column; bursar's overhead is also given as the median over
 //! the runs of each run's own comparison.
 //! Besides latency, each run reports the CPU time bursar's threads (server runtime, SQLite
@@ -63,6 +64,7 @@ use bursar_gateway::client::http::idempotency_key;
 use bursar_gateway::config::Config;
 use bursar_gateway::request::JobRequest;
 use bursar_gateway::server::{checkpoint_loop, expiry_loop, router, AdmissionApi, ServerState};
+use bursar_ledger::{AdmitOutcome, ForwardedJob, NewAdmission, NewApiJob, NewHold};
 use bursar_pricing::Currency;
 use clap::{Parser, ValueEnum};
 use secrecy::ExposeSecret;
@@ -416,7 +418,7 @@ struct Server {
     /// The configured forwarders, renewable ([`Forwarding::Config`]).
     forwarders: Vec<Arc<Renewable>>,
     app: Arc<App>,
-    _site: Site,
+    site: Site,
 }
 
 /// How the admission service forwards.
@@ -580,9 +582,92 @@ fn start_server(
             done,
             forwarders: renewable,
             app: server_app,
-            _site: site,
+            site,
         })
     })
+}
+
+/// Admissions a Slurm run's bursar has recorded before its first block ([`prime`]).
+const PRIMED_JOBS: u64 = 20_000;
+
+/// Brings a new server's ledger to where one in service is: [`PRIMED_JOBS`] submissions
+/// admitted and linked to a cluster job straight through the ledger (holds on physics in su,
+/// as the measured jobs'), then checkpointed. Its write-ahead log has then started over at its
+/// working size (past 64 MiB), so the measured submissions write over pages in the page cache
+/// as in a server in service, instead of growing a new file: a run's first ~1,000 submissions
+/// on a new ledger would otherwise pay for the file's growth (pages allocated and zeroed,
+/// ext4's block reservations).
+fn prime(rt: &Runtime, server: &Server) -> anyhow::Result<()> {
+    const TASKS: u64 = 64;
+    let started = Instant::now();
+    let app = &server.app;
+    let now = bursar_gateway::timefmt::now();
+    let request_json = serde_json::to_string(&job_request(true))?;
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (app, request_json) = (app.clone(), request_json.clone());
+            rt.spawn(async move {
+                for n in (task..PRIMED_JOBS).step_by(TASKS as usize) {
+                    let admission = NewAdmission {
+                        hold: Some(NewHold {
+                            account: "physics".to_string(),
+                            currency: Currency::new("su"),
+                            amount: 1_000_000,
+                            cluster: "onprem".to_string(),
+                            job_ref: None,
+                            placed_at: now,
+                            expires_at: now + 86_400,
+                            idempotency_key: format!("bench-prime:{n}"),
+                            note: None,
+                        }),
+                        job: NewApiJob {
+                            idempotency_key: Some(format!("alice bench-prime-{n}")),
+                            actor: "alice".to_string(),
+                            user: "alice".to_string(),
+                            account: "physics".to_string(),
+                            cluster: "onprem".to_string(),
+                            currency: Currency::new("su"),
+                            estimate: 1_000_000,
+                            hold_id: None,
+                            state: "held".to_string(),
+                            request_json: request_json.clone(),
+                            route_json: "{}".to_string(),
+                            at: now,
+                        },
+                    };
+                    let AdmitOutcome::Admitted { job, hold } =
+                        app.ledger.admit_queued(admission, now).await?
+                    else {
+                        bail!("priming job {n} was not admitted");
+                    };
+                    app.ledger.queue_forwarded(ForwardedJob {
+                        job: job.id,
+                        hold: hold.map(|h| h.id),
+                        settle_ref: format!("p{n}"),
+                        cluster_job_id: format!("p{n}"),
+                        at: now,
+                    })?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    rt.block_on(async {
+        for task in tasks {
+            task.await.context("a priming task")??;
+        }
+        app.ledger.forwarded_settled().await;
+        app.ledger.checkpoint().await?;
+        Ok::<_, anyhow::Error>(())
+    })
+    .context("priming the ledger")?;
+    let wal = std::fs::metadata(server.site.dir.join("ledger.db-wal")).map_or(0, |m| m.len());
+    eprintln!(
+        "  bursar's ledger primed with {PRIMED_JOBS} jobs in {:.1} s (write-ahead log {} MB)",
+        started.elapsed().as_secs_f64(),
+        wal / 1_000_000
+    );
+    Ok(())
 }
 
 impl Server {
@@ -1291,19 +1376,22 @@ fn run_slurm(
     // starts its own clients and ends them, and bursar's connections to slurmrestd are
     // renewed at the end of each of its blocks: slurmrestd serves a limited number of
     // connections, and one side's idle keep-alive connections must not take them from the
-    // other. One warm-up job per client first: every connection (client → bursar →
-    // slurmrestd, or client → slurmrestd) open and alice's token minted before the measured
-    // jobs.
+    // other. Its ledger is primed first ([`prime`]): a server in service writes over a
+    // write-ahead log at its working size, not into a new one. One warm-up job per client
+    // first: every connection (client → bursar → slurmrestd, or client → slurmrestd) open
+    // and alice's token minted before the measured jobs.
     let warmup_jobs = u64::try_from(args.clients).unwrap_or(u64::MAX);
     let held = !args.slurm_runnable;
     let submission = Arc::new(direct_submission(held)?);
     let server = if scenarios.contains(&Scenario::AdmitSlurm) {
-        Some(start_server(
+        let server = start_server(
             &rts.server,
             &format!("slurm-{run}"),
             Forwarding::Config,
             Some(slurm),
-        )?)
+        )?;
+        prime(&rts.server, &server)?;
+        Some(server)
     } else {
         None
     };
