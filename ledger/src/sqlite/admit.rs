@@ -919,10 +919,11 @@ mod tests {
         assert!(third.allocs.len() >= 4);
         let second = context_by_lookups(&conn, &batches[1]).unwrap();
         assert!(second.used_hold_keys.contains("api:0"));
-        assert!(context_by_lookups(&conn, &batches[3])
-            .unwrap()
-            .accounts
-            .get("nobody")
-            .is_none());
+        let fourth = context_by_lookups(&conn, &batches[3]).unwrap();
+        assert!(!fourth.accounts.contains_key("nobody"));
+        assert!(
+            fourth.accounts.is_empty(),
+            "a submission without a hold names no account"
+        );
     }
 }
