@@ -176,16 +176,21 @@ pub(super) async fn update_api_job(
     Ok(())
 }
 
+/// The jobs of a user (`?1`, through `api_jobs_by_user`) or, for `None`, of everyone,
+/// filtered by account (`?2`) when it is not null. (`?1 is null or user_name = ?1` in one
+/// statement would read every job for each user's list.)
+pub(super) fn api_jobs_sql(by_user: bool) -> String {
+    let user = if by_user { "user_name = ?1 and " } else { "" };
+    format!("{API_JOB_SELECT} where {user}(?2 is null or account = ?2) order by id")
+}
+
 /// Jobs by id, filtered by user and account when given.
 pub(super) async fn api_jobs(
     conn: &mut SqliteConnection,
     user: Option<&str>,
     account: Option<&str>,
 ) -> Result<Vec<ApiJob>> {
-    let sql = format!(
-        "{API_JOB_SELECT} where (?1 is null or user_name = ?1) and (?2 is null or account = ?2) \
-         order by id"
-    );
+    let sql = api_jobs_sql(user.is_some());
     let rows = sqlx::query(&sql)
         .bind(user)
         .bind(account)

@@ -965,9 +965,9 @@ mod tests {
 
     /// The lookups of holds by their cluster's job id use `holds_active_by_job`, which leaves
     /// out the holds not linked to a job yet (migration 0008): settling and extending must not
-    /// scan every hold.
+    /// scan every hold. A user's list of API jobs reads that user's jobs only.
     #[tokio::test]
-    async fn holds_are_found_by_job_id_through_their_index() {
+    async fn lookups_by_job_id_and_by_user_go_through_their_index() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.db");
         let storage = SqliteStorage::open(&SqliteTarget::File(path.clone()))
@@ -975,7 +975,24 @@ mod tests {
             .unwrap();
         drop(storage);
         let conn = rusqlite::Connection::open(&path).unwrap();
-        for sql in [journal::holds_to_settle_sql(), holds::extend_sighted_sql()] {
+        let lookups = [
+            (
+                journal::holds_to_settle_sql(),
+                "holds_active_by_job",
+                "job_ref=?",
+            ),
+            (
+                holds::extend_sighted_sql(),
+                "holds_active_by_job",
+                "job_ref=?",
+            ),
+            (
+                gateway::api_jobs_sql(true),
+                "api_jobs_by_user",
+                "user_name=?",
+            ),
+        ];
+        for (sql, index, key) in lookups {
             let mut plan = conn.prepare(&format!("explain query plan {sql}")).unwrap();
             let unbound = vec![rusqlite::types::Null; plan.parameter_count()];
             let steps: Vec<String> = plan
@@ -988,8 +1005,7 @@ mod tests {
             assert!(
                 steps
                     .iter()
-                    .any(|s| s.contains("USING INDEX holds_active_by_job")
-                        && s.contains("job_ref=?")),
+                    .any(|s| s.contains(&format!("INDEX {index}")) && s.contains(key)),
                 "{sql}\n{steps:#?}"
             );
         }
