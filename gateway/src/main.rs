@@ -10,10 +10,17 @@ fn main() -> ExitCode {
     // `from_args` also makes the binary `bursar submit` when it is invoked as `sbatch`.
     let cli = bursar_gateway::cli::Cli::from_args(std::env::args_os().collect());
     bursar_gateway::telemetry::init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // Named for `top -H` and `/proc/PID/task/*/comm` (its blocking threads too).
+    builder.thread_name("bursar-runtime");
+    if let bursar_gateway::cli::Command::Serve(bursar_gateway::cli::ServeArgs {
+        worker_threads: Some(threads),
+        ..
+    }) = &cli.command
     {
+        builder.worker_threads(usize::from(*threads));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("bursar: cannot start the async runtime: {e}");

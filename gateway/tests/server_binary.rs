@@ -20,7 +20,14 @@ async fn serve_listens_answers_and_stops_gracefully_on_sigterm() {
     .unwrap();
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_bursar"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--worker-threads",
+            "1",
+            "--config",
+        ])
         .arg(&config)
         .env_remove("BURSAR_LISTEN")
         .env_remove("BURSAR_DATABASE")
@@ -90,6 +97,15 @@ async fn serve_listens_answers_and_stops_gracefully_on_sigterm() {
         assert_eq!(answer.status(), 200, "{path}");
     }
 
+    // `--worker-threads 1`: one runtime worker (`bursar-runtime`; the runtime's blocking
+    // threads have the same name, and nothing here uses them).
+    let workers = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == "bursar-runtime")
+        .count();
+    assert_eq!(workers, 1, "runtime worker threads of bursar serve");
+
     // SIGTERM: a graceful stop with exit status 0.
     let killed = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
@@ -111,6 +127,18 @@ async fn serve_listens_answers_and_stops_gracefully_on_sigterm() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(status.success(), "exit {status:?}; stderr:\n{stderr}");
     assert!(stderr.contains("SIGTERM received"), "{stderr}");
+}
+
+#[test]
+fn serve_refuses_zero_worker_threads() {
+    let output = Command::new(env!("CARGO_BIN_EXE_bursar"))
+        .args(["serve", "--worker-threads", "0"])
+        .env_remove("BURSAR_WORKER_THREADS")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--worker-threads"), "{stderr}");
 }
 
 #[test]
