@@ -241,21 +241,11 @@ fn context(conn: &Connection, batch: &[NewAdmission]) -> Result<Context> {
 fn context_by_lookups(conn: &Connection, batch: &[NewAdmission]) -> Result<Context> {
     let mut ctx = Context::default();
     let holds = || batch.iter().filter_map(|a| a.hold.as_ref());
-    let mut job = conn
-        .prepare_cached("select id from api_jobs where idempotency_key = ?1")
-        .map_err(sql)?;
-    for key in batch
+    let job_keys = batch
         .iter()
-        .filter_map(|a| a.job.idempotency_key.as_deref())
-    {
-        if let Some(id) = job
-            .query_row([key], |row| row.get(0))
-            .optional()
-            .map_err(sql)?
-        {
-            ctx.used_job_keys.insert(key.to_string(), id);
-        }
-    }
+        .filter_map(|a| a.job.idempotency_key.as_deref());
+    let used_job = "select id from api_jobs where idempotency_key = ?1";
+    ids_of(conn, used_job, job_keys, &mut ctx.used_job_keys)?;
     let mut hold = conn
         .prepare_cached("select 1 from holds where idempotency_key = ?1")
         .map_err(sql)?;
@@ -264,37 +254,20 @@ fn context_by_lookups(conn: &Connection, batch: &[NewAdmission]) -> Result<Conte
             ctx.used_hold_keys.insert(h.idempotency_key.clone());
         }
     }
-    let mut account = conn
-        .prepare_cached("select id from accounts where name = ?1")
-        .map_err(sql)?;
-    for h in holds() {
-        let name = h.account.as_str();
-        if ctx.accounts.contains_key(name) {
-            continue;
-        }
-        if let Some(id) = account
-            .query_row([name], |row| row.get(0))
-            .optional()
-            .map_err(sql)?
-        {
-            ctx.accounts.insert(name.to_string(), id);
-        }
-    }
-    let mut label = conn
-        .prepare_cached("select id from labels where value = ?1")
-        .map_err(sql)?;
-    for value in holds().flat_map(|h| [h.currency.as_str(), h.cluster.as_str()]) {
-        if ctx.labels.contains_key(value) {
-            continue;
-        }
-        if let Some(id) = label
-            .query_row([value], |row| row.get(0))
-            .optional()
-            .map_err(sql)?
-        {
-            ctx.labels.insert(value.to_string(), id);
-        }
-    }
+    let accounts = holds().map(|h| h.account.as_str());
+    ids_of(
+        conn,
+        "select id from accounts where name = ?1",
+        accounts,
+        &mut ctx.accounts,
+    )?;
+    let labels = holds().flat_map(|h| [h.currency.as_str(), h.cluster.as_str()]);
+    ids_of(
+        conn,
+        "select id from labels where value = ?1",
+        labels,
+        &mut ctx.labels,
+    )?;
     // The tree: the root and each named account, then each one's parents up to the root.
     let mut node = conn
         .prepare_cached("select parent_id, name, closed_at is not null from accounts where id = ?1")
@@ -357,6 +330,30 @@ fn context_by_lookups(conn: &Connection, batch: &[NewAdmission]) -> Result<Conte
         .and_then(|mut max| max.query_row([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))))
         .map_err(sql)?;
     Ok(ctx)
+}
+
+/// Adds to `found` the id that `query` (one parameter, `?1`) finds for each of `keys` not in
+/// it yet; keys it finds nothing for are left out.
+fn ids_of<'k>(
+    conn: &Connection,
+    query: &str,
+    keys: impl Iterator<Item = &'k str>,
+    found: &mut HashMap<String, Id>,
+) -> Result<()> {
+    let mut statement = conn.prepare_cached(query).map_err(sql)?;
+    for key in keys {
+        if found.contains_key(key) {
+            continue;
+        }
+        let id = statement
+            .query_row([key], |row| row.get(0))
+            .optional()
+            .map_err(sql)?;
+        if let Some(id) = id {
+            found.insert(key.to_string(), id);
+        }
+    }
+    Ok(())
 }
 
 /// [`CONTEXT_SQL`]: everything in one statement, whatever the batch's size.

@@ -296,8 +296,9 @@ pub(super) async fn extend_sighted(
     at: i64,
 ) -> Result<u64> {
     let mut moved = 0;
+    let sql = extend_sighted_sql();
     for (cluster, job_ids) in jobs {
-        let done = sqlx::query(&extend_sighted_sql())
+        let done = sqlx::query(&sql)
             .bind(at)
             .bind(cluster)
             .bind(json_strings(job_ids.iter().copied()))
