@@ -17,6 +17,10 @@
 #
 #   deploy/bench/api.sh [extra bursar-bench-api flags, e.g. --scenarios quotes,admit-stub]
 #
+# Flags that locate bursar's cost (no verdict on a target): --stub-delay-ms 30 (the stub answers
+# after 30 ms, as slurmrestd does under load), --bare-proxy (a bare HTTP proxy instead of bursar
+# in admit-slurm), --server-threads N.
+#
 # Environment:
 #   BENCH_DIR        work directory: the measured binary and logs (default /var/tmp/bursar-bench)
 #   BENCH_RUNS       runs of each scenario; the table shows the median (default 3)

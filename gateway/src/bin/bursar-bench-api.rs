@@ -24,6 +24,13 @@
 //!   `ForwardJob`), a token for alice minted from the same key, and the same concurrency: the
 //!   baseline bursar's overhead is measured against.
 //!
+//! Two variations locate bursar's cost rather than measure a target: `--stub-delay-ms N` makes
+//! the stub answer after N ms, so that submissions reach the admission writer a few at a time
+//! as they do end to end, without the controller's CPU beside them (bursar's CPU per
+//! submission is then steadier than end to end); `--bare-proxy` puts a bare HTTP proxy in
+//! bursar's place in `admit-slurm` (the same axum server, request parsing and slurmrestd
+//! forwarder; no token, quote or ledger): the floor of any gateway with a second HTTP hop.
+//!
 //! `healthz` (`GET /healthz`: no token, no ledger) measures what HTTP and the load generator
 //! alone cost on this machine, the ceiling of every other scenario. The local scenarios run for
 //! `--seconds` after `--warmup` seconds. The Slurm ones submit `--slurm-jobs` jobs each after
@@ -121,6 +128,17 @@ struct Args {
     /// The dev stack's Slurm env file (`deploy/dev/slurm.sh` writes it).
     #[arg(long, default_value = "/var/tmp/bursar-dev/slurm/env.sh")]
     slurm_env: PathBuf,
+    /// How long the stub forwarder of `admit-stub` takes to answer, in milliseconds (0: at
+    /// once). With a delay like slurmrestd's, submissions reach the admission writer as they
+    /// do end to end, a few at a time, without the controller's CPU beside them.
+    #[arg(long, default_value_t = 0)]
+    stub_delay_ms: u64,
+    /// Measure a bare proxy instead of bursar in the Slurm scenarios: the same HTTP server
+    /// (axum), the same JSON request and the same slurmrestd client (the configured
+    /// forwarder), but no token, no quote and no ledger — the floor that any gateway with a
+    /// second HTTP hop pays on this machine.
+    #[arg(long)]
+    bare_proxy: bool,
     /// Worker threads of the server's runtime (default: one per core, as `bursar serve`).
     #[arg(long)]
     server_threads: Option<usize>,
@@ -138,6 +156,23 @@ struct Args {
     /// The longest wait for `--idle-below`, in seconds.
     #[arg(long, default_value_t = 600)]
     idle_wait: u64,
+}
+
+impl Args {
+    /// The scenario's name in the results, saying what `--bare-proxy` and `--stub-delay-ms`
+    /// changed.
+    fn label(&self, scenario: Scenario) -> String {
+        match scenario {
+            Scenario::AdmitSlurm if self.bare_proxy => {
+                "`POST /v1/jobs` → slurmrestd (bare proxy, not bursar)".to_string()
+            }
+            Scenario::AdmitStub if self.stub_delay_ms > 0 => format!(
+                "`POST /v1/jobs`, stub forwarder answering after {} ms",
+                self.stub_delay_ms
+            ),
+            _ => scenario.label().to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -231,7 +266,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let slurm_runs = args.slurm_runs.unwrap_or(args.runs);
     for run in 1..=args.runs.max(slurm_runs) {
         let mut record = |i: usize, scenario: Scenario, summary: Summary| {
-            eprintln!("  {}: {}", scenario.label(), summary.line());
+            eprintln!("  {}: {}", args.label(scenario), summary.line());
             results
                 .entry(i)
                 .or_insert_with(|| (scenario, Vec::new()))
@@ -423,8 +458,8 @@ struct Server {
 
 /// How the admission service forwards.
 enum Forwarding {
-    /// Both clusters to a [`StubForwarder`].
-    Stub,
+    /// Both clusters to a [`StubForwarder`] that answers after the given delay.
+    Stub(Duration),
     /// What the configuration says (onprem: the real slurmrestd), each cluster's forwarder
     /// behind a [`Renewable`].
     Config,
@@ -486,6 +521,7 @@ fn start_server(
     tag: &str,
     forwarding: Forwarding,
     slurm: Option<&SlurmTarget>,
+    bare: bool,
 ) -> anyhow::Result<Server> {
     let site = Site::new(tag)?;
     let config_path = site.dir.join("bursar.yaml");
@@ -513,10 +549,13 @@ fn start_server(
         }
         let mut renewable = Vec::new();
         let forwarders: BTreeMap<String, Arc<dyn Forwarder>> = match forwarding {
-            Forwarding::Stub => ["onprem", "cloud"]
+            Forwarding::Stub(delay) => ["onprem", "cloud"]
                 .into_iter()
                 .map(|c| {
-                    let stub: Arc<dyn Forwarder> = Arc::new(StubForwarder::default());
+                    let stub: Arc<dyn Forwarder> = Arc::new(StubForwarder {
+                        next: AtomicU64::new(0),
+                        delay,
+                    });
                     (c.to_string(), stub)
                 })
                 .collect(),
@@ -537,8 +576,17 @@ fn start_server(
                     .collect()
             }
         };
+        let onprem = forwarders
+            .get("onprem")
+            .cloned()
+            .context("no onprem forwarder")?;
         let admission: Arc<dyn AdmissionApi> = Arc::new(Admission::new(app.clone(), forwarders));
         let state = ServerState::new(app.clone(), Arc::new(verifier), Some(admission.clone()));
+        let routes = if bare {
+            bare_proxy(onprem)
+        } else {
+            router(state)
+        };
         let server_app = app.clone();
         let bearer = format!(
             "Bearer {}",
@@ -563,7 +611,7 @@ fn start_server(
             let expiring = tokio::spawn(expiry_loop(app, Some(admission), async {
                 let _ = expiry_stopped.await;
             }));
-            let served = axum::serve(listener, router(state))
+            let served = axum::serve(listener, routes)
                 .with_graceful_shutdown(async {
                     let _ = stopped.await;
                 })
@@ -585,6 +633,47 @@ fn start_server(
             site,
         })
     })
+}
+
+/// `POST /v1/jobs` of `--bare-proxy`: the job request parsed as bursar parses it, forwarded
+/// to onprem as alice, the cluster's job id answered — nothing checked, priced or recorded.
+fn bare_proxy(forwarder: Arc<dyn Forwarder>) -> axum::Router {
+    async fn submit(
+        axum::extract::State(forwarder): axum::extract::State<Arc<dyn Forwarder>>,
+        body: axum::body::Bytes,
+    ) -> (axum::http::StatusCode, axum::Json<Value>) {
+        use axum::http::StatusCode;
+        let request: JobRequest = match serde_json::from_slice(&body) {
+            Ok(request) => request,
+            Err(e) => {
+                let error = json!({"error": e.to_string()});
+                return (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(error));
+            }
+        };
+        let job = ForwardJob {
+            cluster: "onprem".to_string(),
+            user: "alice".to_string(),
+            account: request.account.clone().unwrap_or_default(),
+            partition: "batch".to_string(),
+            qos: request.qos.clone(),
+            time_limit_min: request.time_limit_min.unwrap_or(1),
+            working_dir: request.working_dir.clone().unwrap_or_default(),
+            request,
+        };
+        match forwarder.submit(&job).await {
+            Ok(done) => (
+                StatusCode::CREATED,
+                axum::Json(json!({"cluster": "onprem", "cluster_job_id": done.cluster_job_id})),
+            ),
+            Err(e) => (
+                StatusCode::BAD_GATEWAY,
+                axum::Json(json!({"error": e.to_string()})),
+            ),
+        }
+    }
+    axum::Router::new()
+        .route("/v1/jobs", axum::routing::post(submit))
+        .with_state(forwarder)
 }
 
 /// Admissions a Slurm run's bursar has recorded before its first block ([`prime`]).
@@ -686,15 +775,19 @@ impl Server {
     }
 }
 
-/// Answers at once: job ids from 1 up.
-#[derive(Default)]
+/// Answers with job ids from 1 up, at once or after `delay` (`--stub-delay-ms`: a cluster's
+/// answer time without its CPU).
 struct StubForwarder {
     next: AtomicU64,
+    delay: Duration,
 }
 
 #[async_trait]
 impl Forwarder for StubForwarder {
     async fn submit(&self, _job: &ForwardJob) -> Result<Forwarded, ForwardError> {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
         let id = (self.next.fetch_add(1, Ordering::Relaxed) + 1).to_string();
         Ok(Forwarded {
             cluster_job_id: id.clone(),
@@ -1173,8 +1266,9 @@ fn run_local(
     let server = start_server(
         &rts.server,
         &format!("{scenario:?}-{run}"),
-        Forwarding::Stub,
+        Forwarding::Stub(Duration::from_millis(args.stub_delay_ms)),
         None,
+        false,
     )?;
     let job = job_request(false);
     let (path, body, expected) = match scenario {
@@ -1389,6 +1483,7 @@ fn run_slurm(
             &format!("slurm-{run}"),
             Forwarding::Config,
             Some(slurm),
+            args.bare_proxy,
         )?;
         prime(&rts.server, &server)?;
         Some(server)
@@ -1645,7 +1740,7 @@ fn report(args: &Args, results: &BTreeMap<usize, (Scenario, Vec<Summary>)>) -> S
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {cpu} | {others} | {} | {} |",
-            scenario.label(),
+            args.label(*scenario),
             m.per_second,
             ms(m.p50_ns),
             ms(m.p99_ns),
@@ -1664,7 +1759,7 @@ fn report(args: &Args, results: &BTreeMap<usize, (Scenario, Vec<Summary>)>) -> S
             verdict(q.per_second >= 20_000 && q.errors == 0)
         ));
     }
-    if let Some(a) = median_of(Scenario::AdmitStub) {
+    if let Some(a) = median_of(Scenario::AdmitStub).filter(|_| args.stub_delay_ms == 0) {
         targets.push(format!(
             "≥ 5,000 admissions/s with p99 < 10 ms (stub forwarder): {}/s, p99 {} ms, {}",
             a.per_second,
@@ -1716,15 +1811,26 @@ fn report(args: &Args, results: &BTreeMap<usize, (Scenario, Vec<Summary>)>) -> S
             tenths(mean)
         );
         // "Adds < 10%": to the latency of a submission, and as much throughput taken away.
-        targets.push(format!(
-            "bursar adds < 10% to an end-to-end slurmrestd submission (median of {} runs): \
+        if args.bare_proxy {
+            targets.push(format!(
+                "a bare proxy (--bare-proxy: not bursar, no verdict) adds (median of {} runs): \
+                 p50 {}, mean {}, throughput {}",
+                bursar.len().min(direct.len()),
+                tenths(p50),
+                tenths(mean),
+                tenths(tput),
+            ));
+        } else {
+            targets.push(format!(
+                "bursar adds < 10% to an end-to-end slurmrestd submission (median of {} runs): \
              p50 {}, mean {}, throughput {}, {}",
-            bursar.len().min(direct.len()),
-            tenths(p50),
-            tenths(mean),
-            tenths(tput),
-            verdict(p50 < 100 && mean < 100 && tput > -100 && errors == 0)
-        ));
+                bursar.len().min(direct.len()),
+                tenths(p50),
+                tenths(mean),
+                tenths(tput),
+                verdict(p50 < 100 && mean < 100 && tput > -100 && errors == 0)
+            ));
+        }
     }
     if !targets.is_empty() {
         let _ = writeln!(out);
