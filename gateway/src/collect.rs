@@ -475,31 +475,7 @@ async fn dstack_pass(
         ..PassSummary::default()
     };
     let source = format!("dstack:{}", collector.cluster);
-    // Runs submitted through bursar are charged to the account (and user) that holds their
-    // money, whoever's token dstack ran them under; other runs follow the configured mapping.
-    let submitted: HashMap<String, (String, String)> = app
-        .ledger
-        .api_jobs(None, None)
-        .await?
-        .into_iter()
-        .filter(|j| j.cluster == collector.cluster)
-        .filter_map(|j| j.cluster_job_id.map(|run| (run, (j.account, j.user))))
-        .collect();
-    let map = |mut records: Vec<UsageRecord>| -> Vec<UsageRecord> {
-        for r in &mut records {
-            let run = r.display_id.split('/').next().unwrap_or_default();
-            if let Some((holder, user)) = submitted.get(run) {
-                r.account = holder.clone();
-                r.user = user.clone();
-            } else {
-                r.account = user_accounts
-                    .get(&r.user)
-                    .cloned()
-                    .unwrap_or_else(|| account.to_string());
-            }
-        }
-        records
-    };
+    let map = |records| charge_to(app, &collector.cluster, records, account, user_accounts);
     // New runs, page by page; the cursor moves after each page is posted.
     loop {
         let runs = cursor.runs.clone();
@@ -510,7 +486,7 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
-        let mut records = map(page.records);
+        let mut records = map(page.records).await?;
         records.extend(never_provisioned(app, &collector.cluster, &page.runs, &records).await?);
         post(
             app,
@@ -541,7 +517,7 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
-        let mut records = map(refreshed.records);
+        let mut records = map(refreshed.records).await?;
         records
             .extend(never_provisioned(app, &collector.cluster, &refreshed.runs, &records).await?);
         post(
@@ -567,6 +543,48 @@ async fn dstack_pass(
 /// collector makes no record of it, so without this its hold would never settle and would
 /// stay held until it expires. The record is charged to the hold's account, as "never
 /// started" (0), and posting it settles the hold like any final record.
+/// Sets who pays for each dstack record: runs submitted through bursar are charged to the
+/// account (and user) that holds their money, whoever's token dstack ran them under; other
+/// runs to their user's account in the configured mapping, else `account`. Looks up only the
+/// records' runs.
+async fn charge_to(
+    app: &App,
+    cluster: &str,
+    mut records: Vec<UsageRecord>,
+    account: &str,
+    user_accounts: &HashMap<String, String>,
+) -> anyhow::Result<Vec<UsageRecord>> {
+    let run = |r: &UsageRecord| {
+        r.display_id
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let runs: BTreeSet<String> = records.iter().map(run).collect();
+    let runs: Vec<String> = runs.into_iter().collect();
+    app.ledger.forwarded_settled().await;
+    let submitted: HashMap<String, (String, String)> = app
+        .ledger
+        .api_jobs_on(cluster, &runs)
+        .await?
+        .into_iter()
+        .filter_map(|j| j.cluster_job_id.map(|run| (run, (j.account, j.user))))
+        .collect();
+    for r in &mut records {
+        if let Some((holder, user)) = submitted.get(&run(r)) {
+            r.account = holder.clone();
+            r.user = user.clone();
+        } else {
+            r.account = user_accounts
+                .get(&r.user)
+                .cloned()
+                .unwrap_or_else(|| account.to_string());
+        }
+    }
+    Ok(records)
+}
+
 async fn never_provisioned(
     app: &App,
     cluster: &str,

@@ -721,6 +721,18 @@ impl Ledger {
     pub async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>> {
         self.storage.api_jobs(user, account).await
     }
+
+    /// The API jobs on `cluster` that the cluster knows by one of `cluster_job_ids` (Slurm job
+    /// ids, dstack run names), by id; ids of no such job are left out. Reads through an index,
+    /// however many jobs the ledger holds. Jobs forwarded a moment ago are found once their
+    /// records are written ([`Ledger::forwarded_settled`]).
+    pub async fn api_jobs_on(
+        &self,
+        cluster: &str,
+        cluster_job_ids: &[String],
+    ) -> Result<Vec<ApiJob>> {
+        self.storage.api_jobs_on(cluster, cluster_job_ids).await
+    }
 }
 
 /// A caller's idempotency key: present, and not in the ledger's own namespace.

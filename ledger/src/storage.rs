@@ -173,6 +173,9 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         at: i64,
     ) -> Result<()>;
     async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>>;
+    /// The API jobs on `cluster` known there by one of `cluster_job_ids` (see
+    /// [`crate::Ledger::api_jobs_on`]).
+    async fn api_jobs_on(&self, cluster: &str, cluster_job_ids: &[String]) -> Result<Vec<ApiJob>>;
 
     /// What a quote reads about `user` and `account` (else the user's default) at `at`, in
     /// one snapshot; how fresh, `read` says.

@@ -125,6 +125,59 @@ async fn api_jobs_are_recorded_found_updated_and_filtered() {
 }
 
 #[tokio::test]
+async fn api_jobs_are_found_by_their_cluster_job_ids_on_their_cluster_only() {
+    let (_dir, ledger) = temp_ledger().await;
+    let mut made = Vec::new();
+    for (cluster, cluster_job_id) in [
+        ("alpha", Some("run-a")),
+        ("alpha", Some("run-b")),
+        ("alpha", None),
+        ("beta", Some("run-a")),
+        ("alpha", Some("run-c")),
+    ] {
+        let mut new = job(None, "alice", "physics", None);
+        new.cluster = cluster.to_string();
+        let created = ledger.create_api_job(&new).await.unwrap();
+        if let Some(id) = cluster_job_id {
+            ledger
+                .update_api_job(created.id, "held", Some(id), T0 + 1)
+                .await
+                .unwrap();
+        }
+        made.push(created.id);
+    }
+    let on = |cluster: &'static str, ids: &'static [&'static str]| {
+        let ledger = &ledger;
+        async move {
+            let ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+            let found = ledger.api_jobs_on(cluster, &ids).await.unwrap();
+            found
+                .iter()
+                .map(|j| (j.id, j.cluster_job_id.clone().unwrap_or_default()))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        on("alpha", &["run-c", "run-a", "run-x"]).await,
+        [
+            (made[0], "run-a".to_string()),
+            (made[4], "run-c".to_string())
+        ]
+    );
+    assert_eq!(
+        on("beta", &["run-a", "run-b"]).await,
+        [(made[3], "run-a".to_string())]
+    );
+    assert_eq!(on("alpha", &[]).await, []);
+    assert_eq!(on("gamma", &["run-a"]).await, []);
+    // An id that is no JSON-safe string still reads as itself.
+    assert_eq!(
+        on("alpha", &["run-\"b\"", "run-b"]).await,
+        [(made[1], "run-b".to_string())]
+    );
+}
+
+#[tokio::test]
 async fn an_unknown_hold_is_refused_and_expiring_a_hold_expires_its_job() {
     let (_dir, ledger) = temp_ledger().await;
     assert!(matches!(

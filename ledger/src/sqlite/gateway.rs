@@ -200,6 +200,34 @@ pub(super) async fn api_jobs(
     rows.iter().map(api_job_row).collect()
 }
 
+/// The jobs on a cluster (`?1`) with one of the cluster job ids in the JSON array `?2`,
+/// through `api_jobs_by_cluster_job`.
+pub(super) fn api_jobs_on_sql() -> String {
+    format!(
+        "{API_JOB_SELECT} where cluster = ?1
+           and cluster_job_id in (select value from json_each(?2)) order by id"
+    )
+}
+
+/// The jobs on `cluster` known there by one of `cluster_job_ids`.
+pub(super) async fn api_jobs_on(
+    conn: &mut SqliteConnection,
+    cluster: &str,
+    cluster_job_ids: &[String],
+) -> Result<Vec<ApiJob>> {
+    if cluster_job_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = super::json_strings(cluster_job_ids.iter().map(String::as_str));
+    let rows = sqlx::query(&api_jobs_on_sql())
+        .bind(cluster)
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(api_job_row).collect()
+}
+
 /// Marks the jobs of holds that just expired `expired`, unless they already ended.
 pub(super) async fn expire_api_jobs(
     conn: &mut SqliteConnection,

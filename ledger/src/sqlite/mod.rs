@@ -721,6 +721,11 @@ impl Storage for SqliteStorage {
         gateway::api_jobs(&mut conn, user, account).await
     }
 
+    async fn api_jobs_on(&self, cluster: &str, cluster_job_ids: &[String]) -> Result<Vec<ApiJob>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        gateway::api_jobs_on(&mut conn, cluster, cluster_job_ids).await
+    }
+
     async fn admission_view(
         &self,
         user: &str,
@@ -967,7 +972,7 @@ mod tests {
     /// out the holds not linked to a job yet (migration 0008): settling and extending must not
     /// scan every hold. A user's list of API jobs reads that user's jobs only.
     #[tokio::test]
-    async fn lookups_by_job_id_and_by_user_go_through_their_index() {
+    async fn lookups_by_job_id_by_user_and_by_cluster_job_go_through_their_index() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.db");
         let storage = SqliteStorage::open(&SqliteTarget::File(path.clone()))
@@ -990,6 +995,11 @@ mod tests {
                 gateway::api_jobs_sql(true),
                 "api_jobs_by_user",
                 "user_name=?",
+            ),
+            (
+                gateway::api_jobs_on_sql(),
+                "api_jobs_by_cluster_job",
+                "cluster=? AND cluster_job_id=?",
             ),
         ];
         for (sql, index, key) in lookups {
