@@ -293,6 +293,13 @@ pub struct JobsArgs {
     /// Only jobs charged to this account.
     #[arg(long, short = 'A')]
     pub account: Option<String>,
+    /// The most jobs listed: the newest that match (the server's default is 1,000, its most
+    /// 10,000).
+    #[arg(long, short = 'n', value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub limit: Option<u32>,
+    /// Only jobs older than this bursar job id (to page back: the id a listing names).
+    #[arg(long)]
+    pub before: Option<i64>,
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }

@@ -337,7 +337,8 @@ async fn final_usage_settles_the_job_and_reports_its_charge() {
             },
         )
         .await
-        .unwrap();
+        .unwrap()
+        .jobs;
     assert_eq!(settled.len(), 1);
     // A settled job cannot be cancelled.
     let err = f
@@ -406,7 +407,8 @@ async fn users_list_their_own_jobs_and_finance_lists_all() {
         .admission
         .jobs(&alice(), &JobQuery::default())
         .await
-        .unwrap();
+        .unwrap()
+        .jobs;
     assert_eq!(mine.iter().map(|j| j.job.id).collect::<Vec<_>>(), [a.id]);
     let err = f
         .admission
@@ -430,7 +432,8 @@ async fn users_list_their_own_jobs_and_finance_lists_all() {
         .admission
         .jobs(&finance, &JobQuery::default())
         .await
-        .unwrap();
+        .unwrap()
+        .jobs;
     assert_eq!(all.len(), 2);
     let chemistry = f
         .admission
@@ -442,13 +445,81 @@ async fn users_list_their_own_jobs_and_finance_lists_all() {
             },
         )
         .await
-        .unwrap();
+        .unwrap()
+        .jobs;
     assert_eq!(chemistry.len(), 1);
     assert_eq!(chemistry[0].job.user, "bob");
     assert_eq!(
         f.admission.job(&finance, a.id).await.unwrap().job.user,
         "alice"
     );
+}
+
+#[tokio::test]
+async fn jobs_are_listed_in_pages_of_the_newest_with_a_cursor_to_the_older() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(f.admission.submit(&alice(), job(), None).await.unwrap().id);
+    }
+    // The third is cancelled: its recorded state moves on.
+    f.admission.cancel(&alice(), ids[2]).await.unwrap();
+    let list = |state: Option<&str>, before: Option<i64>, limit: Option<u32>| {
+        let query = JobQuery {
+            state: state.map(str::to_string),
+            before,
+            limit,
+            ..JobQuery::default()
+        };
+        let admission = &f.admission;
+        async move {
+            let page = admission.jobs(&alice(), &query).await.unwrap();
+            let listed: Vec<i64> = page.jobs.iter().map(|j| j.job.id).collect();
+            (listed, page.next_before)
+        }
+    };
+    assert_eq!(list(None, None, None).await, (ids.clone(), None));
+    assert_eq!(
+        list(None, None, Some(2)).await,
+        (vec![ids[3], ids[4]], Some(ids[3]))
+    );
+    assert_eq!(
+        list(None, Some(ids[3]), Some(2)).await,
+        (vec![ids[1], ids[2]], Some(ids[1]))
+    );
+    assert_eq!(
+        list(None, Some(ids[1]), Some(2)).await,
+        (vec![ids[0]], None)
+    );
+    assert_eq!(list(None, None, Some(5)).await, (ids.clone(), None));
+    // A state reads past jobs that do not match to fill the page.
+    assert_eq!(
+        list(Some("held"), None, Some(3)).await,
+        (vec![ids[1], ids[3], ids[4]], Some(ids[1]))
+    );
+    assert_eq!(
+        list(Some("cancelled"), None, Some(1)).await,
+        (vec![ids[2]], Some(ids[2]))
+    );
+    assert_eq!(
+        list(Some("cancelled"), Some(ids[2]), None).await,
+        (vec![], None)
+    );
+    for limit in [0, 10_001] {
+        let err = f
+            .admission
+            .jobs(
+                &alice(),
+                &JobQuery {
+                    limit: Some(limit),
+                    ..JobQuery::default()
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 422, "{err}");
+    }
 }
 
 #[tokio::test]
@@ -471,6 +542,7 @@ async fn a_job_read_right_after_its_answer_shows_its_cluster_job_id() {
                     .jobs(&alice(), &JobQuery::default())
                     .await
                     .unwrap()
+                    .jobs
                     .into_iter()
                     .find(|j| j.job.id == submitted.id)
                     .unwrap()
@@ -567,6 +639,7 @@ async fn refusals_reach_the_api_in_its_error_shape() {
     assert_eq!(created["cluster"], "cloud");
     let listed = api.jobs(&alice(), JobsFilter::default()).await.unwrap();
     assert_eq!(listed["jobs"][0]["id"], created["id"]);
+    assert_eq!(listed["next_before"], serde_json::Value::Null);
     let quoted = api.quote(&alice(), job()).await.unwrap();
     assert_eq!(quoted[1]["cluster"], "cloud");
     assert_eq!(quoted[1]["chosen"], true, "onprem cannot be paid for");

@@ -55,6 +55,41 @@ ID  CLUSTER  JOB   ACCOUNT  USER   STATE  ESTIMATE  HOLD  CHARGE  CURRENCY  SUBM
 }
 
 #[tokio::test]
+async fn jobs_pages_back_with_limit_and_before() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v1/jobs"))
+        .and(query_param_is_missing("state"))
+        .and(query_param("limit", "2"))
+        .and(query_param("before", "17"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "jobs": [job(15, "settled", Some("3.10")), job(16, "held", None)],
+            "next_before": 15
+        })))
+        .mount(&server)
+        .await;
+    let home = Home::new();
+    let args = ["jobs", "--all", "-n", "2", "--before", "17"];
+    let run = bursar(&args, &home, &server.uri()).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout.lines().count(), 3, "{run:?}");
+    assert_eq!(
+        run.stderr,
+        "older jobs may match too: add --before 15 to list them\n"
+    );
+    let run = bursar(
+        &["jobs", "--all", "-n", "2", "--before", "17", "-f", "json"],
+        &home,
+        &server.uri(),
+    )
+    .await;
+    let shown: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(shown["next_before"], 15);
+    let run = bursar(&["jobs", "--limit", "0"], &home, &server.uri()).await;
+    assert_eq!(run.code, 2, "{run:?}");
+}
+
+#[tokio::test]
 async fn cancel_deletes_and_reports_each_job() {
     let server = MockServer::start().await;
     Mock::given(method("DELETE"))

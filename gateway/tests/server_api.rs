@@ -609,7 +609,9 @@ impl AdmissionApi for StubAdmission {
     }
 
     async fn jobs(&self, caller: &Principal, filter: JobsFilter) -> Result<Value, ApiError> {
-        Ok(json!({"user": caller.user, "filter": {"user": filter.user, "state": filter.state}}))
+        Ok(json!({"user": caller.user, "filter": {
+            "user": filter.user, "state": filter.state, "limit": filter.limit, "before": filter.before
+        }}))
     }
 
     async fn job(&self, _caller: &Principal, id: i64) -> Result<Value, ApiError> {
@@ -667,8 +669,17 @@ async fn job_endpoints_go_through_the_admission_service() {
     let list = server.get("/v1/jobs?user=bob&state=held", &alice).await;
     assert_eq!(
         *list.assert_status(200),
-        json!({"user": "alice", "filter": {"user": "bob", "state": "held"}})
+        json!({"user": "alice", "filter": {"user": "bob", "state": "held", "limit": null, "before": null}})
     );
+    let page = server.get("/v1/jobs?limit=50&before=1234", &alice).await;
+    assert_eq!(
+        *page.assert_status(200),
+        json!({"user": "alice", "filter": {"user": null, "state": null, "limit": 50, "before": 1234}})
+    );
+    server
+        .get("/v1/jobs?limit=many", &alice)
+        .await
+        .assert_error(400, "bad_request");
     server
         .get("/v1/jobs?colour=red", &alice)
         .await

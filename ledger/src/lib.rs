@@ -53,9 +53,9 @@ pub use crate::alerts::{AlertKind, AlertPolicy, AlertRow, AlertRules};
 pub use crate::error::{LedgerError, Result};
 pub use crate::forecast::{Exhaustion, Forecast};
 pub use crate::model::{
-    AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, AssociationRow,
-    AuditEntry, BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState, JobRow,
-    JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold,
+    AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
+    AssociationRow, AuditEntry, BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState,
+    JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold,
     NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest,
     RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable, TransferOutcome,
     TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow,
@@ -720,6 +720,13 @@ impl Ledger {
     /// API jobs by id, only `user`'s and/or `account`'s when given.
     pub async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>> {
         self.storage.api_jobs(user, account).await
+    }
+
+    /// A page of API jobs, newest first: at most `page.limit` of those matching its filters
+    /// with an id below `page.before` (see [`ApiJobsPage`] for `state`). A user's jobs are
+    /// read through their index, so a page costs the same however many jobs there are.
+    pub async fn api_jobs_page(&self, page: &ApiJobsPage) -> Result<Vec<ApiJob>> {
+        self.storage.api_jobs_page(page).await
     }
 
     /// The API jobs on `cluster` that the cluster knows by one of `cluster_job_ids` (Slurm job

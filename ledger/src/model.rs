@@ -532,6 +532,23 @@ pub struct NewAdmission {
     pub job: NewApiJob,
 }
 
+/// One page of API jobs, newest first ([`crate::Ledger::api_jobs_page`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiJobsPage {
+    /// Only this user's jobs.
+    pub user: Option<String>,
+    /// Only jobs charged to this account.
+    pub account: Option<String>,
+    /// Only jobs recorded in this state *or still recorded `held`*: the recorded state of a
+    /// held job catches up with its hold (settled, released, expired) only when the job is
+    /// next read, so a caller filtering by state decides on held ones itself.
+    pub state: Option<String>,
+    /// Only jobs with a smaller id.
+    pub before: Option<i64>,
+    /// The most jobs in the page.
+    pub limit: u32,
+}
+
 /// What [`crate::Ledger::admit`] did with one submission.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdmitOutcome {

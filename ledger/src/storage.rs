@@ -13,11 +13,11 @@ use crate::balances::BalanceSnapshot;
 use crate::error::Result;
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
-    AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, AssociationRow,
-    AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob,
-    NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow,
-    RefundOutcome, RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome,
-    TransferRequest, UsageCharge, UserRow,
+    AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
+    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery,
+    NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
+    QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest, RenewRequest, Renewal,
+    StoredPriceTable, TransferOutcome, TransferRequest, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 
@@ -173,6 +173,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
         at: i64,
     ) -> Result<()>;
     async fn api_jobs(&self, user: Option<&str>, account: Option<&str>) -> Result<Vec<ApiJob>>;
+    /// A page of API jobs, newest first (see [`crate::Ledger::api_jobs_page`]).
+    async fn api_jobs_page(&self, page: &ApiJobsPage) -> Result<Vec<ApiJob>>;
     /// The API jobs on `cluster` known there by one of `cluster_job_ids` (see
     /// [`crate::Ledger::api_jobs_on`]).
     async fn api_jobs_on(&self, cluster: &str, cluster_job_ids: &[String]) -> Result<Vec<ApiJob>>;

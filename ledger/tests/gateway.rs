@@ -2,7 +2,7 @@
 
 mod common;
 
-use bursar_ledger::{LedgerError, NewApiJob, NewAudit, NewHold};
+use bursar_ledger::{ApiJobsPage, LedgerError, NewApiJob, NewAudit, NewHold};
 use common::{su, temp_ledger, DAY, HOUR, T0, UNIT};
 
 fn audit(at: i64, action: &str) -> NewAudit {
@@ -121,6 +121,75 @@ async fn api_jobs_are_recorded_found_updated_and_filtered() {
     assert_eq!(
         ids(ledger.api_jobs(Some("bob"), Some("physics")).await.unwrap()),
         [c.id]
+    );
+}
+
+#[tokio::test]
+async fn api_jobs_come_in_pages_newest_first() {
+    let (_dir, ledger) = temp_ledger().await;
+    let mut ids = Vec::new();
+    // alice: physics held, chemistry settled, physics cancelled, ... in turn; bob's between.
+    for n in 0..12 {
+        let (user, account, state) = match n % 4 {
+            0 => ("alice", "physics", "held"),
+            1 => ("alice", "chemistry", "settled"),
+            2 => ("bob", "physics", "held"),
+            _ => ("alice", "physics", "cancelled"),
+        };
+        let created = ledger
+            .create_api_job(&job(None, user, account, None))
+            .await
+            .unwrap();
+        if state != "held" {
+            ledger
+                .update_api_job(created.id, state, None, T0 + 1)
+                .await
+                .unwrap();
+        }
+        ids.push(created.id);
+    }
+    let page = |user: Option<&str>, account: Option<&str>, state: Option<&str>, before, limit| {
+        let query = ApiJobsPage {
+            user: user.map(str::to_string),
+            account: account.map(str::to_string),
+            state: state.map(str::to_string),
+            before,
+            limit,
+        };
+        let ledger = &ledger;
+        async move {
+            let jobs = ledger.api_jobs_page(&query).await.unwrap();
+            jobs.iter().map(|j| j.id).collect::<Vec<_>>()
+        }
+    };
+    let at = |ns: &[usize]| ns.iter().map(|&n| ids[n]).collect::<Vec<_>>();
+    assert_eq!(page(None, None, None, None, 3).await, at(&[11, 10, 9]));
+    assert_eq!(
+        page(None, None, None, Some(ids[9]), 3).await,
+        at(&[8, 7, 6])
+    );
+    assert_eq!(page(None, None, None, Some(ids[1]), 3).await, at(&[0]));
+    assert_eq!(page(None, None, None, Some(ids[0]), 3).await, at(&[]));
+    assert_eq!(
+        page(Some("alice"), None, None, None, 4).await,
+        at(&[11, 9, 8, 7])
+    );
+    assert_eq!(
+        page(Some("alice"), Some("physics"), None, Some(ids[8]), 10).await,
+        at(&[7, 4, 3, 0])
+    );
+    assert_eq!(
+        page(None, Some("physics"), None, None, 2).await,
+        at(&[11, 10])
+    );
+    // A state asked for brings the jobs recorded in it and those still recorded held.
+    assert_eq!(
+        page(Some("alice"), None, Some("settled"), None, 10).await,
+        at(&[9, 8, 5, 4, 1, 0])
+    );
+    assert_eq!(
+        page(None, None, Some("held"), Some(ids[6]), 10).await,
+        at(&[4, 2, 0])
     );
 }
 

@@ -41,9 +41,14 @@ impl AdmissionApi for Admission {
             user: filter.user,
             account: filter.account,
             state: filter.state,
+            before: filter.before,
+            limit: filter.limit,
         };
-        let jobs = Admission::jobs(self, caller, &query).await?;
-        Ok(json!({"jobs": jobs.iter().map(|j| j.to_json()).collect::<Vec<_>>()}))
+        let page = Admission::jobs(self, caller, &query).await?;
+        Ok(json!({
+            "jobs": page.jobs.iter().map(|j| j.to_json()).collect::<Vec<_>>(),
+            "next_before": page.next_before,
+        }))
     }
 
     async fn job(&self, caller: &Principal, id: i64) -> Result<Value, ApiError> {

@@ -50,7 +50,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bursar_ledger::{
-    AdmitOutcome, ApiJob, ForwardedJob, HoldRow, HoldState, JournalQuery, LedgerError,
+    AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JournalQuery, LedgerError,
     NewAdmission, NewApiJob, NewHold, ViewRead,
 };
 use bursar_pricing::format_micros;
@@ -170,6 +170,26 @@ pub struct JobQuery {
     pub account: Option<String>,
     /// `held`, `settled`, `cancelled`, `expired`, `failed`.
     pub state: Option<String>,
+    /// Only jobs with a smaller id (the `next_before` of the page before).
+    pub before: Option<i64>,
+    /// The most jobs listed: the newest that match ([`JOBS_LIMIT`] when not given, at most
+    /// [`JOBS_LIMIT_MOST`]).
+    pub limit: Option<u32>,
+}
+
+/// Jobs listed when the query sets no limit.
+pub const JOBS_LIMIT: u32 = 1000;
+
+/// The most jobs one listing may ask for.
+pub const JOBS_LIMIT_MOST: u32 = 10_000;
+
+/// A page of listed jobs.
+#[derive(Debug, Clone)]
+pub struct JobsPage {
+    /// Oldest first.
+    pub jobs: Vec<JobView>,
+    /// When older jobs may match too: the `before` that lists them.
+    pub next_before: Option<i64>,
 }
 
 /// The quote of every cluster for one request.
@@ -914,8 +934,8 @@ impl Admission {
     // --- jobs ---------------------------------------------------------------------------------
 
     /// Jobs submitted through the API: the caller's own (finance and admin: everyone's),
-    /// filtered by `query`.
-    pub async fn jobs(&self, principal: &Principal, query: &JobQuery) -> Result<Vec<JobView>> {
+    /// filtered by `query`; the newest `query.limit` of them, oldest first.
+    pub async fn jobs(&self, principal: &Principal, query: &JobQuery) -> Result<JobsPage> {
         let user = if principal.role >= Role::Finance {
             query.user.clone()
         } else {
@@ -927,20 +947,53 @@ impl Admission {
             }
             Some(principal.user.clone())
         };
+        let limit = query.limit.unwrap_or(JOBS_LIMIT);
+        if !(1..=JOBS_LIMIT_MOST).contains(&limit) {
+            return Err(AdmissionError::invalid(format!(
+                "limit must be 1 to {JOBS_LIMIT_MOST}, not {limit}"
+            )));
+        }
         self.inner.app.ledger.forwarded_settled().await;
-        let ledger = &self.inner.app.ledger;
-        let jobs = ledger
-            .api_jobs(user.as_deref(), query.account.as_deref())
-            .await?;
-        let holds = self.holds_of(&jobs).await?;
-        let mut views = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let view = self.view(job, &holds).await?;
-            if query.state.as_ref().is_none_or(|s| s == &view.state) {
-                views.push(view);
+        // One row past the limit tells whether older jobs follow.
+        let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
+        let mut page = ApiJobsPage {
+            user,
+            account: query.account.clone(),
+            state: query.state.clone(),
+            before: query.before,
+            limit: limit.saturating_add(1),
+        };
+        let mut views = Vec::new();
+        let mut next_before = None;
+        // The ledger pre-selects by recorded state, which lags for held jobs: read on until
+        // `limit` jobs match or none is left.
+        'pages: loop {
+            let jobs = self.inner.app.ledger.api_jobs_page(&page).await?;
+            let (read, exhausted) = (jobs.len(), jobs.len() <= wanted);
+            let holds = self.holds_of(&jobs).await?;
+            for (n, job) in jobs.into_iter().enumerate() {
+                let id = job.id;
+                page.before = Some(id);
+                let view = self.view(job, &holds).await?;
+                if query.state.as_ref().is_none_or(|s| s == &view.state) {
+                    views.push(view);
+                    if views.len() == wanted {
+                        if n + 1 < read || !exhausted {
+                            next_before = Some(id);
+                        }
+                        break 'pages;
+                    }
+                }
+            }
+            if exhausted {
+                break;
             }
         }
-        Ok(views)
+        views.reverse();
+        Ok(JobsPage {
+            jobs: views,
+            next_before,
+        })
     }
 
     /// One job: its owner's, or anyone's for finance and admin.

@@ -182,10 +182,16 @@ pub async fn jobs(
         (None, false) => Some("held"),
         (None, true) => None,
     };
+    let (limit, before) = (
+        args.limit.map(|n| n.to_string()),
+        args.before.map(|id| id.to_string()),
+    );
     for (key, value) in [
         ("state", state),
         ("user", args.user.as_deref()),
         ("account", args.account.as_deref()),
+        ("limit", limit.as_deref()),
+        ("before", before.as_deref()),
     ] {
         if let Some(value) = value {
             query.push(format!("{key}={}", http::segment(value)));
@@ -214,8 +220,9 @@ pub async fn jobs(
         })
         .cloned()
         .collect();
+    let older = answer.get("next_before").and_then(Value::as_i64);
     match args.format {
-        Format::Json => write_json(out, &json!({ "jobs": rows }))?,
+        Format::Json => write_json(out, &json!({ "jobs": rows, "next_before": older }))?,
         format => {
             if rows.is_empty() && format == Format::Table {
                 writeln!(
@@ -229,6 +236,12 @@ pub async fn jobs(
                 )?;
             } else {
                 render::write_jobs(&rows, format, out)?;
+            }
+            if let Some(id) = older {
+                writeln!(
+                    err,
+                    "older jobs may match too: add --before {id} to list them"
+                )?;
             }
         }
     }

@@ -19,6 +19,10 @@ pub struct JobsFilter {
     pub user: Option<String>,
     pub account: Option<String>,
     pub state: Option<String>,
+    /// Only jobs with a smaller id: the `next_before` of the page before.
+    pub before: Option<i64>,
+    /// The most jobs listed, the newest that match (default 1,000, at most 10,000).
+    pub limit: Option<u32>,
 }
 
 /// The admission service as the HTTP API sees it. Every method receives the verified caller;
@@ -38,7 +42,7 @@ pub trait AdmissionApi: Send + Sync {
         idempotency_key: Option<String>,
     ) -> Result<Value, ApiError>;
 
-    /// `GET /v1/jobs` → 200.
+    /// `GET /v1/jobs` → 200: `{"jobs": [...], "next_before": id or null}` (see docs/api.md).
     async fn jobs(&self, caller: &Principal, filter: JobsFilter) -> Result<Value, ApiError>;
 
     /// `GET /v1/jobs/{id}` → 200.

@@ -67,7 +67,7 @@ pub(super) async fn submit(
     Ok((StatusCode::CREATED, Json(answer?)))
 }
 
-/// `GET /v1/jobs?user=&account=&state=`.
+/// `GET /v1/jobs?user=&account=&state=&limit=&before=`: a page of the newest jobs that match.
 pub(super) async fn list(
     State(state): State<ServerState>,
     Authenticated(caller): Authenticated,

@@ -7,7 +7,7 @@ use sqlx::SqliteConnection;
 
 use super::{col, db};
 use crate::error::{LedgerError, Result};
-use crate::model::{ApiJob, AuditEntry, NewApiJob, NewAudit};
+use crate::model::{ApiJob, ApiJobsPage, AuditEntry, NewApiJob, NewAudit};
 
 pub(super) async fn audit(conn: &mut SqliteConnection, entry: &NewAudit) -> Result<i64> {
     sqlx::query_scalar(
@@ -194,6 +194,36 @@ pub(super) async fn api_jobs(
     let rows = sqlx::query(&sql)
         .bind(user)
         .bind(account)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(api_job_row).collect()
+}
+
+/// A page of jobs, newest first: a user's (`?1`, through `api_jobs_by_user`, walked backwards)
+/// or everyone's, with the account (`?2`), the recorded state or `held` (`?3`) and an id below
+/// `?4`, each when not null; at most `?5`.
+pub(super) fn api_jobs_page_sql(by_user: bool) -> String {
+    let user = if by_user { "user_name = ?1 and " } else { "" };
+    format!(
+        "{API_JOB_SELECT} where {user}(?2 is null or account = ?2)
+           and (?3 is null or state = ?3 or state = 'held') and (?4 is null or id < ?4)
+         order by id desc limit ?5"
+    )
+}
+
+/// See [`api_jobs_page_sql`].
+pub(super) async fn api_jobs_page(
+    conn: &mut SqliteConnection,
+    page: &ApiJobsPage,
+) -> Result<Vec<ApiJob>> {
+    let sql = api_jobs_page_sql(page.user.is_some());
+    let rows = sqlx::query(&sql)
+        .bind(page.user.as_deref())
+        .bind(page.account.as_deref())
+        .bind(page.state.as_deref())
+        .bind(page.before)
+        .bind(i64::from(page.limit))
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;

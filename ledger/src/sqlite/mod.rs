@@ -59,11 +59,11 @@ use crate::balances::BalanceSnapshot;
 use crate::error::{LedgerError, Result};
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
-    AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, AssociationRow,
-    AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob,
-    NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow,
-    RefundOutcome, RefundRequest, RenewRequest, Renewal, StoredPriceTable, TransferOutcome,
-    TransferRequest, UsageCharge, UserRow,
+    AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
+    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery,
+    NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
+    QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest, RenewRequest, Renewal,
+    StoredPriceTable, TransferOutcome, TransferRequest, UsageCharge, UserRow,
 };
 use crate::report::{UsageGrouping, UsageLine};
 use crate::storage::{StatementReads, Storage, UsageSource, ViewRead};
@@ -721,6 +721,11 @@ impl Storage for SqliteStorage {
         gateway::api_jobs(&mut conn, user, account).await
     }
 
+    async fn api_jobs_page(&self, page: &ApiJobsPage) -> Result<Vec<ApiJob>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        gateway::api_jobs_page(&mut conn, page).await
+    }
+
     async fn api_jobs_on(&self, cluster: &str, cluster_job_ids: &[String]) -> Result<Vec<ApiJob>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         gateway::api_jobs_on(&mut conn, cluster, cluster_job_ids).await
@@ -993,6 +998,11 @@ mod tests {
             ),
             (
                 gateway::api_jobs_sql(true),
+                "api_jobs_by_user",
+                "user_name=?",
+            ),
+            (
+                gateway::api_jobs_page_sql(true),
                 "api_jobs_by_user",
                 "user_name=?",
             ),
