@@ -300,24 +300,14 @@ fn context_by_lookups(conn: &Connection, batch: &[NewAdmission]) -> Result<Conte
     }
     let mut allocations = conn
         .prepare_cached(
-            "select id, currency_id, amount, period_start, period_end, charged, held
+            "select id, account_id, currency_id, amount, period_start, period_end, charged, held
              from allocations where account_id = ?1",
         )
         .map_err(sql)?;
     for &(account, _) in &ctx.tree {
         let mut rows = allocations.query([account]).map_err(sql)?;
         while let Some(row) = rows.next().map_err(sql)? {
-            let int = |i: usize| row.get::<_, i64>(i).map_err(sql);
-            ctx.allocs.push(AllocSpan {
-                id: int(0)?,
-                account,
-                currency: int(1)?,
-                amount: int(2)?,
-                start: int(3)?,
-                end: int(4)?,
-                charged: int(5)?,
-                held: int(6)?,
-            });
+            ctx.allocs.push(alloc_span(row, 0)?);
         }
     }
     ctx.allocs.sort_unstable_by_key(|a| a.id);
@@ -354,6 +344,22 @@ fn ids_of<'k>(
         }
     }
     Ok(())
+}
+
+/// An allocation read from `row`'s columns `first..first + 8`: id, account, currency, amount,
+/// period start and end, charged, held (as both context reads select them).
+fn alloc_span(row: &rusqlite::Row<'_>, first: usize) -> Result<AllocSpan> {
+    let int = |i: usize| row.get::<_, i64>(first + i).map_err(sql);
+    Ok(AllocSpan {
+        id: int(0)?,
+        account: int(1)?,
+        currency: int(2)?,
+        amount: int(3)?,
+        start: int(4)?,
+        end: int(5)?,
+        charged: int(6)?,
+        held: int(7)?,
+    })
 }
 
 /// [`CONTEXT_SQL`]: everything in one statement, whatever the batch's size.
@@ -398,16 +404,7 @@ fn context_in_one(conn: &Connection, batch: &[NewAdmission]) -> Result<Context> 
                 ctx.names.insert(id, text(1)?);
             }
             5 => {
-                ctx.allocs.push(AllocSpan {
-                    id: int(2)?,
-                    account: int(3)?,
-                    currency: int(4)?,
-                    amount: int(5)?,
-                    start: int(6)?,
-                    end: int(7)?,
-                    charged: int(8)?,
-                    held: int(9)?,
-                });
+                ctx.allocs.push(alloc_span(row, 2)?);
             }
             _ => ctx.max_ids = (int(2)?, int(3)?, int(4)?),
         }
