@@ -537,12 +537,6 @@ async fn dstack_pass(
     Ok(summary)
 }
 
-/// Final records, costing 0, for the submissions of finished runs that never got an instance
-/// and that an active hold waits for (a run submitted through bursar that dstack could not
-/// place, e.g. "no matching fleet"). dstack charges nothing for such a submission and the
-/// collector makes no record of it, so without this its hold would never settle and would
-/// stay held until it expires. The record is charged to the hold's account, as "never
-/// started" (0), and posting it settles the hold like any final record.
 /// Sets who pays for each dstack record: runs submitted through bursar are charged to the
 /// account (and user) that holds their money, whoever's token dstack ran them under; other
 /// runs to their user's account in the configured mapping, else `account`. Looks up only the
@@ -585,6 +579,12 @@ async fn charge_to(
     Ok(records)
 }
 
+/// Final records, costing 0, for the submissions of finished runs that never got an instance
+/// and that an active hold waits for (a run submitted through bursar that dstack could not
+/// place, e.g. "no matching fleet"). dstack charges nothing for such a submission and the
+/// collector makes no record of it, so without this its hold would never settle and would
+/// stay held until it expires. The record is charged to the hold's account, as "never
+/// started" (0), and posting it settles the hold like any final record.
 async fn never_provisioned(
     app: &App,
     cluster: &str,
