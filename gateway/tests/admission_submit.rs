@@ -315,7 +315,12 @@ async fn final_usage_settles_the_job_and_reports_its_charge() {
         price_version: None,
         note: None,
     };
-    let outcome = f.app.ledger.post_usage(&[record], t).await.unwrap();
+    let outcome = f
+        .app
+        .ledger
+        .post_usage(std::slice::from_ref(&record), t)
+        .await
+        .unwrap();
     assert_eq!(outcome.settled_holds, 1);
     let view = f.admission.job(&alice(), submitted.id).await.unwrap();
     assert_eq!(view.state, "settled");
@@ -340,6 +345,35 @@ async fn final_usage_settles_the_job_and_reports_its_charge() {
         .unwrap()
         .jobs;
     assert_eq!(settled.len(), 1);
+    // Listed beside others, each job shows its own charge and state: a second one settled
+    // for another amount, a third still held.
+    let second = f.admission.submit(&alice(), job(), None).await.unwrap();
+    let third = f.admission.submit(&alice(), job(), None).await.unwrap();
+    f.admission.settled().await;
+    let second_record = UsageCharge {
+        job_id: second.cluster_job_id.clone(),
+        display_id: second.cluster_job_id.clone(),
+        amount_micros: 2_000_000,
+        ..record
+    };
+    f.app.ledger.post_usage(&[second_record], t).await.unwrap();
+    let listed: Vec<(i64, String, Option<i64>, i64)> = f
+        .admission
+        .jobs(&alice(), &JobQuery::default())
+        .await
+        .unwrap()
+        .jobs
+        .into_iter()
+        .map(|v| (v.job.id, v.state, v.charge, v.held))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (submitted.id, "settled".to_string(), Some(1_234_567), 0),
+            (second.id, "settled".to_string(), Some(2_000_000), 0),
+            (third.id, "held".to_string(), None, ONPREM_ESTIMATE),
+        ]
+    );
     // A settled job cannot be cancelled.
     let err = f
         .admission

@@ -270,7 +270,8 @@ impl Ledger {
         let allocations = self.storage.allocations().await?;
         let report = self.usage_report(from, at, &[GroupKey::Account]).await?;
         let usage = usage_of_report(&report);
-        let holds = self.storage.holds(false).await?;
+        // The holds open at `at` only: every hold ever placed would grow with history.
+        let holds = self.storage.holds_at(at).await?;
         compute(ForecastInput {
             tree: &tree,
             balances,

@@ -55,10 +55,10 @@ pub use crate::forecast::{Exhaustion, Forecast};
 pub use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
     AssociationRow, AuditEntry, BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState,
-    JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold,
-    NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest,
-    RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable, TransferOutcome,
-    TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow,
+    JobRow, JobUsageEntry, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry,
+    NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
+    RefundRequest, RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable,
+    TransferOutcome, TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
@@ -369,6 +369,14 @@ impl Ledger {
         self.storage.job(cluster, job_id, submit).await
     }
 
+    /// The usage entries (charges, adjustments, refunds) of the jobs `(cluster, job id)`, in
+    /// posting order: for each, what [`Ledger::journal`] lists for that cluster and job id,
+    /// less the holds and releases; pairs with no usage have no entries. One read however many
+    /// jobs are asked for, each through the journal's job indexes.
+    pub async fn job_usage(&self, jobs: &[(String, String)]) -> Result<Vec<JobUsageEntry>> {
+        self.storage.job_usage(jobs).await
+    }
+
     // --- holds ----------------------------------------------------------------------------
 
     /// Places a hold without checking balances (an admin override). Idempotent by key.
@@ -512,9 +520,24 @@ impl Ledger {
         self.storage.expire_holds(now).await
     }
 
-    /// Holds by id; only the active ones with `active_only`.
+    /// Every hold, by id; only the active ones with `active_only`. Without it this reads the
+    /// ledger's whole history: [`Ledger::holds_by_id`] and [`Ledger::holds_at`] read only what
+    /// they name.
     pub async fn holds(&self, active_only: bool) -> Result<Vec<HoldRow>> {
         self.storage.holds(active_only).await
+    }
+
+    /// The holds with one of `ids`, by id; ids of no hold are left out. Reads by primary key,
+    /// however many holds the ledger has.
+    pub async fn holds_by_id(&self, ids: &[i64]) -> Result<Vec<HoldRow>> {
+        self.storage.holds_by_id(ids).await
+    }
+
+    /// The holds that were open at `at`: placed at or before it, and active or closed after
+    /// it; by id. Reads the active holds and those closed after `at` through their indexes,
+    /// not the holds closed before (at `at` = now, none of the closed ones).
+    pub async fn holds_at(&self, at: i64) -> Result<Vec<HoldRow>> {
+        self.storage.holds_at(at).await
     }
 
     /// The active holds [`expire_holds`](Ledger::expire_holds) would close at `now`, by id.

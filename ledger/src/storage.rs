@@ -14,8 +14,8 @@ use crate::error::Result;
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
-    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery,
-    NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
+    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JobUsageEntry, JournalEntry,
+    JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
     QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest, RenewRequest, Renewal,
     StoredPriceTable, TransferOutcome, TransferRequest, UsageCharge, UserRow,
 };
@@ -115,6 +115,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// when there is none: where [`Storage::usage_entries`] is worth asking.
     async fn journal_span(&self, from: i64, to: i64) -> Result<Option<(i64, i64)>>;
     async fn job(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<JobRow>>;
+    /// The usage entries of the `(cluster, job id)` pairs (see [`crate::Ledger::job_usage`]).
+    async fn job_usage(&self, jobs: &[(String, String)]) -> Result<Vec<JobUsageEntry>>;
 
     /// Places a hold; with `check`, refuses it unless every allocation on the chain covering
     /// `placed_at` has `remaining ≥ amount` (and at least one exists).
@@ -125,6 +127,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn extend_hold(&self, id: i64, at: i64) -> Result<bool>;
     async fn holds(&self, active_only: bool) -> Result<Vec<HoldRow>>;
     async fn holds_due(&self, now: i64) -> Result<Vec<HoldRow>>;
+    /// The holds with one of `ids`, by id (see [`crate::Ledger::holds_by_id`]).
+    async fn holds_by_id(&self, ids: &[i64]) -> Result<Vec<HoldRow>>;
+    /// The holds placed at or before `at` and not closed by then (see
+    /// [`crate::Ledger::holds_at`]).
+    async fn holds_at(&self, at: i64) -> Result<Vec<HoldRow>>;
 
     async fn balance_snapshot(&self) -> Result<BalanceSnapshot>;
     async fn usage_lines(

@@ -560,6 +560,100 @@ async fn refunds_are_capped_at_the_charge_and_name_the_job() {
     assert!(ledger.verify().await.unwrap().is_empty());
 }
 
+/// `job_usage` reads, for many jobs at once, what the journal lists as each job's usage:
+/// its charge, its adjustments when a new revision arrives, and the refunds given for it, on
+/// its own cluster only.
+#[tokio::test]
+async fn the_usage_of_many_jobs_is_read_at_once_as_each_jobs_journal_has_it() {
+    let (_dir, ledger) = setup().await;
+    let on = |cluster: &str, mut r: bursar_ledger::UsageCharge| {
+        r.cluster = cluster.to_string();
+        r
+    };
+    ledger
+        .post_usage(
+            &[
+                record("41", "r1", "theory", 30, T0 + HOUR),
+                record("42", "r1", "physics", 5, T0 + HOUR),
+                on("beta", record("41", "r1", "chemistry", 7, T0 + HOUR)),
+            ],
+            T0 + 2 * HOUR,
+        )
+        .await
+        .unwrap();
+    // A new revision of alpha's 41 (reversal and repost, or an adjustment), then a refund.
+    ledger
+        .post_usage(
+            &[record("41", "r2", "theory", 36, T0 + HOUR)],
+            T0 + 3 * HOUR,
+        )
+        .await
+        .unwrap();
+    ledger
+        .refund_job(&RefundRequest {
+            cluster: Some("alpha".to_string()),
+            ..refund("rf-1", "41", Some(6))
+        })
+        .await
+        .unwrap();
+    ledger
+        .try_place_hold(&hold("h-42", "physics", 2))
+        .await
+        .unwrap();
+
+    let pairs: Vec<(String, String)> = [
+        ("alpha", "41"),
+        ("alpha", "42"),
+        ("beta", "41"),
+        ("alpha", "43"),
+        ("gamma", "41"),
+        ("alpha", "41"),
+    ]
+    .iter()
+    .map(|(c, j)| (c.to_string(), j.to_string()))
+    .collect();
+    let usage = ledger.job_usage(&pairs).await.unwrap();
+    let sum = |cluster: &str, job: &str| -> Option<i64> {
+        let amounts: Vec<i64> = usage
+            .iter()
+            .filter(|u| u.cluster == cluster && u.job_id == job)
+            .inspect(|u| assert_eq!(u.currency, su()))
+            .map(|u| u.amount)
+            .collect();
+        (!amounts.is_empty()).then(|| amounts.iter().sum())
+    };
+    assert_eq!(sum("alpha", "41"), Some(30 * UNIT));
+    assert_eq!(sum("alpha", "42"), Some(5 * UNIT));
+    assert_eq!(sum("beta", "41"), Some(7 * UNIT));
+    assert_eq!((sum("alpha", "43"), sum("gamma", "41")), (None, None));
+    // Entry by entry what the journal lists for each job (holds and releases left out), and
+    // each job once although asked twice.
+    for (cluster, job) in [("alpha", "41"), ("alpha", "42"), ("beta", "41")] {
+        let listed: Vec<i64> = ledger
+            .journal(&JournalQuery {
+                cluster: Some(cluster.to_string()),
+                job_id: Some(job.to_string()),
+                ..JournalQuery::default()
+            })
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind.is_usage())
+            .map(|e| e.amount)
+            .collect();
+        let read: Vec<i64> = usage
+            .iter()
+            .filter(|u| u.cluster == cluster && u.job_id == job)
+            .map(|u| u.amount)
+            .collect();
+        assert_eq!(read, listed, "{cluster} {job}");
+    }
+    assert!(usage
+        .iter()
+        .any(|u| u.cluster == "alpha" && u.job_id == "41" && u.amount == -6 * UNIT));
+    assert!(ledger.job_usage(&[]).await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn an_ambiguous_job_id_needs_its_cluster() {
     let (_dir, ledger) = setup().await;

@@ -270,3 +270,71 @@ async fn a_hold_lives_a_lifetime_past_the_last_sighting_of_its_unfinished_job() 
     );
     assert!(ledger.verify().await.unwrap().is_empty());
 }
+
+/// `holds_by_id` reads the holds named, `holds_at` the holds open at an instant: placed by
+/// then, and active or closed after it — as a forecast counts them, whatever `at` is.
+#[tokio::test]
+async fn holds_are_read_by_id_and_as_they_stood_at_an_instant() {
+    let (_dir, ledger) = setup().await;
+    let place = |key: &'static str, placed_at: i64| {
+        let ledger = ledger.clone();
+        async move {
+            ledger
+                .try_place_hold(&NewHold {
+                    placed_at,
+                    ..hold(key, "physics", 1, None)
+                })
+                .await
+                .unwrap()
+                .id
+        }
+    };
+    let early = place("early", T0 + HOUR).await;
+    let closed_soon = place("closed-soon", T0 + HOUR).await;
+    let closed_late = place("closed-late", T0 + HOUR).await;
+    let late = place("late", T0 + 5 * HOUR).await;
+    assert!(ledger
+        .release_hold(closed_soon, "cancelled", T0 + 2 * HOUR)
+        .await
+        .unwrap());
+    assert!(ledger
+        .release_hold(closed_late, "cancelled", T0 + 4 * HOUR)
+        .await
+        .unwrap());
+
+    let ids = |holds: Vec<bursar_ledger::HoldRow>| holds.iter().map(|h| h.id).collect::<Vec<_>>();
+    let named = ledger
+        .holds_by_id(&[late, closed_soon, 9_999, early])
+        .await
+        .unwrap();
+    assert_eq!(ids(named.clone()), [early, closed_soon, late]);
+    let soon = &named[1];
+    assert_eq!(
+        (soon.state, soon.closed_at, soon.account.as_str()),
+        (HoldState::Released, Some(T0 + 2 * HOUR), "physics")
+    );
+    assert!(ledger.holds_by_id(&[]).await.unwrap().is_empty());
+
+    // Before any was placed; while all of the first three were open; after one closed; at
+    // its closing second (closed by then); after both closed, before and after the last one.
+    let cases = [
+        (T0, vec![]),
+        (T0 + HOUR, vec![early, closed_soon, closed_late]),
+        (T0 + 2 * HOUR - 1, vec![early, closed_soon, closed_late]),
+        (T0 + 2 * HOUR, vec![early, closed_late]),
+        (T0 + 4 * HOUR, vec![early]),
+        (T0 + 5 * HOUR, vec![early, late]),
+    ];
+    for (at, open) in cases {
+        let got = ids(ledger.holds_at(at).await.unwrap());
+        assert_eq!(got, open, "at T0 + {} s", at - T0);
+        // The same as filtering every hold, as forecasts did.
+        let every = ledger.holds(false).await.unwrap();
+        let filtered: Vec<_> = every
+            .into_iter()
+            .filter(|h| h.placed_at <= at && h.closed_at.is_none_or(|c| c > at))
+            .map(|h| h.id)
+            .collect();
+        assert_eq!(got, filtered, "at T0 + {} s", at - T0);
+    }
+}

@@ -50,10 +50,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bursar_ledger::{
-    AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JournalQuery, LedgerError,
-    NewAdmission, NewApiJob, NewHold, ViewRead,
+    AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, LedgerError, NewAdmission,
+    NewApiJob, NewHold, ViewRead,
 };
-use bursar_pricing::format_micros;
+use bursar_pricing::{format_micros, Currency};
 use serde_json::{json, Value};
 
 use crate::app::App;
@@ -970,11 +970,9 @@ impl Admission {
         'pages: loop {
             let jobs = self.inner.app.ledger.api_jobs_page(&page).await?;
             let (read, exhausted) = (jobs.len(), jobs.len() <= wanted);
-            let holds = self.holds_of(&jobs).await?;
-            for (n, job) in jobs.into_iter().enumerate() {
-                let id = job.id;
+            for (n, view) in self.views(jobs).await?.into_iter().enumerate() {
+                let id = view.job.id;
                 page.before = Some(id);
-                let view = self.view(job, &holds).await?;
                 if query.state.as_ref().is_none_or(|s| s == &view.state) {
                     views.push(view);
                     if views.len() == wanted {
@@ -999,8 +997,7 @@ impl Admission {
     /// One job: its owner's, or anyone's for finance and admin.
     pub async fn job(&self, principal: &Principal, id: i64) -> Result<JobView> {
         let job = self.visible_job(principal, id).await?;
-        let holds = self.holds_of(std::slice::from_ref(&job)).await?;
-        self.view(job, &holds).await
+        self.view(job).await
     }
 
     /// Cancels a held job on its cluster (as its user) and releases its hold. The owner or an
@@ -1013,8 +1010,7 @@ impl Admission {
                 job.user
             )));
         }
-        let holds = self.holds_of(std::slice::from_ref(&job)).await?;
-        let view = self.view(job, &holds).await?;
+        let view = self.view(job).await?;
         if view.state != "held" {
             return Err(AdmissionError::Conflict(format!(
                 "job {id} is {}: there is nothing to cancel",
@@ -1068,79 +1064,78 @@ impl Admission {
         }
     }
 
-    async fn holds_of(&self, jobs: &[ApiJob]) -> Result<HashMap<i64, HoldRow>> {
-        if jobs.iter().all(|j| j.hold_id.is_none()) {
-            return Ok(HashMap::new());
-        }
-        Ok(self
-            .inner
-            .app
-            .ledger
-            .holds(false)
+    /// One job's view (see [`Admission::views`]).
+    async fn view(&self, job: ApiJob) -> Result<JobView> {
+        let mut views = self.views(vec![job]).await?;
+        views
+            .pop()
+            .ok_or_else(|| AdmissionError::Internal("a job's view went missing".to_string()))
+    }
+
+    /// The jobs' views, in their order: each state from its hold, each charge from the
+    /// journal, read for all of them at once (their holds by id, their usage by cluster and
+    /// job id); a state that changed is written back so that listing by state works.
+    async fn views(&self, jobs: Vec<ApiJob>) -> Result<Vec<JobView>> {
+        let ledger = &self.inner.app.ledger;
+        let hold_ids: Vec<i64> = jobs.iter().filter_map(|j| j.hold_id).collect();
+        let holds: HashMap<i64, HoldRow> = ledger
+            .holds_by_id(&hold_ids)
             .await?
             .into_iter()
             .map(|h| (h.id, h))
-            .collect())
-    }
-
-    /// The job's state from its hold, its charge from the journal; a state that changed is
-    /// written back so that listing by state works.
-    async fn view(&self, job: ApiJob, holds: &HashMap<i64, HoldRow>) -> Result<JobView> {
-        let hold = job.hold_id.and_then(|h| holds.get(&h));
-        let (state, held, settled_at) = match (job.state.as_str(), hold) {
-            ("held", Some(h)) => match h.state {
-                HoldState::Active => ("held", h.amount, None),
-                HoldState::Settled => ("settled", 0, h.closed_at),
-                HoldState::Released => ("cancelled", 0, None),
-                HoldState::Expired => ("expired", 0, None),
-            },
-            (state, Some(h)) if h.state == HoldState::Settled => (state, 0, h.closed_at),
-            (state, _) => (state, 0, None),
+            .collect();
+        // The job id its usage is charged under: the one its hold settles by (a dstack run's
+        // submission id), else the cluster's job id.
+        let settle_ref = |job: &ApiJob| -> Option<String> {
+            job.hold_id
+                .and_then(|h| holds.get(&h))
+                .and_then(|h| h.job_ref.clone())
+                .or_else(|| job.cluster_job_id.clone())
         };
-        let state = state.to_string();
-        let ledger = &self.inner.app.ledger;
-        let settle_ref = hold
-            .and_then(|h| h.job_ref.clone())
-            .or_else(|| job.cluster_job_id.clone());
-        let charge = match settle_ref {
-            Some(job_id) => {
-                let entries = ledger
-                    .journal(&JournalQuery {
-                        cluster: Some(job.cluster.clone()),
-                        job_id: Some(job_id),
-                        ..JournalQuery::default()
-                    })
-                    .await?;
-                let usage: Vec<_> = entries
-                    .iter()
-                    .filter(|e| e.kind.is_usage() && e.currency == job.currency)
-                    .collect();
-                if usage.is_empty() {
-                    None
-                } else {
-                    Some(
-                        usage
-                            .iter()
-                            .fold(0i64, |sum, e| sum.saturating_add(e.amount)),
-                    )
+        let pairs: Vec<(String, String)> = jobs
+            .iter()
+            .filter_map(|job| Some((job.cluster.clone(), settle_ref(job)?)))
+            .collect();
+        let mut usage: HashMap<(String, String, Currency), i64> = HashMap::new();
+        for u in ledger.job_usage(&pairs).await? {
+            let sum = usage.entry((u.cluster, u.job_id, u.currency)).or_insert(0);
+            *sum = sum.saturating_add(u.amount);
+        }
+        let mut views = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let hold = job.hold_id.and_then(|h| holds.get(&h));
+            let (state, held, settled_at) = match (job.state.as_str(), hold) {
+                ("held", Some(h)) => match h.state {
+                    HoldState::Active => ("held", h.amount, None),
+                    HoldState::Settled => ("settled", 0, h.closed_at),
+                    HoldState::Released => ("cancelled", 0, None),
+                    HoldState::Expired => ("expired", 0, None),
+                },
+                (state, Some(h)) if h.state == HoldState::Settled => (state, 0, h.closed_at),
+                (state, _) => (state, 0, None),
+            };
+            let state = state.to_string();
+            let charge = settle_ref(&job).and_then(|job_id| {
+                usage
+                    .get(&(job.cluster.clone(), job_id, job.currency.clone()))
+                    .copied()
+            });
+            if state != job.state {
+                if let Err(e) = ledger.update_api_job(job.id, &state, None, now()).await {
+                    tracing::warn!(job = job.id, error = %e, "could not record the job's new state");
                 }
             }
-            None => None,
-        };
-        if state != job.state {
-            if let Err(e) = ledger.update_api_job(job.id, &state, None, now()).await {
-                tracing::warn!(job = job.id, error = %e, "could not record the job's new state");
-            }
+            let decimals = self.inner.app.decimals(job.currency.as_str());
+            views.push(JobView {
+                job,
+                state,
+                held,
+                charge,
+                settled_at,
+                decimals,
+            });
         }
-        let decimals = self.inner.app.decimals(job.currency.as_str());
-        Ok(JobView {
-            job,
-            state,
-            held,
-            charge,
-            settled_at,
-            decimals,
-        })
+        Ok(views)
     }
 }
 

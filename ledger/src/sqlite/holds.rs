@@ -390,6 +390,45 @@ pub(super) async fn list(conn: &mut SqliteConnection, active_only: bool) -> Resu
     rows.iter().map(hold_row).collect()
 }
 
+/// The holds with an id in the JSON array `?1`, by id: primary key lookups.
+pub(super) fn by_id_sql() -> String {
+    format!("{HOLD_SELECT} where h.id in (select value from json_each(?1)) order by h.id")
+}
+
+pub(super) async fn by_id(conn: &mut SqliteConnection, ids: &[Id]) -> Result<Vec<HoldRow>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(&by_id_sql())
+        .bind(json_ints(ids.iter().copied()))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(hold_row).collect()
+}
+
+/// The holds open at `?1`: the active ones placed by then (`state = 'active'` is
+/// `closed_at is null`: a hold is closed once, state and time together) through
+/// `holds_active_by_expiry`, and those closed after `?1` through `holds_closed_by_time`.
+pub(super) fn open_at_sql() -> String {
+    format!(
+        "{HOLD_SELECT} where h.id in (
+             select id from holds where state = 'active' and placed_at <= ?1
+             union all
+             select id from holds where closed_at > ?1 and placed_at <= ?1
+         ) order by h.id"
+    )
+}
+
+pub(super) async fn open_at(conn: &mut SqliteConnection, at: i64) -> Result<Vec<HoldRow>> {
+    let rows = sqlx::query(&open_at_sql())
+        .bind(at)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(hold_row).collect()
+}
+
 /// The active holds with `expires_at ≤ now`, by id: those the next expiry would close.
 pub(super) async fn due(conn: &mut SqliteConnection, now: i64) -> Result<Vec<HoldRow>> {
     let sql = format!("{HOLD_SELECT} where h.state = 'active' and h.expires_at <= ? order by h.id");

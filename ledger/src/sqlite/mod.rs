@@ -60,8 +60,8 @@ use crate::error::{LedgerError, Result};
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
-    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery,
-    NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
+    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JobUsageEntry, JournalEntry,
+    JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
     QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest, RenewRequest, Renewal,
     StoredPriceTable, TransferOutcome, TransferRequest, UsageCharge, UserRow,
 };
@@ -535,6 +535,11 @@ impl Storage for SqliteStorage {
         journal::job(&mut conn, cluster, job_id, submit).await
     }
 
+    async fn job_usage(&self, jobs: &[(String, String)]) -> Result<Vec<JobUsageEntry>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        journal::job_usage(&mut conn, jobs).await
+    }
+
     #[tracing::instrument(skip_all)]
     async fn place_hold(&self, hold: &NewHold, check: bool) -> Result<HoldRow> {
         let mut tx = self.begin().await?;
@@ -581,6 +586,16 @@ impl Storage for SqliteStorage {
     async fn holds_due(&self, now: i64) -> Result<Vec<HoldRow>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         holds::due(&mut conn, now).await
+    }
+
+    async fn holds_by_id(&self, ids: &[i64]) -> Result<Vec<HoldRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        holds::by_id(&mut conn, ids).await
+    }
+
+    async fn holds_at(&self, at: i64) -> Result<Vec<HoldRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        holds::open_at(&mut conn, at).await
     }
 
     async fn balance_snapshot(&self) -> Result<BalanceSnapshot> {
@@ -1013,21 +1028,79 @@ mod tests {
             ),
         ];
         for (sql, index, key) in lookups {
-            let mut plan = conn.prepare(&format!("explain query plan {sql}")).unwrap();
-            let unbound = vec![rusqlite::types::Null; plan.parameter_count()];
-            let steps: Vec<String> = plan
-                .query_map(rusqlite::params_from_iter(unbound), |row| {
-                    row.get::<_, String>(3)
-                })
-                .unwrap()
-                .collect::<std::result::Result<_, _>>()
-                .unwrap();
+            let steps = plan(&conn, &sql);
             assert!(
                 steps
                     .iter()
                     .any(|s| s.contains(&format!("INDEX {index}")) && s.contains(key)),
                 "{sql}\n{steps:#?}"
             );
+        }
+    }
+
+    /// The steps of SQLite's plan for `sql`, its parameters unbound.
+    fn plan(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
+        let mut plan = conn.prepare(&format!("explain query plan {sql}")).unwrap();
+        let unbound = vec![rusqlite::types::Null; plan.parameter_count()];
+        plan.query_map(rusqlite::params_from_iter(unbound), |row| {
+            row.get::<_, String>(3)
+        })
+        .unwrap()
+        .collect::<std::result::Result<_, _>>()
+        .unwrap()
+    }
+
+    /// What a job view and a forecast read grows with what they name, not with the ledger's
+    /// history: holds by id and the holds open at an instant (the active ones and those closed
+    /// after it, migration 0009) never scan the holds table; a job's usage goes from the jobs
+    /// to the journal through indexes only.
+    #[tokio::test]
+    async fn job_views_and_forecasts_read_holds_and_usage_through_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let storage = SqliteStorage::open(&SqliteTarget::File(path.clone()))
+            .await
+            .unwrap();
+        drop(storage);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let cases: [(String, &[&str]); 3] = [
+            (
+                holds::by_id_sql(),
+                &["SEARCH h USING INTEGER PRIMARY KEY (rowid=?)"],
+            ),
+            (
+                holds::open_at_sql(),
+                &[
+                    "SEARCH h USING INTEGER PRIMARY KEY (rowid=?)",
+                    "SCAN holds USING INDEX holds_active_by_expiry",
+                    "SEARCH holds USING INDEX holds_closed_by_time (closed_at>?)",
+                ],
+            ),
+            (
+                journal::JOB_USAGE_SQL.to_string(),
+                &[
+                    "USING COVERING INDEX sqlite_autoindex_jobs_1 (cluster_id=? AND job_id=?)",
+                    "SEARCH j USING INDEX journal_job_entries (job=?)",
+                    "SEARCH j USING INDEX journal_refunds_by_job (job_ref=?)",
+                ],
+            ),
+        ];
+        for (sql, wanted) in cases {
+            let steps = plan(&conn, &sql);
+            for step in wanted {
+                assert!(
+                    steps.iter().any(|s| s.contains(step)),
+                    "{step} in\n{sql}\n{steps:#?}"
+                );
+            }
+            // A scan is of the small tables or of what the query names, never a whole table
+            // that grows with history.
+            for s in &steps {
+                let whole = ["SCAN holds", "SCAN h", "SCAN j", "SCAN journal", "SCAN jb"]
+                    .iter()
+                    .any(|t| s == t || s.starts_with(&format!("{t} ")) && !s.contains("INDEX"));
+                assert!(!whole, "{s} in\n{sql}\n{steps:#?}");
+            }
         }
     }
 }

@@ -1,0 +1,11 @@
+-- bursar ledger, SQLite: closed holds by the time they closed.
+--
+-- Same conventions as 0001 (STRICT tables, integer micros, epoch seconds UTC).
+--
+-- What was held at an instant (a forecast's "holds of running jobs", at now or at a past `at`)
+-- is the holds placed by then and not closed by then: the active ones, and those closed after
+-- it. Without an index the second part read every hold ever placed, so a balance with its
+-- forecast, and every alert check, grew with the ledger's whole history (a million closed holds:
+-- ~5 s and ~2 GB). A hold is placed active (closed_at NULL) and closed once, so admissions write
+-- nothing more for this index, and each settling, release or expiry one index entry.
+create index holds_closed_by_time on holds (closed_at) where closed_at is not null;
