@@ -41,7 +41,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use bursar_collectors::dstack::RunSummary;
 use bursar_collectors::sacct::runner::SacctCommand;
-use bursar_ledger::{JournalEntry, JournalQuery};
+use bursar_ledger::JournalEntry;
 use bursar_pricing::money::format_micros;
 use bursar_pricing::{
     ChargeReason, ClusterPricing, Currency, EndStateAction, JobState, PartitionPricing, PriceBook,
@@ -87,6 +87,45 @@ pub struct JobPosting {
     pub amount: i64,
     pub effective_at: i64,
     pub note: Option<String>,
+}
+
+/// Most jobs whose entries one statement reads.
+const JOBS_PER_READ: usize = 10_000;
+
+/// The ledger's postings on `cluster` that reconciling `[from, to)` looks at: every job with
+/// usage effective in the window, and every job the cluster lists (`listed`: a record the
+/// cluster puts in the window may be posted outside it), each with all of its entries (its
+/// amount and latest revision may come from entries outside the window). The window is read
+/// a day at a time, then the jobs' entries through the journal's job indexes: never the
+/// cluster's whole journal, which grows with every job it ever ran.
+pub async fn window_postings<'a>(
+    app: &App,
+    cluster: &str,
+    from: i64,
+    to: i64,
+    listed: impl IntoIterator<Item = &'a str>,
+) -> anyhow::Result<Vec<JobPosting>> {
+    let mut ids: BTreeSet<String> = listed.into_iter().map(str::to_string).collect();
+    for (start, stop) in app.ledger.usage_days(from, to).await? {
+        for e in app.ledger.usage_entries_of_day(start, stop).await? {
+            if let (Some(c), Some(job_id)) = (&e.cluster, e.job_id) {
+                if c == cluster {
+                    ids.insert(job_id);
+                }
+            }
+        }
+    }
+    let jobs: Vec<(String, String)> = ids
+        .into_iter()
+        .map(|id| (cluster.to_string(), id))
+        .collect();
+    let mut entries = Vec::new();
+    for chunk in jobs.chunks(JOBS_PER_READ) {
+        entries.extend(app.ledger.jobs_journal(chunk).await?);
+    }
+    // In posting order, as the whole journal lists them (a job's entries are all in one read).
+    entries.sort_by_key(|e| e.id);
+    Ok(job_postings(entries))
 }
 
 /// Aggregates journal entries per job identity `(cluster, job id, submit)`, in order of first
@@ -421,15 +460,13 @@ pub async fn run(app: App, args: ReconcileArgs, out: &mut impl Write) -> anyhow:
         .pricing
         .get(name)
         .with_context(|| format!("no pricing for cluster {name}"))?;
-    let query = JournalQuery {
-        cluster: Some(name.to_string()),
-        ..JournalQuery::default()
-    };
-    let postings = job_postings(app.ledger.journal(&query).await?);
     let prices = app.price_book();
     let report = match cluster.kind {
         ClusterKind::Slurm => {
             let tools = SlurmTools::for_cluster(name, cluster)?;
+            let views = tools.read(from, to, !args.no_rollup).await?;
+            let listed = views.sacct.iter().map(|r| r.job_id.as_str());
+            let postings = window_postings(&app, name, from, to, listed).await?;
             let inputs = SlurmInputs {
                 cluster: name,
                 pricing,
@@ -439,7 +476,6 @@ pub async fn run(app: App, args: ReconcileArgs, out: &mut impl Write) -> anyhow:
                 to,
                 postings,
             };
-            let views = tools.read(from, to, !args.no_rollup).await?;
             reconcile_slurm(&inputs, views)
         }
         ClusterKind::Dstack => {
@@ -481,6 +517,13 @@ pub async fn run(app: App, args: ReconcileArgs, out: &mut impl Write) -> anyhow:
                     (run.run_id.clone(), a)
                 })
                 .collect();
+            // Every run's submissions are looked up, to tell which runs touch the window.
+            let listed = records.iter().map(|r| r.job_id.as_str()).chain(
+                page.runs
+                    .iter()
+                    .flat_map(|run| run.submission_ids.iter().map(String::as_str)),
+            );
+            let postings = window_postings(&app, name, from, to, listed).await?;
             let inputs = DstackInputs {
                 cluster: name,
                 pricing,

@@ -55,10 +55,10 @@ pub use crate::forecast::{Exhaustion, Forecast};
 pub use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
     AssociationRow, AuditEntry, BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState,
-    JobRow, JobUsageEntry, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry,
-    NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
-    RefundRequest, RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable,
-    TransferOutcome, TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow,
+    JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold,
+    NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest,
+    RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable, TransferOutcome,
+    TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
@@ -369,12 +369,13 @@ impl Ledger {
         self.storage.job(cluster, job_id, submit).await
     }
 
-    /// The usage entries (charges, adjustments, refunds) of the jobs `(cluster, job id)`, in
-    /// posting order: for each, what [`Ledger::journal`] lists for that cluster and job id,
-    /// less the holds and releases; pairs with no usage have no entries. One read however many
-    /// jobs are asked for, each through the journal's job indexes.
-    pub async fn job_usage(&self, jobs: &[(String, String)]) -> Result<Vec<JobUsageEntry>> {
-        self.storage.job_usage(jobs).await
+    /// The journal entries of the jobs `(cluster, job id)`: for each, what [`Ledger::journal`]
+    /// lists for that cluster and job id (every submission's postings and the refunds given
+    /// for them); each entry once, in posting order. One read however many jobs are asked
+    /// for, each through the journal's job indexes: a job view's charges, a reconciliation's
+    /// jobs, without reading the rest of the journal.
+    pub async fn jobs_journal(&self, jobs: &[(String, String)]) -> Result<Vec<JournalEntry>> {
+        self.storage.jobs_journal(jobs).await
     }
 
     // --- holds ----------------------------------------------------------------------------

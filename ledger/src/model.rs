@@ -224,16 +224,6 @@ pub struct JournalQuery {
     pub limit: Option<u32>,
 }
 
-/// One usage entry (charge, adjustment or refund) of a job, as [`crate::Ledger::job_usage`]
-/// finds it: the job as asked for (cluster, cluster job id), the entry's currency and amount.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobUsageEntry {
-    pub cluster: String,
-    pub job_id: String,
-    pub currency: Currency,
-    pub amount: i64,
-}
-
 /// The current posting of one job identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRow {

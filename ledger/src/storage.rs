@@ -14,8 +14,8 @@ use crate::error::Result;
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
-    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JobUsageEntry, JournalEntry,
-    JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
+    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery,
+    NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
     QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest, RenewRequest, Renewal,
     StoredPriceTable, TransferOutcome, TransferRequest, UsageCharge, UserRow,
 };
@@ -115,8 +115,9 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// when there is none: where [`Storage::usage_entries`] is worth asking.
     async fn journal_span(&self, from: i64, to: i64) -> Result<Option<(i64, i64)>>;
     async fn job(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<JobRow>>;
-    /// The usage entries of the `(cluster, job id)` pairs (see [`crate::Ledger::job_usage`]).
-    async fn job_usage(&self, jobs: &[(String, String)]) -> Result<Vec<JobUsageEntry>>;
+    /// The journal entries of the `(cluster, job id)` pairs (see
+    /// [`crate::Ledger::jobs_journal`]).
+    async fn jobs_journal(&self, jobs: &[(String, String)]) -> Result<Vec<JournalEntry>>;
 
     /// Places a hold; with `check`, refuses it unless every allocation on the chain covering
     /// `placed_at` has `remaining ≥ amount` (and at least one exists).

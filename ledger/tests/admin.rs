@@ -560,11 +560,11 @@ async fn refunds_are_capped_at_the_charge_and_name_the_job() {
     assert!(ledger.verify().await.unwrap().is_empty());
 }
 
-/// `job_usage` reads, for many jobs at once, what the journal lists as each job's usage:
-/// its charge, its adjustments when a new revision arrives, and the refunds given for it, on
-/// its own cluster only.
+/// `jobs_journal` reads, for many jobs at once, what the journal lists for each of them: its
+/// charge, the adjustments of its new revisions and the refunds given for it, on its own
+/// cluster only, each entry once.
 #[tokio::test]
-async fn the_usage_of_many_jobs_is_read_at_once_as_each_jobs_journal_has_it() {
+async fn the_journal_of_many_jobs_is_read_at_once_as_each_jobs_listing_has_it() {
     let (_dir, ledger) = setup().await;
     let on = |cluster: &str, mut r: bursar_ledger::UsageCharge| {
         r.cluster = cluster.to_string();
@@ -581,7 +581,7 @@ async fn the_usage_of_many_jobs_is_read_at_once_as_each_jobs_journal_has_it() {
         )
         .await
         .unwrap();
-    // A new revision of alpha's 41 (reversal and repost, or an adjustment), then a refund.
+    // A new revision of alpha's 41, then a refund, and a hold (not a job's entry).
     ledger
         .post_usage(
             &[record("41", "r2", "theory", 36, T0 + HOUR)],
@@ -601,57 +601,55 @@ async fn the_usage_of_many_jobs_is_read_at_once_as_each_jobs_journal_has_it() {
         .await
         .unwrap();
 
-    let pairs: Vec<(String, String)> = [
-        ("alpha", "41"),
-        ("alpha", "42"),
-        ("beta", "41"),
-        ("alpha", "43"),
-        ("gamma", "41"),
-        ("alpha", "41"),
-    ]
-    .iter()
-    .map(|(c, j)| (c.to_string(), j.to_string()))
-    .collect();
-    let usage = ledger.job_usage(&pairs).await.unwrap();
-    let sum = |cluster: &str, job: &str| -> Option<i64> {
-        let amounts: Vec<i64> = usage
-            .iter()
-            .filter(|u| u.cluster == cluster && u.job_id == job)
-            .inspect(|u| assert_eq!(u.currency, su()))
-            .map(|u| u.amount)
-            .collect();
-        (!amounts.is_empty()).then(|| amounts.iter().sum())
-    };
-    assert_eq!(sum("alpha", "41"), Some(30 * UNIT));
-    assert_eq!(sum("alpha", "42"), Some(5 * UNIT));
-    assert_eq!(sum("beta", "41"), Some(7 * UNIT));
-    assert_eq!((sum("alpha", "43"), sum("gamma", "41")), (None, None));
-    // Entry by entry what the journal lists for each job (holds and releases left out), and
-    // each job once although asked twice.
+    let pair = |c: &str, j: &str| (c.to_string(), j.to_string());
+    let asked = [
+        pair("alpha", "41"),
+        pair("alpha", "42"),
+        pair("beta", "41"),
+        pair("alpha", "43"),
+        pair("gamma", "41"),
+        pair("alpha", "41"),
+    ];
+    let read = ledger.jobs_journal(&asked).await.unwrap();
+    let ids: Vec<i64> = read.iter().map(|e| e.id).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(ids, sorted, "each entry once, in posting order");
+    let mut expected = Vec::new();
     for (cluster, job) in [("alpha", "41"), ("alpha", "42"), ("beta", "41")] {
-        let listed: Vec<i64> = ledger
+        let listed = ledger
             .journal(&JournalQuery {
                 cluster: Some(cluster.to_string()),
                 job_id: Some(job.to_string()),
                 ..JournalQuery::default()
             })
             .await
-            .unwrap()
-            .iter()
+            .unwrap();
+        assert!(!listed.is_empty(), "{cluster} {job}");
+        expected.extend(listed);
+    }
+    expected.sort_by_key(|e| e.id);
+    assert_eq!(read, expected);
+    let usage = |cluster: &str, job: &str| -> i64 {
+        read.iter()
+            .filter(|e| e.cluster.as_deref() == Some(cluster) && e.job_id.as_deref() == Some(job))
             .filter(|e| e.kind.is_usage())
             .map(|e| e.amount)
-            .collect();
-        let read: Vec<i64> = usage
-            .iter()
-            .filter(|u| u.cluster == cluster && u.job_id == job)
-            .map(|u| u.amount)
-            .collect();
-        assert_eq!(read, listed, "{cluster} {job}");
-    }
-    assert!(usage
+            .sum()
+    };
+    assert_eq!(
+        (
+            usage("alpha", "41"),
+            usage("alpha", "42"),
+            usage("beta", "41")
+        ),
+        (30 * UNIT, 5 * UNIT, 7 * UNIT)
+    );
+    assert!(read
         .iter()
-        .any(|u| u.cluster == "alpha" && u.job_id == "41" && u.amount == -6 * UNIT));
-    assert!(ledger.job_usage(&[]).await.unwrap().is_empty());
+        .any(|e| e.kind == EntryKind::Refund && e.job_id.as_deref() == Some("41")));
+    assert!(ledger.jobs_journal(&[]).await.unwrap().is_empty());
 }
 
 #[tokio::test]

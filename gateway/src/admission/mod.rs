@@ -1096,10 +1096,15 @@ impl Admission {
             .iter()
             .filter_map(|job| Some((job.cluster.clone(), settle_ref(job)?)))
             .collect();
+        // Each job's charge: its usage entries in its currency (none: no charge yet).
         let mut usage: HashMap<(String, String, Currency), i64> = HashMap::new();
-        for u in ledger.job_usage(&pairs).await? {
-            let sum = usage.entry((u.cluster, u.job_id, u.currency)).or_insert(0);
-            *sum = sum.saturating_add(u.amount);
+        for e in ledger.jobs_journal(&pairs).await? {
+            let (Some(cluster), Some(job_id), true) = (e.cluster, e.job_id, e.kind.is_usage())
+            else {
+                continue;
+            };
+            let sum = usage.entry((cluster, job_id, e.currency)).or_insert(0);
+            *sum = sum.saturating_add(e.amount);
         }
         let mut views = Vec::with_capacity(jobs.len());
         for job in jobs {

@@ -18,8 +18,7 @@ use crate::calendar::{day_start, SECONDS_PER_DAY};
 use crate::error::{add, LedgerError, Result};
 use crate::materialize::{Effects, Id, UsageDims};
 use crate::model::{
-    EntryKind, JobRow, JobUsageEntry, JournalEntry, JournalQuery, NewEntry, PostOutcome,
-    UsageCharge,
+    EntryKind, JobRow, JournalEntry, JournalQuery, NewEntry, PostOutcome, UsageCharge,
 };
 use crate::posting::{plan_usage, release_entries, Entry, EntryType, Incoming, OpenHold, Posting};
 use crate::storage::StatementReads;
@@ -1227,30 +1226,35 @@ pub(super) async fn by_key(conn: &mut SqliteConnection, key: &str) -> Result<Opt
     row.as_ref().map(journal_entry).transpose()
 }
 
-/// The usage entries of the jobs named by the JSON array `?1` of `[cluster, job id]` pairs,
-/// each pair's as [`list`] finds a job's (`JournalQuery { cluster, job_id }`): the entries of
-/// every posting of that job id on that cluster, and the refunds given for them, in usage
-/// kinds only. Through the jobs' unique index, then `journal_job_entries` and
-/// `journal_refunds_by_job`.
-pub(super) const JOB_USAGE_SQL: &str = "with wanted as (
-         select distinct json_extract(value, '$[0]') as cluster,
-                json_extract(value, '$[1]') as job_id
-         from json_each(?1)
-     ), postings as (
-         select w.cluster, w.job_id, l.id as cluster_id, jb.id as posting
-         from wanted w join labels l on l.value = w.cluster
-         join jobs jb on jb.cluster_id = l.id and jb.job_id = w.job_id
-     )
-     select p.cluster, p.job_id, cur.value, j.amount
-     from postings p join journal j on (j.job = p.posting or j.job_ref = p.posting)
-     join labels cur on cur.id = j.currency_id
-     where j.cluster_id = p.cluster_id and j.kind in ('charge', 'adjustment', 'refund')
-     order by j.id";
+/// The journal entries of the jobs named by the JSON array `?1` of `[cluster, job id]`
+/// pairs, each pair's as [`list`] finds a job's (`JournalQuery { cluster, job_id }`): the
+/// entries of every posting of that job id on that cluster, and the refunds given for them;
+/// each entry once, in posting order. Through the jobs' unique index, then
+/// `journal_job_entries` and `journal_refunds_by_job`.
+pub(super) fn jobs_journal_sql() -> String {
+    format!(
+        "with wanted as (
+             select distinct json_extract(value, '$[0]') as cluster,
+                    json_extract(value, '$[1]') as job_id
+             from json_each(?1)
+         ), postings as (
+             select l.id as cluster_id, jb.id as posting
+             from wanted w join labels l on l.value = w.cluster
+             join jobs jb on jb.cluster_id = l.id and jb.job_id = w.job_id
+         )
+         {ENTRY_SELECT} where id in (
+             select j.id from postings p
+             join journal j on (j.job = p.posting or j.job_ref = p.posting)
+             where j.cluster_id = p.cluster_id
+         )
+         order by id"
+    )
+}
 
-pub(super) async fn job_usage(
+pub(super) async fn jobs_journal(
     conn: &mut SqliteConnection,
     jobs: &[(String, String)],
-) -> Result<Vec<JobUsageEntry>> {
+) -> Result<Vec<JournalEntry>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
@@ -1262,21 +1266,12 @@ pub(super) async fn job_usage(
         pairs.push_str(&json_strings([cluster.as_str(), job_id.as_str()]));
     }
     pairs.push(']');
-    let rows = sqlx::query(JOB_USAGE_SQL)
+    let rows = sqlx::query(&jobs_journal_sql())
         .bind(pairs)
         .fetch_all(&mut *conn)
         .await
         .map_err(db)?;
-    rows.iter()
-        .map(|r| {
-            Ok(JobUsageEntry {
-                cluster: col(r, 0)?,
-                job_id: col(r, 1)?,
-                currency: Currency::new(&col::<String>(r, 2)?),
-                amount: col(r, 3)?,
-            })
-        })
-        .collect()
+    rows.iter().map(journal_entry).collect()
 }
 
 pub(super) async fn job(

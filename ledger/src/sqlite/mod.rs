@@ -60,8 +60,8 @@ use crate::error::{LedgerError, Result};
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
-    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JobUsageEntry, JournalEntry,
-    JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
+    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery,
+    NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
     QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest, RenewRequest, Renewal,
     StoredPriceTable, TransferOutcome, TransferRequest, UsageCharge, UserRow,
 };
@@ -535,9 +535,9 @@ impl Storage for SqliteStorage {
         journal::job(&mut conn, cluster, job_id, submit).await
     }
 
-    async fn job_usage(&self, jobs: &[(String, String)]) -> Result<Vec<JobUsageEntry>> {
+    async fn jobs_journal(&self, jobs: &[(String, String)]) -> Result<Vec<JournalEntry>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
-        journal::job_usage(&mut conn, jobs).await
+        journal::jobs_journal(&mut conn, jobs).await
     }
 
     #[tracing::instrument(skip_all)]
@@ -1077,7 +1077,7 @@ mod tests {
                 ],
             ),
             (
-                journal::JOB_USAGE_SQL.to_string(),
+                journal::jobs_journal_sql(),
                 &[
                     "USING COVERING INDEX sqlite_autoindex_jobs_1 (cluster_id=? AND job_id=?)",
                     "SEARCH j USING INDEX journal_job_entries (job=?)",

@@ -1,0 +1,115 @@
+//! What `bursar reconcile` reads of the ledger: the postings of the jobs with usage in the
+//! window and of the jobs the cluster lists, each whole — the same postings a read of the
+//! cluster's whole journal gives for them, without reading the rest.
+
+mod admission_support;
+
+use std::collections::BTreeSet;
+
+use admission_support::fixture;
+use bursar_gateway::reconcile::{job_postings, window_postings};
+use bursar_ledger::{JournalQuery, UsageCharge};
+use bursar_pricing::Currency;
+
+const DAY: i64 = 86_400;
+const HOUR: i64 = 3_600;
+/// 2026-03-02T00:00:00Z.
+const FROM: i64 = 1_772_409_600;
+const TO: i64 = FROM + 2 * DAY;
+
+fn record(
+    cluster: &str,
+    job_id: &str,
+    revision: &str,
+    units: i64,
+    effective_at: i64,
+) -> UsageCharge {
+    UsageCharge {
+        cluster: cluster.to_string(),
+        job_id: job_id.to_string(),
+        display_id: job_id.to_string(),
+        submit: effective_at - HOUR,
+        revision: revision.to_string(),
+        account: "physics".to_string(),
+        user: "alice".to_string(),
+        partition: Some("batch".to_string()),
+        qos: None,
+        state: "COMPLETED".to_string(),
+        is_final: true,
+        currency: Currency::new(if cluster == "cloud" { "usd" } else { "su" }),
+        amount_micros: units * 1_000_000,
+        effective_at,
+        price_version: None,
+        note: None,
+    }
+}
+
+#[tokio::test]
+async fn a_reconciliation_reads_the_windows_jobs_and_the_listed_ones_each_whole() {
+    let f = fixture().await;
+    let ledger = &f.app.ledger;
+    let posted_at = TO + DAY;
+    // "10" long before the window, "11" after it, "12" and "13" inside it (over two days),
+    // "14" inside it on the other cluster, "15" posted inside and revised to after it (its
+    // reversal stays inside), "12" again on cloud outside the window.
+    let mut records = vec![
+        record("onprem", "10", "r1", 3, FROM - 10 * DAY),
+        record("onprem", "11", "r1", 4, TO + HOUR),
+        record("onprem", "12", "r1", 5, FROM + HOUR),
+        record("onprem", "13", "r1", 6, FROM + DAY + HOUR),
+        record("cloud", "14", "r1", 7, FROM + 2 * HOUR),
+        record("onprem", "15", "r1", 8, FROM + 3 * HOUR),
+        record("cloud", "12", "r1", 9, FROM - 3 * DAY),
+    ];
+    ledger.post_usage(&records, posted_at).await.unwrap();
+    // A new revision of "13" (another amount, same time) and of "15" (after the window).
+    records = vec![
+        record("onprem", "13", "r2", 16, FROM + DAY + HOUR),
+        UsageCharge {
+            submit: FROM + 2 * HOUR,
+            ..record("onprem", "15", "r2", 18, TO + 2 * HOUR)
+        },
+    ];
+    ledger.post_usage(&records, posted_at + HOUR).await.unwrap();
+
+    // The cluster lists "10" (its record now falls in the window, bursar's does not) and "99"
+    // (bursar never charged it).
+    let got = window_postings(&f.app, "onprem", FROM, TO, ["10", "99"])
+        .await
+        .unwrap();
+
+    // The reference: every posting of the cluster's whole journal, kept if listed or with
+    // usage effective in the window.
+    let whole = ledger
+        .journal(&JournalQuery {
+            cluster: Some("onprem".to_string()),
+            ..JournalQuery::default()
+        })
+        .await
+        .unwrap();
+    let in_window: BTreeSet<String> = whole
+        .iter()
+        .filter(|e| e.kind.is_usage() && (FROM..TO).contains(&e.effective_at))
+        .filter_map(|e| e.job_id.clone())
+        .collect();
+    let expected: Vec<_> = job_postings(whole)
+        .into_iter()
+        .filter(|p| p.job_id == "10" || in_window.contains(&p.job_id))
+        .collect();
+    assert_eq!(got, expected);
+
+    let seen: Vec<(&str, i64)> = got.iter().map(|p| (p.job_id.as_str(), p.amount)).collect();
+    assert_eq!(
+        seen,
+        [
+            ("10", 3_000_000),
+            ("12", 5_000_000),
+            ("13", 16_000_000),
+            ("15", 18_000_000),
+        ]
+    );
+    assert!(got.iter().all(|p| p.cluster == "onprem"));
+    // "15" is now posted after the window: reconciling sees where it went.
+    let moved = got.iter().find(|p| p.job_id == "15").unwrap();
+    assert_eq!(moved.effective_at, TO + 2 * HOUR);
+}
