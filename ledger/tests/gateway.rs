@@ -295,3 +295,87 @@ async fn an_unknown_hold_is_refused_and_expiring_a_hold_expires_its_job() {
     assert_eq!(cancelled.state, "cancelled");
     assert!(ledger.verify().await.unwrap().is_empty());
 }
+
+/// Closing a hold records what became of the API job waiting on it, in the same transaction:
+/// final usage settles it, a release cancels it, expiry expires it. A job already past `held`
+/// keeps its state.
+#[tokio::test]
+async fn closing_a_hold_records_its_jobs_state() {
+    let (_dir, ledger) = temp_ledger().await;
+    ledger.ensure_account("physics", None).await.unwrap();
+    ledger
+        .set_allocation("physics", &su(), 100 * UNIT, T0, T0 + 30 * DAY)
+        .await
+        .unwrap();
+    let hold = |key: &str, job_ref: Option<&str>| NewHold {
+        account: "physics".to_string(),
+        currency: su(),
+        amount: 4 * UNIT,
+        cluster: "alpha".to_string(),
+        job_ref: job_ref.map(str::to_string),
+        placed_at: T0,
+        expires_at: T0 + DAY,
+        idempotency_key: key.to_string(),
+        note: None,
+    };
+    let mut jobs = Vec::new();
+    for (key, job_ref) in [
+        ("settles", Some("41")),
+        ("released", None),
+        ("failed", None),
+        ("expires", None),
+    ] {
+        let h = ledger.try_place_hold(&hold(key, job_ref)).await.unwrap();
+        let j = ledger
+            .create_api_job(&job(None, "alice", "physics", Some(h.id)))
+            .await
+            .unwrap();
+        jobs.push((h.id, j.id));
+    }
+    ledger
+        .update_api_job(jobs[2].1, "failed", None, T0 + 1)
+        .await
+        .unwrap();
+    let mut usage = common::record("41", "r1", "physics", 3, T0 + HOUR);
+    usage.submit = T0;
+    let posted = ledger.post_usage(&[usage], T0 + 2 * HOUR).await.unwrap();
+    assert_eq!(posted.settled_holds, 1);
+    assert!(ledger
+        .release_hold(jobs[1].0, "cancelled by admin", T0 + 3 * HOUR)
+        .await
+        .unwrap());
+    assert!(ledger
+        .release_hold(jobs[2].0, "forwarding failed", T0 + 3 * HOUR)
+        .await
+        .unwrap());
+    assert_eq!(ledger.expire_holds(T0 + DAY).await.unwrap(), 1);
+
+    let mut states = Vec::new();
+    for &(_, id) in &jobs {
+        let j = ledger.api_job(id).await.unwrap().unwrap();
+        states.push((j.state, j.updated_at));
+    }
+    let want = [
+        ("settled", T0 + 2 * HOUR),
+        ("cancelled", T0 + 3 * HOUR),
+        ("failed", T0 + 1),
+        ("expired", T0 + DAY),
+    ];
+    let got: Vec<(&str, i64)> = states.iter().map(|(s, t)| (s.as_str(), *t)).collect();
+    assert_eq!(got, want);
+    // Listing by state finds them by what is recorded.
+    let settled = ledger
+        .api_jobs_page(&ApiJobsPage {
+            user: None,
+            account: None,
+            state: Some("settled".to_string()),
+            before: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert!(settled
+        .iter()
+        .any(|j| j.id == jobs[0].1 && j.state == "settled"));
+    assert!(ledger.verify().await.unwrap().is_empty());
+}

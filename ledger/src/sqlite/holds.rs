@@ -254,6 +254,29 @@ pub(super) async fn mark_closed(
     .execute(&mut *conn)
     .await
     .map_err(db)?;
+    // The API jobs still recorded `held` on these holds take the state a job view gives them
+    // (settled, cancelled, expired), in the same transaction: listings by state read recorded
+    // states, and must not find every job settled since it was last looked at still `held`.
+    let job_state = match state {
+        "settled" => "settled",
+        "released" => "cancelled",
+        "expired" => "expired",
+        other => {
+            return Err(LedgerError::Storage(format!(
+                "a hold cannot be closed as {other:?}"
+            )))
+        }
+    };
+    sqlx::query(
+        "update api_jobs set state = ?, updated_at = ?
+         where state = 'held' and hold_id in (select value from json_each(?))",
+    )
+    .bind(job_state)
+    .bind(at)
+    .bind(json_ints(ids.iter().copied()))
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
     Ok(())
 }
 

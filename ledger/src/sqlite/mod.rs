@@ -1103,4 +1103,93 @@ mod tests {
             }
         }
     }
+
+    /// Migration 0010 gives the API jobs still recorded `held` on a hold that had closed the
+    /// state a job view gives them, as of the hold's closing; the others keep theirs.
+    #[tokio::test]
+    async fn migration_0010_records_the_states_of_jobs_whose_holds_had_closed() {
+        use crate::model::{NewApiJob, NewHold};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let url = format!("sqlite://{}", path.display());
+        let ledger = crate::Ledger::open(&url).await.unwrap();
+        let su = Currency::new("su");
+        ledger.ensure_account("physics", None).await.unwrap();
+        ledger
+            .set_allocation("physics", &su, 1_000_000_000, 0, i64::MAX / 2)
+            .await
+            .unwrap();
+        let mut jobs = Vec::new();
+        for (key, state) in [
+            ("settled", "held"),
+            ("released", "held"),
+            ("expired", "held"),
+            ("active", "held"),
+            ("released-failed", "failed"),
+        ] {
+            let hold = ledger
+                .place_hold(&NewHold {
+                    account: "physics".into(),
+                    currency: su.clone(),
+                    amount: 1_000_000,
+                    cluster: "alpha".into(),
+                    job_ref: None,
+                    placed_at: 100,
+                    expires_at: 10_000,
+                    idempotency_key: key.into(),
+                    note: None,
+                })
+                .await
+                .unwrap();
+            let job = ledger
+                .create_api_job(&NewApiJob {
+                    idempotency_key: None,
+                    actor: "alice".into(),
+                    user: "alice".into(),
+                    account: "physics".into(),
+                    cluster: "alpha".into(),
+                    currency: su.clone(),
+                    estimate: 1_000_000,
+                    hold_id: Some(hold.id),
+                    state: state.into(),
+                    request_json: "{}".into(),
+                    route_json: "{}".into(),
+                    at: 100,
+                })
+                .await
+                .unwrap();
+            jobs.push((hold.id, job.id));
+        }
+        drop(ledger);
+        // The holds as bursar closed them before: the jobs left as they were.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(&format!(
+            "update holds set state = 'settled', closed_at = 200 where id = {};
+             update holds set state = 'released', closed_at = 300 where id in ({}, {});
+             update holds set state = 'expired', closed_at = 400 where id = {};",
+            jobs[0].0, jobs[1].0, jobs[4].0, jobs[2].0
+        ))
+        .unwrap();
+        conn.execute_batch(include_str!(
+            "../../migrations/sqlite/0010_api_job_states.sql"
+        ))
+        .unwrap();
+        let mut read = conn
+            .prepare("select state, updated_at from api_jobs order by id")
+            .unwrap();
+        let got: Vec<(String, i64)> = read
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        let want = [
+            ("settled", 200),
+            ("cancelled", 300),
+            ("expired", 400),
+            ("held", 100),
+            ("failed", 100),
+        ];
+        let got: Vec<(&str, i64)> = got.iter().map(|(s, t)| (s.as_str(), *t)).collect();
+        assert_eq!(got, want);
+    }
 }
