@@ -383,6 +383,86 @@ async fn final_usage_settles_the_job_and_reports_its_charge() {
     assert_eq!(err.code(), "conflict");
 }
 
+/// A job that costs nothing (a QOS with a usage factor of 0) holds nothing; it is settled,
+/// at a charge of 0, once its cluster reports it finished, not left `held` for ever.
+#[tokio::test]
+async fn a_free_job_holds_nothing_and_settles_when_its_cluster_reports_it_finished() {
+    let f = fixture_over(&CONFIG.replace(
+        "premium: {usage_factor: 2.0}",
+        "premium: {usage_factor: 2.0}\n      scavenger: {usage_factor: 0}",
+    ))
+    .await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let free = f
+        .admission
+        .submit(&alice(), job_with(json!({"qos": "scavenger"})), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (free.cluster.as_str(), free.estimate, free.hold_id),
+        ("onprem", 0, None)
+    );
+    f.admission.settled().await;
+    let view = f.admission.job(&alice(), free.id).await.unwrap();
+    assert_eq!(
+        (view.state.as_str(), view.held, view.charge),
+        ("held", 0, None)
+    );
+
+    let t = now();
+    let mut record = UsageCharge {
+        cluster: "onprem".into(),
+        job_id: free.cluster_job_id.clone(),
+        display_id: free.cluster_job_id.clone(),
+        submit: t - 100,
+        revision: "running".into(),
+        account: "physics".into(),
+        user: "alice".into(),
+        partition: Some("batch".into()),
+        qos: Some("scavenger".into()),
+        state: "RUNNING".into(),
+        is_final: false,
+        currency: Currency::new("su"),
+        amount_micros: 0,
+        effective_at: t,
+        price_version: None,
+        note: None,
+    };
+    // Running: still in progress.
+    f.app
+        .ledger
+        .post_usage(std::slice::from_ref(&record), t)
+        .await
+        .unwrap();
+    let view = f.admission.job(&alice(), free.id).await.unwrap();
+    assert_eq!((view.state.as_str(), view.charge), ("held", Some(0)));
+    // Finished: settled, and no longer listed among the held ones.
+    record.revision = "final".into();
+    record.state = "COMPLETED".into();
+    record.is_final = true;
+    f.app.ledger.post_usage(&[record], t + 60).await.unwrap();
+    let view = f.admission.job(&alice(), free.id).await.unwrap();
+    assert_eq!(
+        (view.state.as_str(), view.charge, view.settled_at),
+        ("settled", Some(0), Some(t + 60))
+    );
+    let held = f
+        .admission
+        .jobs(
+            &alice(),
+            &JobQuery {
+                state: Some("held".into()),
+                ..JobQuery::default()
+            },
+        )
+        .await
+        .unwrap()
+        .jobs;
+    assert!(held.is_empty(), "{held:?}");
+    let err = f.admission.cancel(&alice(), free.id).await.unwrap_err();
+    assert_eq!(err.code(), "conflict");
+}
+
 #[tokio::test]
 async fn cancel_releases_the_hold_and_stops_the_job_as_its_user() {
     let f = fixture().await;

@@ -1064,6 +1064,28 @@ impl Admission {
         }
     }
 
+    /// When the cluster reported `job` finished (its posting under the latest submission of
+    /// its id is final), if it did.
+    async fn finished(
+        &self,
+        job: &ApiJob,
+        submits: &HashMap<(String, String), i64>,
+    ) -> Result<Option<i64>> {
+        let Some(job_id) = job.cluster_job_id.clone() else {
+            return Ok(None);
+        };
+        let Some(&submit) = submits.get(&(job.cluster.clone(), job_id.clone())) else {
+            return Ok(None);
+        };
+        let posting = self
+            .inner
+            .app
+            .ledger
+            .job(&job.cluster, &job_id, submit)
+            .await?;
+        Ok(posting.filter(|p| p.is_final).map(|p| p.updated_at))
+    }
+
     /// One job's view (see [`Admission::views`]).
     async fn view(&self, job: ApiJob) -> Result<JobView> {
         let mut views = self.views(vec![job]).await?;
@@ -1096,20 +1118,28 @@ impl Admission {
             .iter()
             .filter_map(|job| Some((job.cluster.clone(), settle_ref(job)?)))
             .collect();
-        // Each job's charge: its usage entries in its currency (none: no charge yet).
+        // Each job's charge: its usage entries in its currency (none: no charge yet); and the
+        // latest submission the cluster reported under its id.
         let mut usage: HashMap<(String, String, Currency), i64> = HashMap::new();
+        let mut submits: HashMap<(String, String), i64> = HashMap::new();
         for e in ledger.jobs_journal(&pairs).await? {
             let (Some(cluster), Some(job_id), true) = (e.cluster, e.job_id, e.kind.is_usage())
             else {
                 continue;
             };
+            if let Some(submit) = e.submit {
+                let latest = submits
+                    .entry((cluster.clone(), job_id.clone()))
+                    .or_insert(submit);
+                *latest = (*latest).max(submit);
+            }
             let sum = usage.entry((cluster, job_id, e.currency)).or_insert(0);
             *sum = sum.saturating_add(e.amount);
         }
         let mut views = Vec::with_capacity(jobs.len());
         for job in jobs {
             let hold = job.hold_id.and_then(|h| holds.get(&h));
-            let (state, held, settled_at) = match (job.state.as_str(), hold) {
+            let (mut state, held, mut settled_at) = match (job.state.as_str(), hold) {
                 ("held", Some(h)) => match h.state {
                     HoldState::Active => ("held", h.amount, None),
                     HoldState::Settled => ("settled", 0, h.closed_at),
@@ -1119,12 +1149,19 @@ impl Admission {
                 (state, Some(h)) if h.state == HoldState::Settled => (state, 0, h.closed_at),
                 (state, _) => (state, 0, None),
             };
-            let state = state.to_string();
             let charge = settle_ref(&job).and_then(|job_id| {
                 usage
                     .get(&(job.cluster.clone(), job_id, job.currency.clone()))
                     .copied()
             });
+            // A job that holds nothing (an estimate of 0: a free partition or QOS) has no hold
+            // to settle: it is settled once its cluster reports it finished.
+            if job.state == "held" && job.hold_id.is_none() {
+                if let Some(done) = self.finished(&job, &submits).await? {
+                    (state, settled_at) = ("settled", Some(done));
+                }
+            }
+            let state = state.to_string();
             if state != job.state {
                 if let Err(e) = ledger.update_api_job(job.id, &state, None, now()).await {
                     tracing::warn!(job = job.id, error = %e, "could not record the job's new state");

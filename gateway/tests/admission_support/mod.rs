@@ -113,9 +113,14 @@ pub struct Fixture {
 
 /// The fixture over [`CONFIG`] with `extra` YAML appended.
 pub async fn fixture_with(extra: &str) -> Fixture {
+    fixture_over(&format!("{CONFIG}{extra}")).await
+}
+
+/// The fixture over the configuration `config` (a variant of [`CONFIG`]).
+pub async fn fixture_over(config: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let yaml = format!(
-        "database: sqlite://{}\n{CONFIG}{extra}",
+        "database: sqlite://{}\n{config}",
         dir.path().join("ledger.db").display()
     );
     let config = Config::parse(&yaml).unwrap();
