@@ -791,6 +791,13 @@ pub struct ChargesArgs {
     /// Only jobs of this cluster.
     #[arg(long, short = 'M')]
     pub cluster: Option<String>,
+    /// Only jobs charged (whose charge is effective, at their end) at or after this time:
+    /// YYYY-MM-DD or a UTC time. With --to, only the window is read, not the whole journal.
+    #[arg(long, requires = "to")]
+    pub from: Option<String>,
+    /// Only jobs charged before this time (exclusive); needs --from.
+    #[arg(long, requires = "from")]
+    pub to: Option<String>,
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }

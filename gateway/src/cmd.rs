@@ -779,13 +779,32 @@ async fn quarantine_list(app: &App, format: Format, out: &mut impl Write) -> any
 
 /// One row per job identity: what it costs now (the sum of its journal entries).
 async fn charges(app: &App, args: ChargesArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let query = JournalQuery {
-        account: args.account.clone(),
-        cluster: args.cluster.clone(),
-        ..JournalQuery::default()
+    let jobs = match (&args.from, &args.to) {
+        (Some(from), Some(to)) => {
+            let from = parse_instant(from).context("--from")?;
+            let to = parse_instant(to).context("--to")?;
+            if to <= from {
+                bail!("--to must be after --from");
+            }
+            // The jobs charged in the window, each whole; then those whose current posting
+            // is in the window and on the account asked for.
+            let window = crate::reconcile::window_jobs(app, args.cluster.as_deref(), from, to);
+            let mut jobs = crate::reconcile::postings_of(app, window.await?).await?;
+            jobs.retain(|j| {
+                (from..to).contains(&j.effective_at)
+                    && args.account.as_ref().is_none_or(|a| a == &j.account)
+            });
+            jobs
+        }
+        _ => {
+            let query = JournalQuery {
+                account: args.account.clone(),
+                cluster: args.cluster.clone(),
+                ..JournalQuery::default()
+            };
+            crate::reconcile::job_postings(app.ledger.journal(&query).await?)
+        }
     };
-    let entries = app.ledger.journal(&query).await?;
-    let jobs = crate::reconcile::job_postings(entries);
     if args.format == Format::Json {
         let rows: Vec<Value> = jobs
             .iter()

@@ -89,14 +89,10 @@ pub struct JobPosting {
     pub note: Option<String>,
 }
 
-/// Most jobs whose entries one statement reads.
-const JOBS_PER_READ: usize = 10_000;
-
 /// The ledger's postings on `cluster` that reconciling `[from, to)` looks at: every job with
 /// usage effective in the window, and every job the cluster lists (`listed`: a record the
 /// cluster puts in the window may be posted outside it), each with all of its entries (its
-/// amount and latest revision may come from entries outside the window). The window is read
-/// a day at a time, then the jobs' entries through the journal's job indexes: never the
+/// amount and latest revision may come from entries outside the window). Never the
 /// cluster's whole journal, which grows with every job it ever ran.
 pub async fn window_postings<'a>(
     app: &App,
@@ -105,20 +101,46 @@ pub async fn window_postings<'a>(
     to: i64,
     listed: impl IntoIterator<Item = &'a str>,
 ) -> anyhow::Result<Vec<JobPosting>> {
-    let mut ids: BTreeSet<String> = listed.into_iter().map(str::to_string).collect();
+    let mut jobs = window_jobs(app, Some(cluster), from, to).await?;
+    jobs.extend(
+        listed
+            .into_iter()
+            .map(|id| (cluster.to_string(), id.to_string())),
+    );
+    postings_of(app, jobs).await
+}
+
+/// The jobs `(cluster, job id)` with usage effective in `[from, to)`, on `cluster` or any:
+/// the window read a day at a time through the journal's time index.
+pub async fn window_jobs(
+    app: &App,
+    cluster: Option<&str>,
+    from: i64,
+    to: i64,
+) -> anyhow::Result<BTreeSet<(String, String)>> {
+    let mut jobs = BTreeSet::new();
     for (start, stop) in app.ledger.usage_days(from, to).await? {
         for e in app.ledger.usage_entries_of_day(start, stop).await? {
-            if let (Some(c), Some(job_id)) = (&e.cluster, e.job_id) {
-                if c == cluster {
-                    ids.insert(job_id);
+            if let (Some(c), Some(job_id)) = (e.cluster, e.job_id) {
+                if cluster.is_none_or(|wanted| wanted == c) {
+                    jobs.insert((c, job_id));
                 }
             }
         }
     }
-    let jobs: Vec<(String, String)> = ids
-        .into_iter()
-        .map(|id| (cluster.to_string(), id))
-        .collect();
+    Ok(jobs)
+}
+
+/// Most jobs whose entries one statement reads.
+const JOBS_PER_READ: usize = 10_000;
+
+/// The postings of `jobs`, each with all of its entries, in order of first appearance in the
+/// journal: read through the journal's job indexes ([`bursar_ledger::Ledger::jobs_journal`]).
+pub async fn postings_of(
+    app: &App,
+    jobs: BTreeSet<(String, String)>,
+) -> anyhow::Result<Vec<JobPosting>> {
+    let jobs: Vec<(String, String)> = jobs.into_iter().collect();
     let mut entries = Vec::new();
     for chunk in jobs.chunks(JOBS_PER_READ) {
         entries.extend(app.ledger.jobs_journal(chunk).await?);

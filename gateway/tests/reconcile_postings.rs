@@ -1,15 +1,16 @@
-//! What `bursar reconcile` reads of the ledger: the postings of the jobs with usage in the
-//! window and of the jobs the cluster lists, each whole — the same postings a read of the
-//! cluster's whole journal gives for them, without reading the rest.
+//! What `bursar reconcile` and `bursar charges --from --to` read of the ledger: the postings
+//! of the jobs with usage in the window (and of the jobs the cluster lists), each whole — the
+//! same postings a read of the whole journal gives for them, without reading the rest.
 
 mod admission_support;
 
 use std::collections::BTreeSet;
 
-use admission_support::fixture;
+use admission_support::{fixture, Fixture, CONFIG};
 use bursar_gateway::reconcile::{job_postings, window_postings};
 use bursar_ledger::{JournalQuery, UsageCharge};
 use bursar_pricing::Currency;
+use serde_json::Value;
 
 const DAY: i64 = 86_400;
 const HOUR: i64 = 3_600;
@@ -44,9 +45,8 @@ fn record(
     }
 }
 
-#[tokio::test]
-async fn a_reconciliation_reads_the_windows_jobs_and_the_listed_ones_each_whole() {
-    let f = fixture().await;
+/// Jobs before, after and inside `[FROM, TO)` on both clusters, two of them revised.
+async fn post_jobs(f: &Fixture) {
     let ledger = &f.app.ledger;
     let posted_at = TO + DAY;
     // "10" long before the window, "11" after it, "12" and "13" inside it (over two days),
@@ -71,6 +71,13 @@ async fn a_reconciliation_reads_the_windows_jobs_and_the_listed_ones_each_whole(
         },
     ];
     ledger.post_usage(&records, posted_at + HOUR).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_reconciliation_reads_the_windows_jobs_and_the_listed_ones_each_whole() {
+    let f = fixture().await;
+    post_jobs(&f).await;
+    let ledger = &f.app.ledger;
 
     // The cluster lists "10" (its record now falls in the window, bursar's does not) and "99"
     // (bursar never charged it).
@@ -112,4 +119,81 @@ async fn a_reconciliation_reads_the_windows_jobs_and_the_listed_ones_each_whole(
     // "15" is now posted after the window: reconciling sees where it went.
     let moved = got.iter().find(|p| p.job_id == "15").unwrap();
     assert_eq!(moved.effective_at, TO + 2 * HOUR);
+}
+
+/// `bursar charges --from --to` lists the jobs charged in the window — of the whole listing,
+/// those whose charge is effective in it — and keeps the cluster and account filters.
+#[tokio::test]
+async fn charges_in_a_window_are_the_whole_listings_jobs_ended_in_it() {
+    let f = fixture().await;
+    post_jobs(&f).await;
+    let config = f._dir.path().join("bursar.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "database: sqlite://{}\n{CONFIG}",
+            f._dir.path().join("ledger.db").display()
+        ),
+    )
+    .unwrap();
+    let charges = |args: &[&str]| -> Vec<Value> {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bursar"))
+            .args(["--config", &config.display().to_string(), "charges"])
+            .args(args)
+            .args(["--format", "json"])
+            .env_remove("BURSAR_DATABASE")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        listed["charges"].as_array().unwrap().clone()
+    };
+    let (from, to) = ("2026-03-02T00:00:00Z", "2026-03-04T00:00:00Z");
+    let whole = charges(&[]);
+    let ended_in = |c: &Value| {
+        let ended = c["effective_at"].as_str().unwrap();
+        from <= ended && ended < to
+    };
+    let window = charges(&["--from", from, "--to", to]);
+    let expected: Vec<Value> = whole.iter().filter(|c| ended_in(c)).cloned().collect();
+    assert_eq!(window, expected);
+    let ids: Vec<(&str, &str)> = window
+        .iter()
+        .map(|c| {
+            (
+                c["cluster"].as_str().unwrap(),
+                c["job_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ids, [("onprem", "12"), ("onprem", "13"), ("cloud", "14")]);
+    let onprem = charges(&["--from", from, "--to", to, "-M", "onprem", "-A", "physics"]);
+    assert_eq!(
+        onprem,
+        expected
+            .iter()
+            .filter(|c| c["cluster"] == "onprem")
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+    assert!(charges(&["--from", from, "--to", to, "-A", "chemistry"]).is_empty());
+    // A window needs both ends, in order.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bursar"))
+        .args([
+            "--config",
+            &config.display().to_string(),
+            "charges",
+            "--from",
+            to,
+            "--to",
+            from,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--to must be after --from"));
 }
