@@ -813,11 +813,13 @@ impl Admission {
         let forwarded = match outcome {
             Ok(forwarded) => forwarded,
             Err(e) => {
-                if let Some(h) = hold_id {
-                    self.release(h, &format!("forwarding failed: {e}")).await;
-                }
+                // Failed first: releasing the hold of a job still recorded held would record it
+                // cancelled, for a moment, before this.
                 if let Err(err) = ledger.update_api_job(job.id, "failed", None, now()).await {
                     tracing::error!(job = job.id, error = %err, "could not mark the job failed");
+                }
+                if let Some(h) = hold_id {
+                    self.release(h, &format!("forwarding failed: {e}")).await;
                 }
                 tracing::warn!(job = job.id, cluster = %q.cluster, error = %e,
                     "forwarding failed; hold released");
