@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use bursar_pricing::Currency;
+use futures_util::TryStreamExt;
 use rustc_hash::{FxHashMap, FxHashSet};
 use sqlx::sqlite::SqliteRow;
 use sqlx::SqliteConnection;
@@ -999,16 +1000,20 @@ pub(super) async fn list(
          order by id",
         filters.join(" and ")
     );
-    let rows = sqlx::query(&sql)
+    // Row by row: a listing of a whole cluster's journal is hundreds of thousands of rows,
+    // and sqlx's rows weigh several times the entries made of them.
+    let mut rows = sqlx::query(&sql)
         .bind(q.after_id)
         .bind(q.account.as_deref())
         .bind(q.cluster.as_deref())
         .bind(q.job_id.as_deref())
         .bind(q.limit.map_or(-1, i64::from))
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db)?;
-    rows.iter().map(journal_entry).collect()
+        .fetch(&mut *conn);
+    let mut entries = Vec::new();
+    while let Some(row) = rows.try_next().await.map_err(db)? {
+        entries.push(journal_entry(&row)?);
+    }
+    Ok(entries)
 }
 
 /// Usage entries (types 2 to 7) with `effective_at ∈ [from, to)`, through the
