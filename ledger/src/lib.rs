@@ -528,6 +528,12 @@ impl Ledger {
         self.storage.holds(active_only).await
     }
 
+    /// How many holds are active: a count through the active holds' index, without reading
+    /// them.
+    pub async fn active_holds_count(&self) -> Result<u64> {
+        self.storage.active_holds_count().await
+    }
+
     /// The holds with one of `ids`, by id; ids of no hold are left out. Reads by primary key,
     /// however many holds the ledger has.
     pub async fn holds_by_id(&self, ids: &[i64]) -> Result<Vec<HoldRow>> {

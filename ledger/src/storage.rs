@@ -128,6 +128,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn extend_hold(&self, id: i64, at: i64) -> Result<bool>;
     async fn holds(&self, active_only: bool) -> Result<Vec<HoldRow>>;
     async fn holds_due(&self, now: i64) -> Result<Vec<HoldRow>>;
+    /// How many holds are active.
+    async fn active_holds_count(&self) -> Result<u64>;
     /// The holds with one of `ids`, by id (see [`crate::Ledger::holds_by_id`]).
     async fn holds_by_id(&self, ids: &[i64]) -> Result<Vec<HoldRow>>;
     /// The holds placed at or before `at` and not closed by then (see

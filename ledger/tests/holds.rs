@@ -314,6 +314,7 @@ async fn holds_are_read_by_id_and_as_they_stood_at_an_instant() {
         (HoldState::Released, Some(T0 + 2 * HOUR), "physics")
     );
     assert!(ledger.holds_by_id(&[]).await.unwrap().is_empty());
+    assert_eq!(ledger.active_holds_count().await.unwrap(), 2);
 
     // Before any was placed; while all of the first three were open; after one closed; at
     // its closing second (closed by then); after both closed, before and after the last one.

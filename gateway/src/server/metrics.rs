@@ -41,7 +41,7 @@ impl Metrics {
     /// The exposition: the counters, plus gauges read now from the ledger (active holds) and
     /// from each collecting cluster's status.
     pub async fn render(&self, app: &App) -> anyhow::Result<String> {
-        let holds_active = app.ledger.holds(true).await?.len();
+        let holds_active = app.ledger.active_holds_count().await?;
         let mut clusters = Vec::new();
         for (name, cluster) in &app.config.clusters {
             if cluster.collect.is_some() {

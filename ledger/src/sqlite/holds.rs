@@ -413,6 +413,14 @@ pub(super) async fn list(conn: &mut SqliteConnection, active_only: bool) -> Resu
     rows.iter().map(hold_row).collect()
 }
 
+pub(super) async fn active_count(conn: &mut SqliteConnection) -> Result<u64> {
+    let n: i64 = sqlx::query_scalar("select count(*) from holds where state = 'active'")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// The holds with an id in the JSON array `?1`, by id: primary key lookups.
 pub(super) fn by_id_sql() -> String {
     format!("{HOLD_SELECT} where h.id in (select value from json_each(?1)) order by h.id")

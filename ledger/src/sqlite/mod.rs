@@ -588,6 +588,11 @@ impl Storage for SqliteStorage {
         holds::due(&mut conn, now).await
     }
 
+    async fn active_holds_count(&self) -> Result<u64> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        holds::active_count(&mut conn).await
+    }
+
     async fn holds_by_id(&self, ids: &[i64]) -> Result<Vec<HoldRow>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         holds::by_id(&mut conn, ids).await
