@@ -257,22 +257,3 @@ pub(super) async fn api_jobs_on(
         .map_err(db)?;
     rows.iter().map(api_job_row).collect()
 }
-
-/// Marks the jobs of holds that just expired `expired`, unless they already ended.
-pub(super) async fn expire_api_jobs(
-    conn: &mut SqliteConnection,
-    hold_ids_json: &str,
-    at: i64,
-) -> Result<u64> {
-    let done = sqlx::query(
-        "update api_jobs set state = 'expired', updated_at = ?
-         where hold_id in (select value from json_each(?))
-           and state not in ('settled', 'cancelled', 'expired', 'failed')",
-    )
-    .bind(at)
-    .bind(hold_ids_json)
-    .execute(&mut *conn)
-    .await
-    .map_err(db)?;
-    Ok(done.rows_affected())
-}

@@ -395,11 +395,7 @@ pub(super) async fn expire(conn: &mut SqliteConnection, now: i64) -> Result<u64>
         now,
     )
     .await?;
-    // The API jobs waiting on these holds expire with them, in the same transaction.
-    if !holds.is_empty() {
-        let ids = json_ints(holds.iter().map(|h| h.id));
-        super::gateway::expire_api_jobs(conn, &ids, now).await?;
-    }
+    // The API jobs waiting on these holds expired with them ([`mark_closed`]).
     Ok(u64::try_from(holds.len()).unwrap_or(u64::MAX))
 }
 
