@@ -1096,9 +1096,10 @@ impl Admission {
             .ok_or_else(|| AdmissionError::Internal("a job's view went missing".to_string()))
     }
 
-    /// The jobs' views, in their order: each state from its hold, each charge from the
-    /// journal, read for all of them at once (their holds by id, their usage by cluster and
-    /// job id); a state that changed is written back so that listing by state works.
+    /// The jobs' views, in their order: each state as recorded (a job that holds nothing is
+    /// settled here once its cluster reports it finished, and that is written back so that
+    /// listing by state finds it), what its hold still holds, its charge from the journal;
+    /// read for all of them at once (their holds by id, their usage by cluster and job id).
     async fn views(&self, jobs: Vec<ApiJob>) -> Result<Vec<JobView>> {
         let ledger = &self.inner.app.ledger;
         let hold_ids: Vec<i64> = jobs.iter().filter_map(|j| j.hold_id).collect();
@@ -1141,16 +1142,16 @@ impl Admission {
         let mut views = Vec::with_capacity(jobs.len());
         for job in jobs {
             let hold = job.hold_id.and_then(|h| holds.get(&h));
-            let (mut state, held, mut settled_at) = match (job.state.as_str(), hold) {
-                ("held", Some(h)) => match h.state {
-                    HoldState::Active => ("held", h.amount, None),
-                    HoldState::Settled => ("settled", 0, h.closed_at),
-                    HoldState::Released => ("cancelled", 0, None),
-                    HoldState::Expired => ("expired", 0, None),
-                },
-                (state, Some(h)) if h.state == HoldState::Settled => (state, 0, h.closed_at),
-                (state, _) => (state, 0, None),
+            // The recorded state is the job's: closing a hold records its job's in the same
+            // transaction (settled, cancelled, expired).
+            let mut state = job.state.as_str();
+            let held = match hold {
+                Some(h) if state == "held" && h.state == HoldState::Active => h.amount,
+                _ => 0,
             };
+            let mut settled_at = hold
+                .filter(|h| h.state == HoldState::Settled)
+                .and_then(|h| h.closed_at);
             let charge = settle_ref(&job).and_then(|job_id| {
                 usage
                     .get(&(job.cluster.clone(), job_id, job.currency.clone()))
@@ -1164,6 +1165,7 @@ impl Admission {
                 }
             }
             let state = state.to_string();
+            // Only a job that holds nothing changes here.
             if state != job.state {
                 if let Err(e) = ledger.update_api_job(job.id, &state, None, now()).await {
                     tracing::warn!(job = job.id, error = %e, "could not record the job's new state");
