@@ -998,13 +998,7 @@ mod tests {
     /// scan every hold. A user's list of API jobs reads that user's jobs only.
     #[tokio::test]
     async fn lookups_by_job_id_by_user_and_by_cluster_job_go_through_their_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ledger.db");
-        let storage = SqliteStorage::open(&SqliteTarget::File(path.clone()))
-            .await
-            .unwrap();
-        drop(storage);
-        let conn = rusqlite::Connection::open(&path).unwrap();
+        let (_dir, conn) = migrated().await;
         let lookups = [
             (
                 journal::holds_to_settle_sql(),
@@ -1043,6 +1037,19 @@ mod tests {
         }
     }
 
+    /// A connection to a new ledger file with every migration applied (the folder lives as
+    /// long as the first half).
+    async fn migrated() -> (tempfile::TempDir, rusqlite::Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let storage = SqliteStorage::open(&SqliteTarget::File(path.clone()))
+            .await
+            .unwrap();
+        drop(storage);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        (dir, conn)
+    }
+
     /// The steps of SQLite's plan for `sql`, its parameters unbound.
     fn plan(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
         let mut plan = conn.prepare(&format!("explain query plan {sql}")).unwrap();
@@ -1061,13 +1068,7 @@ mod tests {
     /// to the journal through indexes only.
     #[tokio::test]
     async fn job_views_and_forecasts_read_holds_and_usage_through_indexes() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ledger.db");
-        let storage = SqliteStorage::open(&SqliteTarget::File(path.clone()))
-            .await
-            .unwrap();
-        drop(storage);
-        let conn = rusqlite::Connection::open(&path).unwrap();
+        let (_dir, conn) = migrated().await;
         let cases: [(String, &[&str]); 3] = [
             (
                 holds::by_id_sql(),
