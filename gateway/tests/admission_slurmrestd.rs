@@ -184,12 +184,11 @@ async fn a_refusal_is_a_502_with_slurms_message_and_releases_the_hold() {
 
 #[tokio::test]
 async fn an_unreachable_slurmrestd_is_a_503_and_releases_the_hold() {
-    // A port nothing listens on: bind, note it, close it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Bound and never listening, and kept so for the whole test: connecting is refused, and
+    // no other test can be given the port meanwhile.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = closed.local_addr().unwrap().port();
     let f = fixture(&format!("http://127.0.0.1:{port}")).await;
     let err = f
         .admission

@@ -332,12 +332,11 @@ async fn help_prints_the_sbatch_usage() {
 
 #[tokio::test]
 async fn an_unreachable_server_is_named() {
-    // Bind and drop a listener to get a port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Bound and never listening, and kept so for the whole test: connecting is refused, and
+    // no other test can be given the port meanwhile.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = closed.local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}");
     let run = bursar(&["submit", "--wrap=true"], &Home::new(), &url).await;
     assert_eq!(run.code, 1);

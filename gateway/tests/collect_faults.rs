@@ -23,7 +23,14 @@ struct Fixture {
     collector: Collector,
 }
 
+/// A collector for `url` with a timeout to spare: on a busy machine, a big answer built by
+/// the mock server must not be taken for a slow slurmrestd.
 async fn fixture(url: &str) -> Fixture {
+    fixture_timing_out(url, "60s").await
+}
+
+/// A collector for `url` that gives up on a call after `timeout`.
+async fn fixture_timing_out(url: &str, timeout: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("jwt.key");
     std::fs::write(&key, [7u8; 32]).unwrap();
@@ -32,7 +39,7 @@ async fn fixture(url: &str) -> Fixture {
          accounts:\n  org: {{}}\n  physics: {{parent: org}}\n  chemistry: {{parent: org}}\n\
          clusters:\n  onprem:\n    kind: slurm\n    currency: su\n    partitions:\n      batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
          \x20   collect:\n      slurmrestd: {{url: \"{url}\", jwt_key_file: \"{key}\", api_version: v0.0.38}}\n\
-         \x20     slice: 1d\n      timeout: 2s\n      attempts: 2\n",
+         \x20     slice: 1d\n      timeout: {timeout}\n      attempts: 2\n",
         db = dir.path().join("ledger.db").display(),
         key = key.display(),
     );
@@ -118,6 +125,7 @@ impl wiremock::Respond for FailsAfterDay1 {
 /// in slices of at most an hour.
 async fn serving_hours<R: wiremock::Respond + 'static>(
     cluster: std::sync::Arc<R>,
+    timeout: &str,
 ) -> (MockServer, Fixture) {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
@@ -125,7 +133,7 @@ async fn serving_hours<R: wiremock::Respond + 'static>(
         .respond_with(Shared(cluster))
         .mount(&server)
         .await;
-    let mut f = fixture(&server.uri()).await;
+    let mut f = fixture_timing_out(&server.uri(), timeout).await;
     f.collector.slice = Duration::from_secs(3_600);
     (server, f)
 }
@@ -222,12 +230,11 @@ async fn assert_fault(f: &Fixture, needle: &str) {
 
 #[tokio::test]
 async fn connection_refused() {
-    // A port nothing listens on: bind, note the port, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Bound and never listening, and kept so for the whole test: connecting is refused, and
+    // no other test can be given the port meanwhile.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = closed.local_addr().unwrap().port();
     let f = fixture(&format!("http://127.0.0.1:{port}")).await;
     assert_fault(&f, "127.0.0.1").await;
 }
@@ -240,11 +247,11 @@ async fn a_timeout() {
         .respond_with(
             ResponseTemplate::new(200)
                 .set_body_string(day1_jobs())
-                .set_delay(Duration::from_secs(5)),
+                .set_delay(Duration::from_secs(30)),
         )
         .mount(&server)
         .await;
-    let f = fixture(&server.uri()).await;
+    let f = fixture_timing_out(&server.uri(), "2s").await;
     assert_fault(&f, "time").await;
 }
 
@@ -452,7 +459,7 @@ async fn dense_windows_are_read_in_calls_of_about_a_thousand_jobs() {
     // here), shortens the next ones to about a thousand jobs a call, lengthens them again
     // where the cluster was idle, and starts its next pass from where this one ended.
     let cluster = std::sync::Arc::new(DenseCluster::new(DAY1, 600, 12_000));
-    let (_server, f) = serving_hours(cluster.clone()).await;
+    let (_server, f) = serving_hours(cluster.clone(), "60s").await;
     let end = DAY1 + 2 * 3_600 + 600;
     let window = PassWindow {
         since: Some(DAY1),
@@ -528,7 +535,7 @@ impl wiremock::Respond for SlowOnLongWindows {
         }
         let answer = empty_page();
         if end - start > 1_200 {
-            answer.set_delay(Duration::from_secs(5))
+            answer.set_delay(Duration::from_secs(30))
         } else {
             answer
         }
@@ -538,7 +545,7 @@ impl wiremock::Respond for SlowOnLongWindows {
 #[tokio::test]
 async fn a_slice_that_times_out_is_retried_a_quarter_as_long() {
     let cluster = std::sync::Arc::new(SlowOnLongWindows::default());
-    let (_server, f) = serving_hours(cluster.clone()).await;
+    let (_server, f) = serving_hours(cluster.clone(), "2s").await;
     let end = DAY1 + 3_600;
     let window = PassWindow {
         since: Some(DAY1),

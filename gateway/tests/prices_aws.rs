@@ -400,10 +400,10 @@ async fn failures_name_the_cause_and_store_nothing() {
     assert_eq!(aws.requests().len(), before + 1, "no retries");
     aws.fail_with(None);
 
-    // Nothing listens on this port.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // Nothing listens on this port: bound, never listening, kept for the test.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let url = format!("http://{}", closed.local_addr().unwrap());
-    drop(closed);
     let run = home
         .bursar(&["prices", "refresh", "--aws", "--endpoint", &url])
         .await;

@@ -775,13 +775,18 @@ async fn the_expiry_loop_expires_holds_and_their_api_jobs() {
         })
         .await
         .unwrap();
-    // The first tick is immediate; stop soon after.
-    bursar_gateway::server::expiry_loop(
-        server.app.clone(),
-        None,
-        tokio::time::sleep(std::time::Duration::from_millis(300)),
-    )
-    .await;
+    // The first tick is immediate; stop once nothing is held any more (or, should the loop
+    // never expire the hold, after half a minute, for the assertions below to say so).
+    let watching = ledger.clone();
+    let expired = async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline
+            && !watching.holds(true).await.unwrap().is_empty()
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    bursar_gateway::server::expiry_loop(server.app.clone(), None, expired).await;
     assert!(ledger.holds(true).await.unwrap().is_empty());
     let job = ledger.api_job(job.id).await.unwrap().unwrap();
     assert_eq!(job.state, "expired");

@@ -59,6 +59,45 @@ fn wait_for(dev: &DevStack, job: &str, states: &[&str], limit: Duration) -> Stri
     }
 }
 
+/// physics's `GrpSubmitJobs` as slurmctld holds it (`N` for none), which follows `sacctmgr`
+/// only once slurmdbd has passed the change on.
+fn submit_limit_in_force(dev: &DevStack) -> String {
+    let out = dev.slurm(
+        "scontrol",
+        "onprem",
+        &["show", "assoc_mgr", "accounts=physics", "flags=assoc"],
+    );
+    let mut account_record = false;
+    for line in out.lines() {
+        if line.starts_with("ClusterName=") {
+            account_record = line.contains(" Account=physics UserName= ");
+        }
+        if !account_record {
+            continue;
+        }
+        if let Some((_, rest)) = line.split_once("GrpSubmitJobs=") {
+            return rest.split('(').next().unwrap_or("").to_string();
+        }
+    }
+    panic!("no GrpSubmitJobs for physics in:\n{out}")
+}
+
+/// Waits (up to a minute) until slurmctld enforces `limit` for physics.
+fn wait_for_limit(dev: &DevStack, limit: &str) {
+    let started = Instant::now();
+    loop {
+        let now = submit_limit_in_force(dev);
+        if now == limit {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "slurmctld still has GrpSubmitJobs={now} for physics, not {limit}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// Lifts the block and cancels the test's jobs however the test ends.
 struct Cleanup<'a> {
     dev: &'a DevStack,
@@ -113,7 +152,7 @@ fn an_exhausted_account_is_blocked_in_slurm_without_killing_running_jobs_and_lif
         .unwrap()
         .to_string();
     cleanup.jobs.push(running.clone());
-    let state = wait_for(&dev, &running, &["RUNNING"], Duration::from_secs(30));
+    let state = wait_for(&dev, &running, &["RUNNING"], Duration::from_secs(90));
     assert_eq!(state, "RUNNING", "job {running} should be running");
 
     // physics is exhausted: an allocation of 0 su.
@@ -148,7 +187,8 @@ fn an_exhausted_account_is_blocked_in_slurm_without_killing_running_jobs_and_lif
     let physics_line = table.lines().find(|l| l.contains("physics")).unwrap();
     assert!(physics_line.contains("onprem"), "{table}");
 
-    // Slurm itself refuses a direct sbatch.
+    // Slurm itself refuses a direct sbatch, once slurmdbd has told slurmctld.
+    wait_for_limit(&dev, "0");
     let refused = sbatch_as_alice(&dev, "true");
     assert!(
         !refused.status.success(),
@@ -195,6 +235,7 @@ fn an_exhausted_account_is_blocked_in_slurm_without_killing_running_jobs_and_lif
         ],
     );
     assert!(grp.lines().any(|l| l == "physics||"), "{grp}");
+    wait_for_limit(&dev, "N");
     let ok = sbatch_as_alice(&dev, "true");
     assert!(ok.status.success(), "sbatch after the deposit: {ok:?}");
     cleanup

@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 /// How long a submitted Slurm job may take to be listed by sacct and to finish.
 const JOB_WAIT: Duration = Duration::from_secs(90);
 /// How long the server's collection loop (every 2 s) may take to settle a finished job.
-const SETTLE_WAIT: Duration = Duration::from_secs(60);
+const SETTLE_WAIT: Duration = Duration::from_secs(180);
 
 fn now() -> i64 {
     SystemTime::now()
@@ -583,7 +583,7 @@ fn job_script(dir: &Path) -> PathBuf {
     std::fs::write(
         &path,
         "#!/bin/bash\n#SBATCH -A physics\n#SBATCH -t 1\n#SBATCH -n 1\n#SBATCH -J bursar-live\n\
-         #SBATCH -o /dev/null\nsleep 3\n",
+         #SBATCH -o /dev/null\nsleep 10\n",
     )
     .unwrap();
     path
@@ -624,7 +624,7 @@ fn a_job_runs_as_its_user_holds_its_estimate_and_settles_at_its_sacct_cost() {
     assert_eq!(job["cluster_job_id"], sub.cluster_job_id.as_str());
     assert_eq!(job["currency"], "su");
     assert_eq!(micros(job["estimate"].as_str().unwrap()), estimate, "{job}");
-    // Checked at once: the job sleeps 3 s, and only its final sacct record settles it.
+    // Checked at once: the job sleeps 10 s, and only its final sacct record settles it.
     assert_eq!(job["state"], "held", "{job}");
     assert_eq!(micros(job["hold"].as_str().unwrap()), estimate, "{job}");
     let row = gw.alice_balance("physics", "su");
