@@ -192,6 +192,62 @@ pub async fn audit(
     Ok(())
 }
 
+/// Audit entries listed when no limit is asked for.
+pub const AUDIT_LIMIT: u32 = 1000;
+
+/// The most audit entries one listing may ask for.
+pub const AUDIT_LIMIT_MOST: u32 = 10_000;
+
+/// A page of the audit log, as `GET /v1/audit` and `bursar audit` show it.
+#[derive(Debug, Clone)]
+pub struct AuditPage {
+    /// Newest first: `{"id", "at", "actor", "role", "action", "target", "before", "after"}`.
+    pub entries: Vec<Value>,
+    /// When older entries exist: the `before` that lists them.
+    pub next_before: Option<i64>,
+}
+
+/// The newest `limit` entries ([`AUDIT_LIMIT`] when not given) with an id below `before`.
+pub async fn audit_page(app: &App, before: Option<i64>, limit: Option<u32>) -> Result<AuditPage> {
+    let limit = limit.unwrap_or(AUDIT_LIMIT);
+    if !(1..=AUDIT_LIMIT_MOST).contains(&limit) {
+        return Err(AdminError::Invalid(format!(
+            "limit must be 1 to {AUDIT_LIMIT_MOST}, not {limit}"
+        )));
+    }
+    // One entry past the limit tells whether older ones follow.
+    let mut entries = app.ledger.audit_page(before, limit + 1).await?;
+    let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
+    let next_before = (entries.len() > wanted).then(|| {
+        entries.truncate(wanted);
+        entries.last().map_or(0, |e| e.id)
+    });
+    // Before and after are stored as JSON text; anything else is shown as the text it is.
+    let parse = |text: &Option<String>| match text {
+        None => Value::Null,
+        Some(t) => serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.clone())),
+    };
+    let entries = entries
+        .iter()
+        .map(|e| {
+            json!({
+                "id": e.id,
+                "at": format_instant(e.at),
+                "actor": e.actor,
+                "role": e.role,
+                "action": e.action,
+                "target": e.target,
+                "before": parse(&e.before),
+                "after": parse(&e.after),
+            })
+        })
+        .collect();
+    Ok(AuditPage {
+        entries,
+        next_before,
+    })
+}
+
 // --- accounts -----------------------------------------------------------------------------
 
 /// An account as audited and answered: `{"name", "parent", "closed_at"}`.

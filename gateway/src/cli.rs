@@ -653,9 +653,12 @@ pub struct AllocSetArgs {
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// At most this many entries.
+    /// At most this many entries (1 to 10000).
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
+    /// Only entries with a smaller id: the id the listing before named, to page back.
+    #[arg(long)]
+    pub before: Option<i64>,
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }

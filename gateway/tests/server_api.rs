@@ -233,8 +233,30 @@ async fn admin_changes_are_audited_with_before_and_after() {
         entries[0]["before"],
         json!({"user": "erin", "default_account": "physics", "accounts": ["physics"]})
     );
-    let limited = server.get("/v1/audit?limit=2", &finance).await;
-    assert_eq!(limited.json["audit"].as_array().unwrap().len(), 2);
+    assert_eq!(audit.json["next_before"], Value::Null);
+    // Pages of two, newest first, each naming where the next starts.
+    let mut paged = Vec::new();
+    let mut path = "/v1/audit?limit=2".to_string();
+    loop {
+        let page = server.get(&path, &finance).await;
+        let rows = page.assert_status(200)["audit"].as_array().unwrap().clone();
+        assert!(rows.len() <= 2);
+        paged.extend(rows);
+        match page.json["next_before"].as_i64() {
+            Some(id) => {
+                assert_eq!(paged.last().unwrap()["id"], id);
+                path = format!("/v1/audit?limit=2&before={id}");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(paged, entries);
+    for limit in ["0", "10001"] {
+        server
+            .get(&format!("/v1/audit?limit={limit}"), &finance)
+            .await
+            .assert_error(422, "invalid_request");
+    }
 }
 
 #[tokio::test]

@@ -658,7 +658,13 @@ impl Ledger {
 
     /// The audit log, newest first, at most `limit` entries (all when `None`).
     pub async fn audit_log(&self, limit: Option<u32>) -> Result<Vec<AuditEntry>> {
-        self.storage.audit_log(limit).await
+        self.storage.audit_log(None, limit).await
+    }
+
+    /// A page of the audit log: the newest `limit` entries with an id below `before` (any id
+    /// when `None`), newest first. Read through the primary key, whatever the log's length.
+    pub async fn audit_page(&self, before: Option<i64>, limit: u32) -> Result<Vec<AuditEntry>> {
+        self.storage.audit_log(before, Some(limit)).await
     }
 
     // --- price tables ---------------------------------------------------------------------

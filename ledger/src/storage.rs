@@ -168,8 +168,9 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
 
     /// Appends to the audit log; returns the entry's id.
     async fn audit(&self, entry: &NewAudit) -> Result<i64>;
-    /// The newest audit entries first, at most `limit`.
-    async fn audit_log(&self, limit: Option<u32>) -> Result<Vec<AuditEntry>>;
+    /// The newest audit entries first, at most `limit`; with `before`, only entries with a
+    /// smaller id.
+    async fn audit_log(&self, before: Option<i64>, limit: Option<u32>) -> Result<Vec<AuditEntry>>;
 
     /// Records an API job; a used idempotency key is a [`crate::LedgerError::Conflict`].
     async fn create_api_job(&self, job: &NewApiJob) -> Result<ApiJob>;

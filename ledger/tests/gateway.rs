@@ -51,6 +51,11 @@ async fn the_audit_log_lists_newest_first_and_limits() {
     let last = ledger.audit_log(Some(1)).await.unwrap();
     assert_eq!(last.len(), 1);
     assert_eq!(last[0].id, second);
+    // Paged: below an id, newest first.
+    let older = ledger.audit_page(Some(second), 5).await.unwrap();
+    assert_eq!(older.iter().map(|e| e.id).collect::<Vec<_>>(), [first]);
+    assert!(ledger.audit_page(Some(first), 5).await.unwrap().is_empty());
+    assert_eq!(ledger.audit_page(None, 1).await.unwrap()[0].id, second);
     let mut empty = audit(T0, "x");
     empty.actor = String::new();
     assert!(matches!(

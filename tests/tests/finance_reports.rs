@@ -478,6 +478,39 @@ fn statement_with_deposits_both_clusters_node_fail_manual_refund_and_transfer_re
         .expect("audit")
         .iter()
         .all(|e| e["role"] == "admin" && e["actor"].as_str().is_some_and(|a| !a.is_empty())));
+    assert_eq!(audit["next_before"], Value::Null, "all ten fit in one page");
+
+    // Paged back four at a time, the same ten, each once.
+    let mut paged = Vec::new();
+    let mut before: Option<i64> = None;
+    loop {
+        let mut args = vec!["audit", "--limit", "4"];
+        let cursor = before.map(|id| id.to_string());
+        if let Some(id) = &cursor {
+            args.extend(["--before", id]);
+        }
+        let page = site.json(&args);
+        paged.extend(page["audit"].as_array().expect("audit").iter().cloned());
+        match page["next_before"].as_i64() {
+            Some(id) => before = Some(id),
+            None => break,
+        }
+    }
+    assert_eq!(paged, *audit["audit"].as_array().unwrap());
+    // The table says how to page back.
+    let table = site.run(&["audit", "--limit", "3"]);
+    let third = audit["audit"][2]["id"].as_i64().unwrap();
+    assert!(
+        String::from_utf8_lossy(&table.stderr)
+            .contains(&format!("older entries: add --before {third} to list them")),
+        "{table:?}"
+    );
+    let refused = site.run(&["audit", "--limit", "0"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("limit must be 1 to 10000, not 0"),
+        "{refused:?}"
+    );
 }
 
 fn json_str(s: &str) -> Value {

@@ -10,7 +10,7 @@ use crate::admin::{self, Actor, Done};
 use crate::app::App;
 use crate::cli::*;
 use crate::output::{write_json, Format, Table};
-use crate::timefmt::{format_instant, parse_instant, OPEN_END, OPEN_START};
+use crate::timefmt::{parse_instant, OPEN_END, OPEN_START};
 
 /// Prints what an operation did: its summary line, or its JSON with `--format json`.
 fn print(done: &Done, format: Format, out: &mut impl Write) -> anyhow::Result<()> {
@@ -181,23 +181,12 @@ pub async fn refund(app: &App, args: RefundArgs, out: &mut impl Write) -> anyhow
 
 /// `bursar audit`: the newest entries first, as `GET /v1/audit` shows them.
 pub async fn audit_log(app: &App, args: AuditArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let entries = app.ledger.audit_log(Some(args.limit)).await?;
-    let parse = |text: &Option<String>| match text {
-        None => serde_json::Value::Null,
-        Some(t) => serde_json::from_str(t).unwrap_or_else(|_| serde_json::Value::String(t.clone())),
-    };
+    let page = admin::audit_page(app, args.before, Some(args.limit)).await?;
     if args.format == Format::Json {
-        let rows: Vec<serde_json::Value> = entries
-            .iter()
-            .map(|e| {
-                serde_json::json!({
-                    "id": e.id, "at": format_instant(e.at), "actor": e.actor, "role": e.role,
-                    "action": e.action, "target": e.target,
-                    "before": parse(&e.before), "after": parse(&e.after),
-                })
-            })
-            .collect();
-        write_json(out, &serde_json::json!({ "audit": rows }))?;
+        write_json(
+            out,
+            &serde_json::json!({ "audit": page.entries, "next_before": page.next_before }),
+        )?;
         return Ok(());
     }
     let mut table = Table::new(
@@ -206,21 +195,27 @@ pub async fn audit_log(app: &App, args: AuditArgs, out: &mut impl Write) -> anyh
         ],
         &["id"],
     );
-    for e in &entries {
-        table.push(vec![
-            e.id.to_string(),
-            format_instant(e.at),
-            e.actor.clone(),
-            e.role.clone(),
-            e.action.clone(),
-            e.target.clone(),
-            e.before.clone().unwrap_or_else(|| "-".to_string()),
-            e.after.clone().unwrap_or_else(|| "-".to_string()),
-        ]);
+    let cell = |value: &serde_json::Value| match value {
+        serde_json::Value::Null => "-".to_string(),
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    for e in &page.entries {
+        table.push(
+            [
+                "id", "at", "actor", "role", "action", "target", "before", "after",
+            ]
+            .iter()
+            .map(|field| cell(&e[field]))
+            .collect(),
+        );
     }
     match args.format {
         Format::Csv => table.write_csv(out)?,
         _ => table.write_table(out)?,
+    }
+    if let Some(id) = page.next_before {
+        eprintln!("older entries: add --before {id} to list them");
     }
     Ok(())
 }

@@ -17,7 +17,7 @@ use bursar_ledger::EntryKind;
 use crate::admin::{self, Actor, Done};
 use crate::auth::Needed;
 use crate::auth::Principal;
-use crate::timefmt::{format_instant, OPEN_END, OPEN_START};
+use crate::timefmt::{OPEN_END, OPEN_START};
 
 fn status(created: bool) -> StatusCode {
     if created {
@@ -349,34 +349,18 @@ pub(super) async fn refund(
 #[serde(deny_unknown_fields)]
 pub(super) struct AuditQuery {
     limit: Option<u32>,
+    before: Option<i64>,
 }
 
-/// `GET /v1/audit?limit=`: finance and admin; newest first.
+/// `GET /v1/audit?limit=&before=`: finance and admin; a page of the newest entries.
 pub(super) async fn audit_log(
     State(state): State<ServerState>,
     Authenticated(caller): Authenticated,
     ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(Needed::ReadAll)?;
-    let entries = state.app.ledger.audit_log(query.limit).await?;
-    let parse = |text: &Option<String>| match text {
-        None => Value::Null,
-        Some(t) => serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.clone())),
-    };
-    let rows: Vec<Value> = entries
-        .iter()
-        .map(|e| {
-            json!({
-                "id": e.id,
-                "at": format_instant(e.at),
-                "actor": e.actor,
-                "role": e.role,
-                "action": e.action,
-                "target": e.target,
-                "before": parse(&e.before),
-                "after": parse(&e.after),
-            })
-        })
-        .collect();
-    Ok(Json(json!({ "audit": rows })))
+    let page = admin::audit_page(&state.app, query.before, query.limit).await?;
+    Ok(Json(
+        json!({ "audit": page.entries, "next_before": page.next_before }),
+    ))
 }

@@ -26,17 +26,19 @@ pub(super) async fn audit(conn: &mut SqliteConnection, entry: &NewAudit) -> Resu
     .map_err(db)
 }
 
-/// The newest entries first, at most `limit` of them.
+/// The newest entries first (below `before` when given), at most `limit` of them.
 pub(super) async fn audit_log(
     conn: &mut SqliteConnection,
+    before: Option<i64>,
     limit: Option<u32>,
 ) -> Result<Vec<AuditEntry>> {
     // SQLite: a negative limit means none.
     let limit = limit.map_or(-1, i64::from);
     let rows = sqlx::query(
         "select id, at, actor, role, action, target, before_json, after_json
-         from audit_log order by id desc limit ?",
+         from audit_log where id < ?1 order by id desc limit ?2",
     )
+    .bind(before.unwrap_or(i64::MAX))
     .bind(limit)
     .fetch_all(&mut *conn)
     .await

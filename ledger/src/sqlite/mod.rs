@@ -678,9 +678,9 @@ impl Storage for SqliteStorage {
         Ok(id)
     }
 
-    async fn audit_log(&self, limit: Option<u32>) -> Result<Vec<AuditEntry>> {
+    async fn audit_log(&self, before: Option<i64>, limit: Option<u32>) -> Result<Vec<AuditEntry>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
-        gateway::audit_log(&mut conn, limit).await
+        gateway::audit_log(&mut conn, before, limit).await
     }
 
     #[tracing::instrument(skip_all)]
