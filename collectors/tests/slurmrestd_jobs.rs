@@ -384,8 +384,14 @@ async fn v0_0_38_times_in_the_configured_server_zone_or_as_uts() {
 }
 
 #[tokio::test]
-async fn v0_0_4x_query_has_epoch_times_and_explicit_duplicate_and_truncation_flags() {
+async fn v0_0_4x_query_has_epoch_times_and_explicit_duplicate_truncation_and_scheduler_flags() {
     for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
+        // v0.0.40/41 read a query's time as text only: `uts<epoch>` (Slurm ticket 21214).
+        let (start, end) = if version <= ApiVersion::V0_0_41 {
+            ("uts1795306000", "uts1795312000")
+        } else {
+            ("1795306000", "1795312000")
+        };
         let server = MockServer::start().await;
         Mock::given(method("GET"))
             .and(path(format!("/slurmdb/{version}/jobs/")))
@@ -393,6 +399,7 @@ async fn v0_0_4x_query_has_epoch_times_and_explicit_duplicate_and_truncation_fla
             .and(query_param("show_duplicates", "true"))
             .and(query_param("disable_truncate_usage_time", "true"))
             .and(query_param("skip_steps", "true"))
+            .and(query_param("scheduler_unset", "true"))
             .respond_with(
                 ResponseTemplate::new(200)
                     .set_body_raw(r#"{"jobs": [], "errors": []}"#, "application/json"),
@@ -405,10 +412,15 @@ async fn v0_0_4x_query_has_epoch_times_and_explicit_duplicate_and_truncation_fla
         assert_eq!(
             queries(&server).await,
             vec![
-                "cluster=onprem&start_time=1795306000&end_time=1795312000&skip_steps=true\
-                 &show_duplicates=true&disable_truncate_usage_time=true",
-                "cluster=onprem&start_time=1795306000&end_time=1795312000&skip_steps=true\
-                 &show_duplicates=true&disable_truncate_usage_time=true&state=CANCELLED"
+                format!(
+                    "cluster=onprem&start_time={start}&end_time={end}&skip_steps=true\
+                     &show_duplicates=true&disable_truncate_usage_time=true&scheduler_unset=true"
+                ),
+                format!(
+                    "cluster=onprem&start_time={start}&end_time={end}&skip_steps=true\
+                     &show_duplicates=true&disable_truncate_usage_time=true&scheduler_unset=true\
+                     &state=CANCELLED"
+                )
             ],
             "{version}"
         );
@@ -446,8 +458,8 @@ async fn a_three_day_window_is_three_slices_and_a_job_seen_twice_is_kept_once() 
         let start = t0 + day * i as i64;
         Mock::given(method("GET"))
             .and(path("/slurmdb/v0.0.41/jobs/"))
-            .and(query_param("start_time", start.to_string()))
-            .and(query_param("end_time", (start + day).to_string()))
+            .and(query_param("start_time", format!("uts{start}")))
+            .and(query_param("end_time", format!("uts{}", start + day)))
             .and(query_param("cluster", "onprem"))
             .and(query_param_is_missing("state"))
             .respond_with(ResponseTemplate::new(200).set_body_raw(body, "application/json"))
@@ -466,7 +478,7 @@ async fn a_three_day_window_is_three_slices_and_a_job_seen_twice_is_kept_once() 
         let start = t0 + day * i as i64;
         Mock::given(method("GET"))
             .and(path("/slurmdb/v0.0.41/jobs/"))
-            .and(query_param("start_time", start.to_string()))
+            .and(query_param("start_time", format!("uts{start}")))
             .and(query_param("state", "CANCELLED"))
             .respond_with(ResponseTemplate::new(200).set_body_raw(body, "application/json"))
             .expect(1)

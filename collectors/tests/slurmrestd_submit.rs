@@ -149,9 +149,14 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         fixture_json("constructed/slurm_v0.0.38_job_submit_req.json")
     );
     for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
+        let mut expected = fixture_json("constructed/slurm_v0.0.41plus_job_submit_req.json");
+        if version == ApiVersion::V0_0_40 {
+            // v0.0.40 also carries the request's own `script` (23.11.0 – 23.11.4 need it).
+            expected["script"] = expected["job"]["script"].clone();
+        }
         assert_eq!(
             submit_body(version, &fixture_job()).unwrap(),
-            fixture_json("constructed/slurm_v0.0.41plus_job_submit_req.json"),
+            expected,
             "{version}"
         );
     }
@@ -236,7 +241,18 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         for key in ["time_limit", "memory_per_node"] {
             assert_eq!(job[key]["set"], json!(true), "{version}: {key}");
         }
-        assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
+        if version == ApiVersion::V0_0_40 {
+            // v0.0.40's request has its own `script` (its spec's `v0.0.40_job_submit_req`),
+            // which 23.11.0 – 23.11.4 require: the same text as `job.script`.
+            assert_eq!(
+                body.as_object().unwrap().len(),
+                2,
+                "{version}: `job`, `script`"
+            );
+            assert_eq!(body["script"], job["script"], "{version}");
+        } else {
+            assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
+        }
     }
     assert_eq!(checked, 18 * 6);
 }
@@ -283,6 +299,34 @@ async fn submit_as_a_user_sends_their_minted_token_and_the_versions_body() {
             "minted for the user acted as"
         );
     }
+}
+
+#[tokio::test]
+async fn an_error_answer_that_names_a_created_job_is_a_submission() {
+    // 23.11.0: a job created with a non-zero return code (here: its partition is down) is
+    // answered with HTTP 500, the error, and the job's id. The job waits on the cluster.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(json_answer(
+            500,
+            r#"{"job_id": 4711, "step_id": "batch", "job_submit_user_msg": "",
+                "errors": [{"description": "Batch job submission failed",
+                  "error_number": 2031, "error": "Required partition not available (inactive or drain)",
+                  "source": "slurm_submit_batch_job()"}],
+                "warnings": []}"#
+                .into(),
+        ))
+        .mount(&server)
+        .await;
+    let (client, _key) = client(&server, Some(ApiVersion::V0_0_40));
+    let submitted = client.submit_job("alice", &fixture_job()).await.unwrap();
+    assert_eq!(submitted.job_id, 4711);
+    assert!(
+        submitted
+            .user_msg
+            .contains("Required partition not available"),
+        "{submitted:?}"
+    );
 }
 
 #[tokio::test]
@@ -599,6 +643,22 @@ async fn job_state_reads_both_generations_and_an_unknown_job_is_none() {
         Some("PENDING")
     );
     assert_eq!(v38.job_state(99999999).await.unwrap(), None);
+    // 23.11 and later answer an unknown job with HTTP 404 (and errno 2017).
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.41/job/8"))
+        .respond_with(json_answer(
+            404,
+            r#"{"jobs": [], "errors": [{"description": "Unable to find JobId=8",
+                "error_number": 2017, "error": "Invalid job id specified",
+                "source": "_handle_job_get"}]}"#
+                .into(),
+        ))
+        .mount(&server)
+        .await;
     let (v41, _key) = client(&server, Some(ApiVersion::V0_0_41));
     assert_eq!(v41.job_state(7).await.unwrap().as_deref(), Some("PENDING"));
+    assert_eq!(v41.job_state(8).await.unwrap(), None);
+    // Any other 404 (no such path: a wrong URL prefix) is an error.
+    let err = v41.job_state(9).await.unwrap_err();
+    assert!(err.to_string().contains("404"), "{err}");
 }

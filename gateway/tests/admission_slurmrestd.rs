@@ -388,3 +388,61 @@ async fn a_hold_whose_job_still_waits_on_the_cluster_is_kept_the_others_expire()
     // Asked again before its new expiry, nothing is due.
     assert_eq!(f.admission.keep_waiting(later + 60).await, 0);
 }
+
+/// v0.0.38 names a job by its first state flag (Slurm's `job_state_string()`): a held,
+/// requeued-and-held, stopped or signalled job is still on the cluster, and its hold is kept;
+/// one that ended or was revoked is not.
+#[tokio::test]
+async fn jobs_named_by_a_state_flag_still_wait() {
+    use bursar_collectors::slurmrestd::{
+        ApiSelection, ApiVersion, SlurmAuth, SlurmRestClient, SlurmRestConfig,
+    };
+    use bursar_gateway::admission::forward::SlurmForwarder;
+    use bursar_gateway::admission::Forwarder;
+
+    let states = [
+        ("PENDING", true),
+        ("REQUEUE_HOLD", true),
+        ("SPECIAL_EXIT", true),
+        ("RESV_DEL_HOLD", true),
+        ("REQUEUE_FED", true),
+        ("STOPPED", true),
+        ("SIGNALING", true),
+        ("STAGE_OUT", true),
+        ("COMPLETING", true),
+        ("COMPLETED", false),
+        ("CANCELLED", false),
+        ("REVOKED", false),
+    ];
+    let server = MockServer::start().await;
+    for (id, (state, _)) in states.iter().enumerate() {
+        Mock::given(method("GET"))
+            .and(path(format!("/slurm/v0.0.38/job/{}", id + 1)))
+            .respond_with(ResponseTemplate::new(200).set_body_json(
+                json!({"errors": [], "jobs": [{"job_id": id + 1, "job_state": state}]}),
+            ))
+            .mount(&server)
+            .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("jwt.key");
+    std::fs::write(&key, KEY).unwrap();
+    let auth = SlurmAuth::JwtKey {
+        key_file: key,
+        user: "slurm".into(),
+        lifetime: std::time::Duration::from_secs(300),
+    };
+    let mut config = SlurmRestConfig::new(server.uri(), "onprem", auth);
+    config.api = ApiSelection::Fixed(ApiVersion::V0_0_38);
+    let forwarder = SlurmForwarder::new(SlurmRestClient::new(config).unwrap());
+    for (id, (state, waiting)) in states.iter().enumerate() {
+        assert_eq!(
+            forwarder
+                .still_waiting(&(id + 1).to_string())
+                .await
+                .unwrap(),
+            *waiting,
+            "{state}"
+        );
+    }
+}

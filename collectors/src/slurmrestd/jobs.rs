@@ -261,8 +261,9 @@ fn base_state(word: &str) -> Option<JobState> {
 
 /// `tres.allocated[]` as a TRES vector: `{type, name, count}` becomes `type` or `type/name`
 /// (`cpu`, `mem` in MB, `node`, `billing`, `gres/gpu`, `gres/gpu:h100`, `license/x`, …).
-/// Entries without a count (22.05's `{"type":"energy","count":null}`) and zero counts are left
-/// out, as sacct leaves them out of AllocTRES.
+/// Entries without a count and zero counts are left out, as sacct leaves them out of AllocTRES:
+/// slurmctld stores energy as NO_VAL64, which 22.05's v0.0.38 prints as `"count": null` and
+/// the v0.0.40+ parsers print as a signed 64-bit number, `"count": -2` (INFINITE64: `-1`).
 fn allocated(job: &Value) -> Result<Tres, String> {
     let items = match get(job, "tres.allocated") {
         None => return Err("tres.allocated is missing".into()),
@@ -288,6 +289,7 @@ fn allocated(job: &Value) -> Result<Tres, String> {
             Some(other) => return Err(format!("{path}.name is {}, not a string", show(other))),
         };
         let count = match number(item, "count").map_err(|e| format!("{path}.{e}"))? {
+            Num::Value(NO_VAL64_SIGNED | INFINITE64_SIGNED) => continue,
             Num::Value(n) if n < 0 => {
                 return Err(format!("{path}.count is {n}, a negative count"));
             }
@@ -306,6 +308,10 @@ fn allocated(job: &Value) -> Result<Tres, String> {
     }
     Ok(tres)
 }
+
+/// NO_VAL64 and INFINITE64 as the v0.0.40+ parsers print a 64-bit count: signed.
+const NO_VAL64_SIGNED: i64 = -2;
+const INFINITE64_SIGNED: i64 = -1;
 
 /// `time.limit` in minutes: `null` (v0.0.38's NO_VAL/INFINITE), `{infinite: true}` and
 /// `{set: false}` (no limit of the job's own) are `None`.
@@ -571,6 +577,23 @@ mod tests {
             map_job(&job).unwrap().alloc,
             Tres::parse("billing=22,cpu=4,gres/gpu:h100=2,gres/gpu=2,mem=4G").unwrap()
         );
+        // v0.0.40+: energy not measured is NO_VAL64 printed signed (Slurm 23.11 and later).
+        let unset = with(
+            base(),
+            "tres.allocated",
+            json!([
+                {"type": "cpu", "name": "", "id": 1, "count": 2},
+                {"type": "mem", "name": "", "id": 2, "count": 2000},
+                {"type": "energy", "name": "", "id": 3, "count": -2},
+                {"type": "node", "name": "", "id": 4, "count": 1},
+                {"type": "billing", "name": "", "id": 5, "count": 2},
+                {"type": "fs", "name": "disk", "id": 6, "count": -1}
+            ]),
+        );
+        assert_eq!(
+            map_job(&unset).unwrap().alloc,
+            Tres::parse("billing=2,cpu=2,mem=2000M,node=1").unwrap()
+        );
         let twice = with(
             base(),
             "tres.allocated",
@@ -607,9 +630,9 @@ mod tests {
                 with(
                     base(),
                     "tres.allocated",
-                    json!([{"type": "cpu", "count": -1}]),
+                    json!([{"type": "cpu", "count": -3}]),
                 ),
-                "tres.allocated[0].count is -1, a negative count",
+                "tres.allocated[0].count is -3, a negative count",
             ),
             (
                 with(

@@ -23,8 +23,8 @@
 //! | | v0.0.38 (22.05) | v0.0.40 – v0.0.45 (data_parser) |
 //! |---|---|---|
 //! | jobs path | `/slurmdb/v0.0.38/jobs` | `/slurmdb/v0.0.4x/jobs/` |
-//! | window | `start_time`/`end_time` as `YYYY-MM-DDTHH:MM:SS` in the server's zone (epoch is refused; [`LegacyTimes`]) | epoch seconds (the specs' "UNIX timestamp") |
-//! | flags sent | `skip_steps=true` (the server forces DUPLICATES and NO_TRUNC; unknown parameters are a 500) | `skip_steps`, `show_duplicates`, `disable_truncate_usage_time`, all `true`: passing any flag drops the server's DUPLICATES/NO_TRUNC defaults, so the last two must be explicit |
+//! | window | `start_time`/`end_time` as `YYYY-MM-DDTHH:MM:SS` in the server's zone (epoch is refused; [`LegacyTimes`]) | v0.0.40/41: `uts<epoch>` (their parsers read a query's time only as text, and a bare epoch is no text `parse_time()` knows: 422, Slurm ticket 21214, fixed for v0.0.42 only); v0.0.42+: epoch seconds (the specs' "UNIX timestamp") |
+//! | flags sent | `skip_steps=true` (the server forces DUPLICATES and NO_TRUNC; unknown parameters are a 500) | `skip_steps`, `show_duplicates`, `disable_truncate_usage_time`, `scheduler_unset`, all `true`: passing any flag drops the server's DUPLICATES/NO_TRUNC defaults, so those two must be explicit, and on 23.11 – 24.05.3 also its "any scheduling" default, which leaves only jobs that no scheduler started (no job at all, in practice; Slurm ticket 20639) unless `scheduler_unset` asks for every job |
 //! | numbers | plain, `null` for NO_VAL/INFINITE | `{set, infinite, number}` (`time.limit`, `array.task_id`, `het.job_offset`) |
 //! | `state.current` | `"COMPLETED"` | `["COMPLETED"]`, `["PENDING","REQUEUED"]`, … |
 //! | submit body | `script` top-level, `environment` an object | `job.script`, `environment` a `K=V` list, `time_limit`/`memory_per_node` as `{set,…}` |
@@ -45,8 +45,8 @@
 //! `cluster` is the top-level field (22.05's `association.cluster` is wrong); times are epoch
 //! seconds with 0/unset meaning "none"; `elapsed_us` is `time.elapsed` seconds × 10⁶; the
 //! allocation is `tres.allocated[]` (`type` or `type/name`: `gres/gpu`, `gres/gpu:h100`; `mem`
-//! in MB; entries without a count, like 22.05's `energy`, and zero counts left out, as sacct
-//! does); `time.limit` unset/infinite is `None`; `""` is `None` for partition, QOS and name.
+//! in MB; entries without a count, like 22.05's `energy` (`null`; v0.0.40+ print its
+//! NO_VAL64 as `-2`), and zero counts left out, as sacct does); `time.limit` unset/infinite is `None`; `""` is `None` for partition, QOS and name.
 //! The state rule is documented on the job reader: flags that end a run (REQUEUED, RESIZING,
 //! REVOKED) win as in Slurm's `job_state_string()`, transient flags (COMPLETING, …) yield to
 //! the base state. `exit_code` is ignored: ≤ v0.0.39 report `SUCCESS`/0 for every job.
@@ -335,7 +335,8 @@ impl SlurmRestClient {
             if version.is_data_parser() {
                 query
                     .append_pair("show_duplicates", "true")
-                    .append_pair("disable_truncate_usage_time", "true");
+                    .append_pair("disable_truncate_usage_time", "true")
+                    .append_pair("scheduler_unset", "true");
             }
             if let Some(state) = state {
                 query.append_pair("state", state);
@@ -417,7 +418,9 @@ impl SlurmRestClient {
         let body = submit_body(version, job)?;
         let url = self.url(&version.submit_path());
         let (status, answer) = self.call(Method::POST, url, as_user, Some(&body)).await?;
-        if !(200..300).contains(&status) {
+        // A job id means the job exists, even in an error answer (see `names_created_job`):
+        // calling it refused would release the hold of a job that runs.
+        if !(200..300).contains(&status) && !submit::names_created_job(&answer) {
             return Err(http_error(status, &answer, as_user));
         }
         let submitted = submit::parse_submitted(status, &answer, as_user)?;
@@ -446,8 +449,12 @@ impl SlurmRestClient {
         let user = self.credentials.default_user();
         let url = self.url(&version.job_path(job_id));
         let (status, answer) = self.call(Method::GET, url, user, None).await?;
-        // 22.05 answers an unknown job with HTTP 500 and errno 2017: not a failure here.
-        if !(200..300).contains(&status) && status != 500 {
+        // An unknown job is errno 2017, with HTTP 500 (22.05) or 404 (23.11 and later): not a
+        // failure here.
+        if !(200..300).contains(&status) {
+            if submit::names_unknown_job(&answer) {
+                return Ok(None);
+            }
             return Err(http_error(status, &answer, user));
         }
         submit::parse_job_state(status, &answer, user)

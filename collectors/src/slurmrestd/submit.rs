@@ -72,7 +72,8 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// - v0.0.38: `{"script": …, "job": {…}}` with `environment` an object (22.05 answers 400
 ///   "environment must be a dictionary" to a list), `time_limit` and `memory_per_node` plain
 ///   integers, `nodes` as `[min, max]`, GPUs as `gres`.
-/// - v0.0.40+: `{"job": {"script": …, …}}` (the top-level `script` is deprecated from v0.0.41),
+/// - v0.0.40+: `{"job": {"script": …, …}}` (v0.0.40 also the top-level `script`, which
+///   23.11.0 – 23.11.4 require; it is deprecated from v0.0.41),
 ///   `environment` a list of `K=V`, `time_limit`/`memory_per_node` as `{set, infinite,
 ///   number}`, `nodes` a string, GPUs as `tres_per_node` (`gres/gpu:h100:2`).
 pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, RestError> {
@@ -163,6 +164,12 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if modern {
         let list: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         put("environment", json!(list));
+        if version == ApiVersion::V0_0_40 {
+            // Slurm 23.11.0 – 23.11.4 refuse a v0.0.40 submission without the request's own
+            // `script` (422 "Populated \"script\" field is required"); later ones copy it over
+            // `job.script`, which holds the same text.
+            return Ok(json!({ "script": job.script, "job": props }));
+        }
         Ok(json!({ "job": props }))
     } else {
         let object: Map<String, Value> = env.into_iter().map(|(k, v)| (k, json!(v))).collect();
@@ -218,11 +225,7 @@ pub(crate) fn parse_submitted(
 ) -> Result<SubmittedJob, RestError> {
     let json = json_body(body, "submit answer")?;
     let errors = api_errors(&json);
-    let job_id = json
-        .get("job_id")
-        .and_then(Value::as_u64)
-        .or_else(|| json.pointer("/result/job_id").and_then(Value::as_u64))
-        .filter(|id| *id > 0);
+    let job_id = job_id_in(&json);
     // A job id means slurmctld created the job, whatever errors[] says beside it: 22.05 answers
     // a held job (`"hold": true`, or priority 0 from a job_submit plugin) with the job id and
     // errors[] 2042 "Job is in held state, pending scheduler release". Calling that a refusal
@@ -252,6 +255,22 @@ pub(crate) fn parse_submitted(
         job_id,
         user_msg: notes.join("; "),
     })
+}
+
+/// The id of the job a submit answer says slurmctld created, if any.
+fn job_id_in(json: &Value) -> Option<u64> {
+    json.get("job_id")
+        .and_then(Value::as_u64)
+        .or_else(|| json.pointer("/result/job_id").and_then(Value::as_u64))
+        .filter(|id| *id > 0)
+}
+
+/// Whether a submit answer, whatever its status, names a job slurmctld created. 23.11.0
+/// answers a job created with a non-zero return code (partition down, a QOS or association
+/// limit: the job waits) with HTTP 500 and the job's id; 23.11.1 and later with 200 and a
+/// warning.
+pub(crate) fn names_created_job(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).is_ok_and(|json| job_id_in(&json).is_some())
 }
 
 /// Checks a 2xx cancel answer: `errors[]`, and v0.0.42+'s per-job `status[].error.code`.
@@ -386,6 +405,15 @@ pub(crate) fn parse_job_state(
         Some(Value::String(s)) => Some(s.clone()),
         Some(Value::Array(flags)) => flags.first().and_then(Value::as_str).map(str::to_string),
         _ => None,
+    })
+}
+
+/// Whether an answer's errors[] say slurmctld does not know the job.
+pub(crate) fn names_unknown_job(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).is_ok_and(|json| {
+        api_errors(&json)
+            .iter()
+            .any(|e| e.number == Some(ESLURM_INVALID_JOB_ID))
     })
 }
 

@@ -111,6 +111,11 @@ pub(crate) fn time_params(
     window: Window,
 ) -> Result<(String, String), RestError> {
     if version.is_data_parser() {
+        // v0.0.40 and v0.0.41 parse a query's time as text only (`parse_time()`), which
+        // reads `uts<epoch>` but not a bare epoch; v0.0.42 and later take either.
+        if version <= ApiVersion::V0_0_41 {
+            return Ok((format!("uts{}", window.start), format!("uts{}", window.end)));
+        }
         return Ok((window.start.to_string(), window.end.to_string()));
     }
     match legacy {
@@ -199,10 +204,18 @@ mod tests {
             time_params(v38, LegacyTimes::Uts, w).unwrap(),
             ("uts1795306391".to_string(), "uts1795306451".to_string())
         );
-        assert_eq!(
-            time_params(ApiVersion::V0_0_41, berlin, w).unwrap(),
-            ("1795306391".to_string(), "1795306451".to_string())
-        );
+        for version in [ApiVersion::V0_0_40, ApiVersion::V0_0_41] {
+            assert_eq!(
+                time_params(version, berlin, w).unwrap(),
+                ("uts1795306391".to_string(), "uts1795306451".to_string())
+            );
+        }
+        for version in [ApiVersion::V0_0_42, ApiVersion::V0_0_45] {
+            assert_eq!(
+                time_params(version, berlin, w).unwrap(),
+                ("1795306391".to_string(), "1795306451".to_string())
+            );
+        }
     }
 
     #[test]

@@ -268,8 +268,12 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
     })
 }
 
-/// Job states slurmctld reports for a job that has not ended (held jobs are `PENDING`).
-const SLURM_WAITING: [&str; 7] = [
+/// Job states slurmctld reports for a job that has not ended (held jobs are `PENDING`). v0.0.38
+/// names a job by its first state flag when it has one (Slurm's `job_state_string()`), so a
+/// queued, held or running job may also read `REQUEUE_HOLD`, `SPECIAL_EXIT`, `RESV_DEL_HOLD`,
+/// `STOPPED`, `SIGNALING`, `STAGE_OUT` or `REQUEUE_FED`; v0.0.40+ list the base state first.
+/// `REVOKED` (a federation sibling withdrawn) is not waiting.
+const SLURM_WAITING: [&str; 14] = [
     "PENDING",
     "RUNNING",
     "SUSPENDED",
@@ -277,6 +281,13 @@ const SLURM_WAITING: [&str; 7] = [
     "CONFIGURING",
     "COMPLETING",
     "RESIZING",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "SPECIAL_EXIT",
+    "RESV_DEL_HOLD",
+    "STOPPED",
+    "SIGNALING",
+    "STAGE_OUT",
 ];
 
 /// Slurm errnos that mean "the job is already gone": cancelling it is done.
