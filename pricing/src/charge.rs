@@ -157,8 +157,9 @@ pub enum EndStateAction {
 /// Which final states are charged.
 ///
 /// Defaults: COMPLETED, FAILED, TIMEOUT, CANCELLED (after start), OUT_OF_MEMORY, PREEMPTED,
-/// DEADLINE and REQUEUED are charged; NODE_FAIL and BOOT_FAIL are refunded; REVOKED is free.
-/// PENDING, RUNNING, SUSPENDED and RESIZING are not final and cannot be configured: such a
+/// DEADLINE, REQUEUED and RESIZING (the part before a resize) are charged; NODE_FAIL and
+/// BOOT_FAIL are refunded; REVOKED is free.
+/// PENDING, RUNNING and SUSPENDED are not final and cannot be configured: such a
 /// record is never charged (the ledger keeps its hold until the final record arrives).
 /// Whatever the state, a job that never started costs 0.
 ///
@@ -699,6 +700,7 @@ mod tests {
             charged,
             [
                 "REQUEUED",
+                "RESIZING",
                 "COMPLETED",
                 "FAILED",
                 "CANCELLED",

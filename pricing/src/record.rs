@@ -66,11 +66,13 @@ impl JobState {
     }
 
     /// A job in this state will not run any more: its usage is final.
-    /// REQUEUED is final for the record it is on (the next run is a new record).
+    /// REQUEUED and RESIZING are final for the record they are on: slurmdbd ends a requeued
+    /// run's record, and a resized job's record at the resize (its state RESIZING, its end the
+    /// resize time), and the job goes on in a new record (a new submit time).
     pub fn is_final(self) -> bool {
         !matches!(
             self,
-            JobState::Pending | JobState::Running | JobState::Suspended | JobState::Resizing
+            JobState::Pending | JobState::Running | JobState::Suspended
         )
     }
 }

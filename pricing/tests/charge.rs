@@ -282,12 +282,11 @@ fn end_state_policy() {
         Some(ChargeReason::NeverStarted)
     );
 
-    for state in [
-        JobState::Running,
-        JobState::Pending,
-        JobState::Suspended,
-        JobState::Resizing,
-    ] {
+    // The record slurmdbd ends at a resize is final: the time before it is charged.
+    let resized = charge_of(&pricing, with_state(JobState::Resizing));
+    assert!(resized.is_final);
+    assert_eq!(resized.amount.micros, 2_000_000);
+    for state in [JobState::Running, JobState::Pending, JobState::Suspended] {
         let charge = charge_of(&pricing, with_state(state));
         assert_eq!(charge.amount.micros, 0, "{state}");
         assert!(!charge.is_final, "{state}");

@@ -84,7 +84,7 @@ struct Job {
 
 impl Job {
     fn is_final(&self) -> bool {
-        !["RUNNING", "PENDING", "SUSPENDED", "REQUEUED", "RESIZING"].contains(&self.state.as_str())
+        !["RUNNING", "PENDING", "SUSPENDED"].contains(&self.state.as_str())
     }
     fn refunded(&self) -> bool {
         ["NODE_FAIL", "BOOT_FAIL"].contains(&self.state.as_str())

@@ -4,7 +4,8 @@ use std::fmt;
 
 /// Columns whose values are free text a user chose, so they may contain the `|` sacct does not
 /// escape.
-const FREE_TEXT: [&str; 9] = [
+/// `Extra` (23.02+) uses `|` as its OR; `StdOut`, `StdErr` and `StdIn` (24.05+) are paths.
+const FREE_TEXT: [&str; 13] = [
     "jobname",
     "comment",
     "admincomment",
@@ -14,6 +15,10 @@ const FREE_TEXT: [&str; 9] = [
     "constraints",
     "container",
     "wckey",
+    "extra",
+    "stdout",
+    "stderr",
+    "stdin",
 ];
 
 /// Where each column bursar reads sits in a line, resolved once from the header.
@@ -235,6 +240,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.free_text, None);
+        // Newer sacct's `Extra` (23.02+, `|` is its OR) and `StdOut` (24.05+) are free text too.
+        for extra in ["Extra", "StdOut"] {
+            let header = format!("JobID|Account|State|Submit|ElapsedRaw|AllocTRES|{extra}");
+            let alone = Columns::resolve(names(&header), true).unwrap();
+            assert_eq!(alone.free_text, Some(6), "{extra}");
+            let with_name = Columns::resolve(names(&format!("{header}|JobName")), true).unwrap();
+            assert_eq!(with_name.free_text, None, "{extra}");
+        }
     }
 
     #[test]

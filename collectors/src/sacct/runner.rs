@@ -173,15 +173,33 @@ impl SacctCommand {
         let (status, out, err) = tokio::time::timeout(self.timeout, run)
             .await
             .map_err(|_| SacctRunError::Timeout(self.timeout))??;
+        let stderr = || String::from_utf8_lossy(&err).trim().to_string();
         if !status.success() {
-            let stderr = String::from_utf8_lossy(&err).trim().to_string();
             return Err(SacctRunError::Failed {
                 status: status.to_string(),
-                stderr,
+                stderr: stderr(),
             });
         }
-        parse_output(&out, &self.cluster)
+        let fetch = parse_output(&out, &self.cluster)?;
+        if failed_quietly(&fetch, &err) {
+            return Err(SacctRunError::Failed {
+                status: format!("{status}, but an error and no jobs"),
+                stderr: stderr(),
+            });
+        }
+        Ok(fetch)
     }
+}
+
+/// Whether a run that exited 0 failed all the same: up to 23.11.3 sacct exits with whatever
+/// `errno` holds when its query fails — often 0 — after printing the header, so an error on
+/// stderr with no job at all is a failed query, not an empty window (whose cursor would move
+/// past jobs never read).
+fn failed_quietly(fetch: &SacctFetch, stderr: &[u8]) -> bool {
+    fetch.records.is_empty()
+        && fetch.quarantined.is_empty()
+        && fetch.steps == 0
+        && String::from_utf8_lossy(stderr).contains("error:")
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` in UTC, the form sacct's `-S`/`-E` read (with `TZ=UTC`).
@@ -263,6 +281,47 @@ mod tests {
         let err = cmd.fetch(0, 1).await.unwrap_err();
         assert!(err.to_string().contains("/nonexistent/sacct"), "{err}");
         assert!(!err.is_retryable());
+    }
+
+    /// A stand-in sacct: prints the header, then `rows`, to stdout and `stderr` to stderr, and
+    /// exits 0 (as sacct up to 23.11.3 may after a failed query).
+    fn fake_sacct(dir: &std::path::Path, rows: &str, stderr: &str) -> SacctCommand {
+        use std::os::unix::fs::PermissionsExt;
+        let header = FORMAT.replace(',', "|");
+        let path = dir.join("sacct");
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\nprintf '%s\\n' '{header}'\nprintf '{rows}'\nprintf '{stderr}' >&2\nexit 0\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut cmd = SacctCommand::new("onprem");
+        cmd.program = path;
+        cmd
+    }
+
+    #[tokio::test]
+    async fn an_error_with_no_jobs_is_a_failure_though_sacct_exits_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = "sacct: error: Problem talking to the database: Connection refused\\n";
+        let err = fake_sacct(dir.path(), "", error)
+            .fetch(0, 1)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SacctRunError::Failed { .. }), "{err}");
+        assert!(err.is_retryable());
+        assert!(err.to_string().contains("Connection refused"), "{err}");
+
+        // An empty window without an error is empty; jobs beside an error line are jobs.
+        let empty = fake_sacct(dir.path(), "", "").fetch(0, 1).await.unwrap();
+        assert!(empty.records.is_empty());
+        let row = "1|1|onprem|physics|alice|batch|normal|COMPLETED|1795306391|1795306392|\
+                   1795306394|2|billing=1,cpu=1,mem=1000M,node=1|1|1|UNLIMITED|ok\\n";
+        let jobs = fake_sacct(dir.path(), row, error)
+            .fetch(0, 1)
+            .await
+            .unwrap();
+        assert_eq!(jobs.records.len(), 1);
     }
 
     #[tokio::test]
