@@ -558,7 +558,8 @@ impl LineParser {
                 .map_err(|e| format!("bad {} {text:?}: {e}", c.names[c.alloc_tres.unwrap_or(0)]))?,
         };
         // Older or trimmed formats carry only AllocCPUS. A job that never started allocated
-        // nothing, whatever AllocCPUS says (sacct prints the request there); nor did one whose
+        // nothing, whatever AllocCPUS says (up to 23.02.4 sacct prints the request there, 0
+        // from 23.02.5); nor did one whose
         // AllocTRES is printed empty (22.05 gives a job cancelled while pending a Start equal
         // to its End, with the request under AllocCPUS).
         if c.alloc_tres.is_none() && start.is_some() {
