@@ -71,8 +71,8 @@ pub struct UsageCharge {
     pub partition: Option<String>,
     pub qos: Option<String>,
     pub state: String,
-    /// The record will not change any more (the job ended). Only final records settle holds,
-    /// and a final revision is never replaced by a non-final one.
+    /// The record will not change any more (its run ended). A final revision is never replaced
+    /// by a non-final one; see [`UsageCharge::ends_job`] for which records settle holds.
     pub is_final: bool,
     pub currency: Currency,
     pub amount_micros: i64,
@@ -80,6 +80,15 @@ pub struct UsageCharge {
     pub effective_at: i64,
     pub price_version: Option<String>,
     pub note: Option<String>,
+}
+
+impl UsageCharge {
+    /// The job is over: a final record, and not one slurmdbd ends while the job goes on in a
+    /// new record (REQUEUED: the next run; RESIZING: the part after the resize). Only these
+    /// settle the job's hold; the others keep it alive as an unfinished record does.
+    pub fn ends_job(&self) -> bool {
+        self.is_final && !matches!(self.state.as_str(), "REQUEUED" | "RESIZING")
+    }
 }
 
 /// What [`crate::Ledger::post_usage`] did with a batch.

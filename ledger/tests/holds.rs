@@ -70,6 +70,49 @@ async fn a_hold_counts_like_a_charge_and_final_usage_settles_it() {
     assert!(ledger.verify().await.unwrap().is_empty());
 }
 
+/// slurmdbd ends a requeued run's record (REQUEUED) and a resized job's record at the resize
+/// (RESIZING) while the job goes on in a new record with a later submit time: those records
+/// are charged, but the hold stays (and lives on) until a record that ends the job.
+#[tokio::test]
+async fn a_requeued_or_resized_record_is_charged_and_keeps_the_hold() {
+    for state in ["REQUEUED", "RESIZING"] {
+        let (_dir, ledger) = setup().await;
+        let h = ledger
+            .try_place_hold(&hold("h1", "physics", 30, Some("5")))
+            .await
+            .unwrap();
+        let first_run = UsageCharge {
+            state: state.to_string(),
+            ..record("5", "r1", "physics", 10, T0 + 2 * HOUR)
+        };
+        let out = ledger
+            .post_usage(&[first_run], T0 + 2 * HOUR)
+            .await
+            .unwrap();
+        assert_eq!((out.charged, out.settled_holds), (1, 0), "{state}");
+        let active = ledger.holds(true).await.unwrap();
+        assert_eq!(active.len(), 1, "{state}");
+        assert_eq!(active[0].id, h.id);
+        assert!(
+            active[0].expires_at > T0 + DAY,
+            "{state}: extended like a running record"
+        );
+        let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+        assert_eq!((b.charged, b.held), (10 * UNIT, 30 * UNIT), "{state}");
+
+        // The job's next record ends it: charged on its own, and the hold settles.
+        let next_run = UsageCharge {
+            submit: T0 + 2 * HOUR,
+            ..record("5", "r2", "physics", 15, T0 + 4 * HOUR)
+        };
+        let out = ledger.post_usage(&[next_run], T0 + 4 * HOUR).await.unwrap();
+        assert_eq!((out.charged, out.settled_holds), (1, 1), "{state}");
+        let b = &ledger.balance("physics", T0 + HOUR).await.unwrap()[0];
+        assert_eq!((b.charged, b.held), (25 * UNIT, 0), "{state}");
+        assert!(ledger.verify().await.unwrap().is_empty());
+    }
+}
+
 #[tokio::test]
 async fn try_place_hold_refuses_with_the_numbers_of_the_link_that_cannot_cover() {
     let (_dir, ledger) = setup().await;

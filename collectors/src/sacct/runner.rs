@@ -195,11 +195,26 @@ impl SacctCommand {
 /// `errno` holds when its query fails — often 0 — after printing the header, so an error on
 /// stderr with no job at all is a failed query, not an empty window (whose cursor would move
 /// past jobs never read).
+/// Only errors about reaching slurmdbd count: sacct also prints harmless complaints about
+/// slurm.conf through `error()` ("Ignoring obsolete FastSchedule=1 option"), and a quiet
+/// cluster's empty window must not fail for ever because of one.
 fn failed_quietly(fetch: &SacctFetch, stderr: &[u8]) -> bool {
+    const QUERY_FAILED: [&str; 7] = [
+        "slurmdbd",
+        "dbd_",
+        "database",
+        "persist",
+        "connection refused",
+        "timed out",
+        "zero bytes were transmitted",
+    ];
     fetch.records.is_empty()
         && fetch.quarantined.is_empty()
         && fetch.steps == 0
-        && String::from_utf8_lossy(stderr).contains("error:")
+        && String::from_utf8_lossy(stderr).lines().any(|line| {
+            let line = line.to_ascii_lowercase();
+            line.contains("error:") && QUERY_FAILED.iter().any(|m| line.contains(m))
+        })
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` in UTC, the form sacct's `-S`/`-E` read (with `TZ=UTC`).
@@ -283,18 +298,26 @@ mod tests {
         assert!(!err.is_retryable());
     }
 
-    /// A stand-in sacct: prints the header, then `rows`, to stdout and `stderr` to stderr, and
-    /// exits 0 (as sacct up to 23.11.3 may after a failed query).
-    fn fake_sacct(dir: &std::path::Path, rows: &str, stderr: &str) -> SacctCommand {
-        use std::os::unix::fs::PermissionsExt;
+    /// A stand-in sacct named `name`: prints the header, then `rows`, to stdout and `stderr`
+    /// to stderr, and exits 0 (as sacct up to 23.11.3 may after a failed query).
+    fn fake_sacct(dir: &std::path::Path, name: &str, rows: &str, stderr: &str) -> SacctCommand {
         let header = FORMAT.replace(',', "|");
-        let path = dir.join("sacct");
+        let text = dir.join(format!("{name}.sh"));
         std::fs::write(
-            &path,
+            &text,
             format!("#!/bin/sh\nprintf '%s\\n' '{header}'\nprintf '{rows}'\nprintf '{stderr}' >&2\nexit 0\n"),
         )
         .unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Made executable by a child process, so that no descriptor of this process open for
+        // writing it can leak into another test's child (exec would fail with ETXTBSY).
+        let path = dir.join(name);
+        let made = std::process::Command::new("install")
+            .args(["-m", "755"])
+            .arg(&text)
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
         let mut cmd = SacctCommand::new("onprem");
         cmd.program = path;
         cmd
@@ -303,21 +326,32 @@ mod tests {
     #[tokio::test]
     async fn an_error_with_no_jobs_is_a_failure_though_sacct_exits_0() {
         let dir = tempfile::tempdir().unwrap();
-        let error = "sacct: error: Problem talking to the database: Connection refused\\n";
-        let err = fake_sacct(dir.path(), "", error)
+        let error =
+            "sacct: error: slurmdbd: Getting response to message type: DBD_GET_JOBS_COND\\n";
+        let err = fake_sacct(dir.path(), "failing", "", error)
             .fetch(0, 1)
             .await
             .unwrap_err();
         assert!(matches!(err, SacctRunError::Failed { .. }), "{err}");
         assert!(err.is_retryable());
-        assert!(err.to_string().contains("Connection refused"), "{err}");
+        assert!(err.to_string().contains("DBD_GET_JOBS_COND"), "{err}");
 
-        // An empty window without an error is empty; jobs beside an error line are jobs.
-        let empty = fake_sacct(dir.path(), "", "").fetch(0, 1).await.unwrap();
+        // An empty window is empty, also beside a complaint about slurm.conf; jobs beside an
+        // error line are jobs.
+        let empty = fake_sacct(dir.path(), "quiet", "", "")
+            .fetch(0, 1)
+            .await
+            .unwrap();
+        assert!(empty.records.is_empty());
+        let config = "sacct: error: Ignoring obsolete FastSchedule=1 option. Please remove it from your configuration.\\n";
+        let empty = fake_sacct(dir.path(), "old_conf", "", config)
+            .fetch(0, 1)
+            .await
+            .unwrap();
         assert!(empty.records.is_empty());
         let row = "1|1|onprem|physics|alice|batch|normal|COMPLETED|1795306391|1795306392|\
                    1795306394|2|billing=1,cpu=1,mem=1000M,node=1|1|1|UNLIMITED|ok\\n";
-        let jobs = fake_sacct(dir.path(), row, error)
+        let jobs = fake_sacct(dir.path(), "busy", row, error)
             .fetch(0, 1)
             .await
             .unwrap();

@@ -289,7 +289,11 @@ fn allocated(job: &Value) -> Result<Tres, String> {
             Some(other) => return Err(format!("{path}.name is {}, not a string", show(other))),
         };
         let count = match number(item, "count").map_err(|e| format!("{path}.{e}"))? {
-            Num::Value(NO_VAL64_SIGNED | INFINITE64_SIGNED) => continue,
+            Num::Value(NO_VAL64_SIGNED | INFINITE64_SIGNED)
+                if MEASURED.iter().any(|m| kind.eq_ignore_ascii_case(m)) =>
+            {
+                continue
+            }
             Num::Value(n) if n < 0 => {
                 return Err(format!("{path}.count is {n}, a negative count"));
             }
@@ -308,6 +312,11 @@ fn allocated(job: &Value) -> Result<Tres, String> {
     }
     Ok(tres)
 }
+
+/// TRES slurmctld measures rather than allocates, left unset (NO_VAL64) when nothing measured
+/// them. An unset count of anything else (cpu, mem, billing, a GPU) would price the job wrong,
+/// so it still quarantines the job.
+const MEASURED: [&str; 4] = ["energy", "fs", "vmem", "pages"];
 
 /// NO_VAL64 and INFINITE64 as the v0.0.40+ parsers print a 64-bit count: signed.
 const NO_VAL64_SIGNED: i64 = -2;
@@ -593,6 +602,16 @@ mod tests {
         assert_eq!(
             map_job(&unset).unwrap().alloc,
             Tres::parse("billing=2,cpu=2,mem=2000M,node=1").unwrap()
+        );
+        // Unset where it prices the job: quarantined, not priced as nothing.
+        let billing = with(
+            base(),
+            "tres.allocated",
+            json!([{"type": "cpu", "count": 2}, {"type": "billing", "count": -2}]),
+        );
+        assert_eq!(
+            map_job(&billing).unwrap_err(),
+            "tres.allocated[1].count is -2, a negative count"
         );
         let twice = with(
             base(),

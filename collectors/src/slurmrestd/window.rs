@@ -79,8 +79,9 @@ impl FromStr for ServerTimeZone {
 }
 
 /// How v0.0.38 query times are written. Its `parse_time()` refuses plain epoch seconds
-/// ("Unable to parse time format", seen on 22.05.8). v0.0.40+ always get epoch seconds, which
-/// their specs document ("Usage start (UNIX timestamp)"), so no zone is involved there.
+/// ("Unable to parse time format", seen on 22.05.8). v0.0.40+ get epoch seconds, which their
+/// specs document ("Usage start (UNIX timestamp)") — as `uts<epoch>` for v0.0.40 and v0.0.41,
+/// whose parsers read them as text — so no zone is involved there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LegacyTimes {
     /// `YYYY-MM-DDTHH:MM:SS` in the server's zone (documented `parse_time` form; default UTC).
@@ -114,17 +115,24 @@ pub(crate) fn time_params(
         // v0.0.40 and v0.0.41 parse a query's time as text only (`parse_time()`), which
         // reads `uts<epoch>` but not a bare epoch; v0.0.42 and later take either.
         if version <= ApiVersion::V0_0_41 {
-            return Ok((format!("uts{}", window.start), format!("uts{}", window.end)));
+            return Ok(uts(window));
         }
         return Ok((window.start.to_string(), window.end.to_string()));
     }
     match legacy {
-        LegacyTimes::Uts => Ok((format!("uts{}", window.start), format!("uts{}", window.end))),
+        LegacyTimes::Uts => Ok(uts(window)),
         LegacyTimes::Local(zone) => Ok((
             local_iso(window.start, zone, Edge::Start)?,
             local_iso(window.end, zone, Edge::End)?,
         )),
     }
+}
+
+/// `uts<epoch>` of both ends. `parse_time()` refuses a `uts` below 1,000,000 (1970-01-12),
+/// when no job can have run: the window starts there at the earliest.
+fn uts(window: Window) -> (String, String) {
+    let at = |t: i64| format!("uts{}", t.max(1_000_000));
+    (at(window.start), at(window.end))
 }
 
 fn local_iso(at: i64, zone: ServerTimeZone, edge: Edge) -> Result<String, RestError> {
@@ -208,6 +216,10 @@ mod tests {
             assert_eq!(
                 time_params(version, berlin, w).unwrap(),
                 ("uts1795306391".to_string(), "uts1795306451".to_string())
+            );
+            assert_eq!(
+                time_params(version, berlin, Window::new(0, 1_795_306_451)).unwrap(),
+                ("uts1000000".to_string(), "uts1795306451".to_string())
             );
         }
         for version in [ApiVersion::V0_0_42, ApiVersion::V0_0_45] {

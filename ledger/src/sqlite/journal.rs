@@ -662,7 +662,7 @@ pub(super) async fn post_usage(
     for (i, c) in batch.iter().enumerate() {
         let cluster = lid(i, CLUSTER);
         by_cluster.entry(cluster).or_default().push(i);
-        if c.is_final {
+        if c.ends_job() {
             finals.entry(cluster).or_default().push(&c.job_id);
         } else {
             unfinished.entry(cluster).or_default().push(&c.job_id);
