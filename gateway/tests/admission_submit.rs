@@ -436,10 +436,22 @@ async fn a_free_job_holds_nothing_and_settles_when_its_cluster_reports_it_finish
         .unwrap();
     let view = f.admission.job(&alice(), free.id).await.unwrap();
     assert_eq!((view.state.as_str(), view.charge), ("held", Some(0)));
-    // Finished: settled, and no longer listed among the held ones.
+    // Requeued: that run's record is final, but the job goes on in a new record.
+    record.revision = "requeued".into();
+    record.state = "REQUEUED".into();
+    record.is_final = true;
+    f.app
+        .ledger
+        .post_usage(std::slice::from_ref(&record), t + 30)
+        .await
+        .unwrap();
+    let view = f.admission.job(&alice(), free.id).await.unwrap();
+    assert_eq!((view.state.as_str(), view.charge), ("held", Some(0)));
+    // Finished (the next run, a new submit time): settled, and no longer listed among the
+    // held ones.
+    record.submit += 30;
     record.revision = "final".into();
     record.state = "COMPLETED".into();
-    record.is_final = true;
     f.app.ledger.post_usage(&[record], t + 60).await.unwrap();
     let view = f.admission.job(&alice(), free.id).await.unwrap();
     assert_eq!(

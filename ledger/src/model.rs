@@ -82,12 +82,18 @@ pub struct UsageCharge {
     pub note: Option<String>,
 }
 
+/// Whether a record in `state` ends its job: a final record, and not one slurmdbd ends while
+/// the job goes on in a new record (REQUEUED: the next run; RESIZING: the part after the
+/// resize).
+fn ends_job(is_final: bool, state: &str) -> bool {
+    is_final && !matches!(state, "REQUEUED" | "RESIZING")
+}
+
 impl UsageCharge {
-    /// The job is over: a final record, and not one slurmdbd ends while the job goes on in a
-    /// new record (REQUEUED: the next run; RESIZING: the part after the resize). Only these
-    /// settle the job's hold; the others keep it alive as an unfinished record does.
+    /// The job is over with this record ([`ends_job`]). Only such records settle the job's
+    /// hold; the others keep it alive as an unfinished record does.
     pub fn ends_job(&self) -> bool {
-        self.is_final && !matches!(self.state.as_str(), "REQUEUED" | "RESIZING")
+        ends_job(self.is_final, &self.state)
     }
 }
 
@@ -253,6 +259,13 @@ pub struct JobRow {
     pub state: String,
     pub price_version: Option<String>,
     pub updated_at: i64,
+}
+
+impl JobRow {
+    /// The job is over with this posting ([`ends_job`]).
+    pub fn ends_job(&self) -> bool {
+        ends_job(self.is_final, &self.state)
+    }
 }
 
 /// A hold to place. `amount` (> 0) counts against the allocations covering `placed_at` on the

@@ -50,8 +50,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bursar_ledger::{
-    AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, LedgerError, NewAdmission,
-    NewApiJob, NewHold, ViewRead,
+    AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JobRow, LedgerError,
+    NewAdmission, NewApiJob, NewHold, ViewRead,
 };
 use bursar_pricing::{format_micros, Currency};
 use serde_json::{json, Value};
@@ -1067,7 +1067,7 @@ impl Admission {
     }
 
     /// When the cluster reported `job` finished (its posting under the latest submission of
-    /// its id is final), if it did.
+    /// its id is final and ends the job: not a requeue or a resize), if it did.
     async fn finished(
         &self,
         job: &ApiJob,
@@ -1085,7 +1085,7 @@ impl Admission {
             .ledger
             .job(&job.cluster, &job_id, submit)
             .await?;
-        Ok(posting.filter(|p| p.is_final).map(|p| p.updated_at))
+        Ok(posting.filter(JobRow::ends_job).map(|p| p.updated_at))
     }
 
     /// One job's view (see [`Admission::views`]).
