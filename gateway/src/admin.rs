@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use crate::app::App;
 use crate::auth::Principal;
 use crate::cmd::{allocation_json, bound_json, is_known_currency};
+use crate::output::page_limit;
 use crate::timefmt::{format_bound, format_instant, now};
 
 /// Who makes a change, as the audit log records it.
@@ -192,12 +193,6 @@ pub async fn audit(
     Ok(())
 }
 
-/// Audit entries listed when no limit is asked for.
-pub const AUDIT_LIMIT: u32 = 1000;
-
-/// The most audit entries one listing may ask for.
-pub const AUDIT_LIMIT_MOST: u32 = 10_000;
-
 /// A page of the audit log, as `GET /v1/audit` and `bursar audit` show it.
 #[derive(Debug, Clone)]
 pub struct AuditPage {
@@ -207,14 +202,9 @@ pub struct AuditPage {
     pub next_before: Option<i64>,
 }
 
-/// The newest `limit` entries ([`AUDIT_LIMIT`] when not given) with an id below `before`.
+/// The newest `limit` entries (see [`page_limit`]) with an id below `before`.
 pub async fn audit_page(app: &App, before: Option<i64>, limit: Option<u32>) -> Result<AuditPage> {
-    let limit = limit.unwrap_or(AUDIT_LIMIT);
-    if !(1..=AUDIT_LIMIT_MOST).contains(&limit) {
-        return Err(AdminError::Invalid(format!(
-            "limit must be 1 to {AUDIT_LIMIT_MOST}, not {limit}"
-        )));
-    }
+    let limit = page_limit(limit).map_err(AdminError::Invalid)?;
     // One entry past the limit tells whether older ones follow.
     let mut entries = app.ledger.audit_page(before, limit + 1).await?;
     let wanted = usize::try_from(limit).unwrap_or(usize::MAX);

@@ -93,6 +93,23 @@ pub fn csv_cell(cell: &str) -> String {
     }
 }
 
+/// Rows a paged listing (jobs, the audit log) gives when no limit is asked for.
+pub const PAGE_LIMIT: u32 = 1000;
+
+/// The most rows one page of a listing may ask for.
+pub const PAGE_LIMIT_MOST: u32 = 10_000;
+
+/// The page size for `asked`: [`PAGE_LIMIT`] when not given; refused outside
+/// 1..=[`PAGE_LIMIT_MOST`], with the message to answer.
+pub fn page_limit(asked: Option<u32>) -> Result<u32, String> {
+    let limit = asked.unwrap_or(PAGE_LIMIT);
+    if (1..=PAGE_LIMIT_MOST).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(format!("limit must be 1 to {PAGE_LIMIT_MOST}, not {limit}"))
+    }
+}
+
 /// Writes `value` as pretty JSON followed by a newline.
 pub fn write_json(out: &mut impl Write, value: &serde_json::Value) -> std::io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, value)?;

@@ -3,7 +3,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::error::{api_errors, check_ok_errors, excerpt, RestError, ESLURM_REST_EMPTY_RESULT};
+use super::error::{
+    api_errors, check_ok_errors, excerpt, ApiError, RestError, ESLURM_REST_EMPTY_RESULT,
+};
 use super::version::ApiVersion;
 
 /// A batch job to forward, in bursar's terms. Every `Option` left `None` is left out of the
@@ -393,10 +395,7 @@ pub(crate) fn parse_job_state(
 ) -> Result<Option<String>, RestError> {
     let json = json_body(body, "job answer")?;
     let errors = api_errors(&json);
-    if errors
-        .iter()
-        .any(|e| e.number == Some(ESLURM_INVALID_JOB_ID))
-    {
+    if unknown_job(&errors) {
         return Ok(None);
     }
     check_ok_errors(status, &errors, user)?;
@@ -410,11 +409,13 @@ pub(crate) fn parse_job_state(
 
 /// Whether an answer's errors[] say slurmctld does not know the job.
 pub(crate) fn names_unknown_job(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body).is_ok_and(|json| {
-        api_errors(&json)
-            .iter()
-            .any(|e| e.number == Some(ESLURM_INVALID_JOB_ID))
-    })
+    serde_json::from_slice::<Value>(body).is_ok_and(|json| unknown_job(&api_errors(&json)))
+}
+
+fn unknown_job(errors: &[ApiError]) -> bool {
+    errors
+        .iter()
+        .any(|e| e.number == Some(ESLURM_INVALID_JOB_ID))
 }
 
 /// ESLURM_INVALID_JOB_ID: slurmctld does not know the job.

@@ -172,16 +172,9 @@ pub struct JobQuery {
     pub state: Option<String>,
     /// Only jobs with a smaller id (the `next_before` of the page before).
     pub before: Option<i64>,
-    /// The most jobs listed: the newest that match ([`JOBS_LIMIT`] when not given, at most
-    /// [`JOBS_LIMIT_MOST`]).
+    /// The most jobs listed: the newest that match ([`crate::output::page_limit`]).
     pub limit: Option<u32>,
 }
-
-/// Jobs listed when the query sets no limit.
-pub const JOBS_LIMIT: u32 = 1000;
-
-/// The most jobs one listing may ask for.
-pub const JOBS_LIMIT_MOST: u32 = 10_000;
 
 /// A page of listed jobs.
 #[derive(Debug, Clone)]
@@ -949,12 +942,7 @@ impl Admission {
             }
             Some(principal.user.clone())
         };
-        let limit = query.limit.unwrap_or(JOBS_LIMIT);
-        if !(1..=JOBS_LIMIT_MOST).contains(&limit) {
-            return Err(AdmissionError::invalid(format!(
-                "limit must be 1 to {JOBS_LIMIT_MOST}, not {limit}"
-            )));
-        }
+        let limit = crate::output::page_limit(query.limit).map_err(AdmissionError::invalid)?;
         self.inner.app.ledger.forwarded_settled().await;
         // One row past the limit tells whether older jobs follow.
         let wanted = usize::try_from(limit).unwrap_or(usize::MAX);
