@@ -288,6 +288,28 @@ async fn concurrent_retries_with_one_key_forward_once() {
     assert!(f.app.ledger.verify().await.unwrap().is_empty());
 }
 
+/// onprem's final (COMPLETED) record of `job_id` for physics and alice, revision `final`.
+fn completed(job_id: &str, submit: i64, amount_micros: i64, effective_at: i64) -> UsageCharge {
+    UsageCharge {
+        cluster: "onprem".into(),
+        job_id: job_id.into(),
+        display_id: job_id.into(),
+        submit,
+        revision: "final".into(),
+        account: "physics".into(),
+        user: "alice".into(),
+        partition: Some("batch".into()),
+        qos: None,
+        state: "COMPLETED".into(),
+        is_final: true,
+        currency: Currency::new("su"),
+        amount_micros,
+        effective_at,
+        price_version: None,
+        note: None,
+    }
+}
+
 #[tokio::test]
 async fn final_usage_settles_the_job_and_reports_its_charge() {
     let f = fixture().await;
@@ -297,24 +319,7 @@ async fn final_usage_settles_the_job_and_reports_its_charge() {
     // before each pass, as this does before posting the job's usage.
     f.admission.settled().await;
     let t = now();
-    let record = UsageCharge {
-        cluster: "onprem".into(),
-        job_id: submitted.cluster_job_id.clone(),
-        display_id: submitted.cluster_job_id.clone(),
-        submit: t - 100,
-        revision: "final".into(),
-        account: "physics".into(),
-        user: "alice".into(),
-        partition: Some("batch".into()),
-        qos: None,
-        state: "COMPLETED".into(),
-        is_final: true,
-        currency: Currency::new("su"),
-        amount_micros: 1_234_567,
-        effective_at: t,
-        price_version: None,
-        note: None,
-    };
+    let record = completed(&submitted.cluster_job_id, t - 100, 1_234_567, t);
     let outcome = f
         .app
         .ledger
@@ -383,16 +388,85 @@ async fn final_usage_settles_the_job_and_reports_its_charge() {
     assert_eq!(err.code(), "conflict");
 }
 
-/// A job that costs nothing (a QOS with a usage factor of 0) holds nothing; it is settled,
-/// at a charge of 0, once its cluster reports it finished, not left `held` for ever.
-#[tokio::test]
-async fn a_free_job_holds_nothing_and_settles_when_its_cluster_reports_it_finished() {
+/// The fixture with a QOS whose usage factor is 0 (`scavenger`: its jobs cost nothing), and
+/// physics holding 100 su.
+async fn fixture_with_a_free_qos() -> Fixture {
     let f = fixture_over(&CONFIG.replace(
         "premium: {usage_factor: 2.0}",
         "premium: {usage_factor: 2.0}\n      scavenger: {usage_factor: 0}",
     ))
     .await;
     f.allocate("physics", "su", 100_000_000).await;
+    f
+}
+
+/// Slurm hands out job ids again after its saved state is lost (or `MaxJobId` wraps): an
+/// older job's record under the id of a job submitted through bursar is neither that job's
+/// charge nor its end, whether it holds money or nothing.
+#[tokio::test]
+async fn an_older_job_under_the_same_id_is_neither_the_jobs_charge_nor_its_end() {
+    let f = fixture_with_a_free_qos().await;
+    let held = f.admission.submit(&alice(), job(), None).await.unwrap();
+    let free = f
+        .admission
+        .submit(&alice(), job_with(json!({"qos": "scavenger"})), None)
+        .await
+        .unwrap();
+    f.admission.settled().await;
+    let t = now();
+    let old = |job_id: &str| UsageCharge {
+        revision: "old".into(),
+        ..completed(job_id, t - 7_200, 5_000_000, t - 3_600)
+    };
+    let outcome = f
+        .app
+        .ledger
+        .post_usage(&[old(&held.cluster_job_id), old(&free.cluster_job_id)], t)
+        .await
+        .unwrap();
+    assert_eq!((outcome.charged, outcome.settled_holds), (2, 0));
+    let user = alice();
+    let view = |id| f.admission.job(&user, id);
+    let v = view(held.id).await.unwrap();
+    assert_eq!(
+        (v.state.as_str(), v.held, v.charge),
+        ("held", ONPREM_ESTIMATE, None)
+    );
+    let v = view(free.id).await.unwrap();
+    assert_eq!((v.state.as_str(), v.held, v.charge), ("held", 0, None));
+
+    // The jobs' own records, submitted after bursar forwarded them.
+    let own = |job_id: &str, amount_micros| UsageCharge {
+        revision: "own".into(),
+        ..completed(job_id, t, amount_micros, t + 60)
+    };
+    let outcome = f
+        .app
+        .ledger
+        .post_usage(
+            &[
+                own(&held.cluster_job_id, 1_000_000),
+                own(&free.cluster_job_id, 0),
+            ],
+            t + 60,
+        )
+        .await
+        .unwrap();
+    assert_eq!((outcome.charged, outcome.settled_holds), (2, 1));
+    let v = view(held.id).await.unwrap();
+    assert_eq!(
+        (v.state.as_str(), v.held, v.charge),
+        ("settled", 0, Some(1_000_000))
+    );
+    let v = view(free.id).await.unwrap();
+    assert_eq!((v.state.as_str(), v.charge), ("settled", Some(0)));
+}
+
+/// A job that costs nothing (a QOS with a usage factor of 0) holds nothing; it is settled,
+/// at a charge of 0, once its cluster reports it finished, not left `held` for ever.
+#[tokio::test]
+async fn a_free_job_holds_nothing_and_settles_when_its_cluster_reports_it_finished() {
+    let f = fixture_with_a_free_qos().await;
     let free = f
         .admission
         .submit(&alice(), job_with(json!({"qos": "scavenger"})), None)

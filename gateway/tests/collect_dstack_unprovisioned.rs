@@ -22,16 +22,31 @@ const PLAN: &str =
 const APPLIED: &str =
     include_str!("../../collectors/tests/fixtures/dstack/runs_apply_nogpu.resp.json");
 
+/// The applied run, submitted now (bursar links a record to a hold only when the job was
+/// submitted after the hold was placed: `bursar_ledger::submitted_since`).
+fn applied_run() -> Value {
+    let mut run: Value = serde_json::from_str(APPLIED).unwrap();
+    let now = json!(bursar_gateway::timefmt::format_instant(
+        bursar_gateway::timefmt::now()
+    ));
+    run["submitted_at"] = now.clone();
+    run["latest_job_submission"]["submitted_at"] = now.clone();
+    run["jobs"][0]["job_submissions"][0]["submitted_at"] = now;
+    run
+}
+
 /// The applied run as dstack shows it ~10 s later: failed, its only submission never placed.
 fn failed_run() -> Value {
-    let mut run: Value = serde_json::from_str(APPLIED).unwrap();
+    let mut run = applied_run();
     run["status"] = json!("failed");
     run["termination_reason"] = json!("job_failed");
     let submission = &mut run["jobs"][0]["job_submissions"][0];
     assert!(submission["job_provisioning_data"].is_null());
     submission["status"] = json!("failed");
     submission["termination_reason"] = json!("failed_to_start_due_to_no_capacity");
-    submission["finished_at"] = json!("2026-11-21T23:53:37.000000Z");
+    submission["finished_at"] = json!(bursar_gateway::timefmt::format_instant(
+        bursar_gateway::timefmt::now() + 10
+    ));
     run
 }
 
@@ -166,7 +181,7 @@ async fn a_waiting_run_keeps_its_hold_until_a_later_pass_sees_it_fail() {
     let submitted = f.admission.submit(&alice(), task(), None).await.unwrap();
 
     // The pass lists the run, then re-reads the unfinished ones: still waiting both times.
-    let waiting: Value = serde_json::from_str(APPLIED).unwrap();
+    let waiting = applied_run();
     list_answers(&server, json!([waiting])).await;
     Mock::given(method("POST"))
         .and(path("/api/project/hpc/runs/get"))

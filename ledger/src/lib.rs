@@ -52,13 +52,14 @@ use bursar_pricing::Currency;
 pub use crate::alerts::{AlertKind, AlertPolicy, AlertRow, AlertRules};
 pub use crate::error::{LedgerError, Result};
 pub use crate::forecast::{Exhaustion, Forecast};
+pub use crate::model::submitted_since;
 pub use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
     AssociationRow, AuditEntry, BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState,
     JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold,
     NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest,
     RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable, TransferOutcome,
-    TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow,
+    TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow, SUBMIT_SKEW_SECS,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;

@@ -8,7 +8,7 @@ use bursar_ledger::{
     AdmitOutcome, ForwardedJob, HoldState, Ledger, LedgerError, NewAdmission, NewApiJob, NewHold,
     ViewRead,
 };
-use common::{record, su, temp_ledger, DAY, HOUR, T0, UNIT};
+use common::{record, su, submitted, temp_ledger, DAY, HOUR, T0, UNIT};
 
 fn admission(n: usize, account: &str, units: i64, key: Option<&str>) -> NewAdmission {
     NewAdmission {
@@ -221,7 +221,10 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
     );
     ledger
         .post_usage(
-            &[record("5", "r1", "physics", 12, T0 + 2 * HOUR)],
+            &[submitted(
+                T0 + HOUR,
+                record("5", "r1", "physics", 12, T0 + 2 * HOUR),
+            )],
             T0 + 2 * HOUR,
         )
         .await

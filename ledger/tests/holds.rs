@@ -3,7 +3,7 @@
 mod common;
 
 use bursar_ledger::{HoldState, Ledger, LedgerError, NewHold, UsageCharge};
-use common::{record, running, su, temp_ledger, DAY, HOUR, T0, UNIT};
+use common::{record, running, su, submitted, temp_ledger, DAY, HOUR, T0, UNIT};
 
 fn hold(key: &str, account: &str, units: i64, job: Option<&str>) -> NewHold {
     NewHold {
@@ -46,7 +46,10 @@ async fn a_hold_counts_like_a_charge_and_final_usage_settles_it() {
     // A running record does not settle.
     let out = ledger
         .post_usage(
-            &[running("5", "r1", "physics", 10, T0 + 2 * HOUR)],
+            &[submitted(
+                T0 + HOUR,
+                running("5", "r1", "physics", 10, T0 + 2 * HOUR),
+            )],
             T0 + 2 * HOUR,
         )
         .await
@@ -54,7 +57,10 @@ async fn a_hold_counts_like_a_charge_and_final_usage_settles_it() {
     assert_eq!(out.settled_holds, 0);
     let out = ledger
         .post_usage(
-            &[record("5", "r2", "physics", 25, T0 + 3 * HOUR)],
+            &[submitted(
+                T0 + HOUR,
+                record("5", "r2", "physics", 25, T0 + 3 * HOUR),
+            )],
             T0 + 3 * HOUR,
         )
         .await
@@ -83,7 +89,7 @@ async fn a_requeued_or_resized_record_is_charged_and_keeps_the_hold() {
             .unwrap();
         let first_run = UsageCharge {
             state: state.to_string(),
-            ..record("5", "r1", "physics", 10, T0 + 2 * HOUR)
+            ..submitted(T0 + HOUR, record("5", "r1", "physics", 10, T0 + 2 * HOUR))
         };
         let out = ledger
             .post_usage(&[first_run], T0 + 2 * HOUR)
@@ -111,6 +117,65 @@ async fn a_requeued_or_resized_record_is_charged_and_keeps_the_hold() {
         assert_eq!((b.charged, b.held), (25 * UNIT, 0), "{state}");
         assert!(ledger.verify().await.unwrap().is_empty());
     }
+}
+
+/// Slurm hands out job ids again after its saved state is lost (or `MaxJobId` wraps): a
+/// collection that re-reads an older job's records under the id of a held job must neither
+/// settle nor extend that hold. A record submitted a little before the hold (the cluster's
+/// clock behind bursar's) is still the held job's.
+#[tokio::test]
+async fn an_older_job_under_a_reused_id_neither_settles_nor_extends_the_hold() {
+    let (_dir, ledger) = setup().await;
+    let placed = T0 + HOUR;
+    let h = ledger
+        .try_place_hold(&hold("h1", "physics", 30, Some("5")))
+        .await
+        .unwrap();
+    // The old job 5: submitted an hour before the hold, seen running, then its final record.
+    let old_running = running("5", "old-r", "physics", 2, T0 + 20 * HOUR);
+    let out = ledger
+        .post_usage(&[submitted(T0, old_running)], T0 + 20 * HOUR)
+        .await
+        .unwrap();
+    assert_eq!(out.settled_holds, 0);
+    let active = ledger.holds(true).await.unwrap();
+    assert_eq!(
+        (active[0].id, active[0].expires_at),
+        (h.id, T0 + DAY),
+        "not extended by the old job's sighting"
+    );
+    let out = ledger
+        .post_usage(
+            &[submitted(
+                T0,
+                record("5", "old", "physics", 7, T0 + 20 * HOUR),
+            )],
+            T0 + 20 * HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!((out.charged, out.settled_holds), (0, 0));
+    assert_eq!(out.adjusted, 1, "the old job's usage is charged as usual");
+    let b = &ledger.balance("physics", placed).await.unwrap()[0];
+    assert_eq!((b.charged, b.held), (7 * UNIT, 30 * UNIT));
+    assert_eq!(ledger.holds(true).await.unwrap()[0].id, h.id);
+
+    // The held job itself, its submit time 5 minutes before the hold by the cluster's clock.
+    let out = ledger
+        .post_usage(
+            &[submitted(
+                placed - 300,
+                record("5", "new", "physics", 12, T0 + 21 * HOUR),
+            )],
+            T0 + 21 * HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!((out.charged, out.settled_holds), (1, 1));
+    let b = &ledger.balance("physics", placed).await.unwrap()[0];
+    assert_eq!((b.charged, b.held), (19 * UNIT, 0));
+    assert!(ledger.holds(true).await.unwrap().is_empty());
+    assert!(ledger.verify().await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -242,7 +307,7 @@ async fn a_hold_lives_a_lifetime_past_the_last_sighting_of_its_unfinished_job() 
     // Seen pending: it now expires a lifetime after the sighting.
     let pending = |at: i64| UsageCharge {
         state: "PENDING".to_string(),
-        ..running("7", &format!("p{at}"), "physics", 0, at)
+        ..submitted(T0 + HOUR, running("7", &format!("p{at}"), "physics", 0, at))
     };
     ledger
         .post_usage(&[pending(T0 + 2 * HOUR)], T0 + 2 * HOUR)
@@ -272,7 +337,10 @@ async fn a_hold_lives_a_lifetime_past_the_last_sighting_of_its_unfinished_job() 
     assert_eq!(b.held, 10 * UNIT);
     let out = ledger
         .post_usage(
-            &[record("7", "done", "physics", 4, later + 3 * HOUR)],
+            &[submitted(
+                T0 + HOUR,
+                record("7", "done", "physics", 4, later + 3 * HOUR),
+            )],
             later + 3 * HOUR,
         )
         .await

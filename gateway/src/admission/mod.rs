@@ -50,8 +50,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bursar_ledger::{
-    AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JobRow, LedgerError,
-    NewAdmission, NewApiJob, NewHold, ViewRead,
+    submitted_since, AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JobRow,
+    LedgerError, NewAdmission, NewApiJob, NewHold, ViewRead,
 };
 use bursar_pricing::{format_micros, Currency};
 use serde_json::{json, Value};
@@ -1055,23 +1055,17 @@ impl Admission {
     }
 
     /// When the cluster reported `job` finished (its posting under the latest submission of
-    /// its id is final and ends the job: not a requeue or a resize), if it did.
-    async fn finished(
-        &self,
-        job: &ApiJob,
-        submits: &HashMap<(String, String), i64>,
-    ) -> Result<Option<i64>> {
-        let Some(job_id) = job.cluster_job_id.clone() else {
-            return Ok(None);
-        };
-        let Some(&submit) = submits.get(&(job.cluster.clone(), job_id.clone())) else {
+    /// its id since bursar submitted it, `latest_submit`, is final and ends the job: not a
+    /// requeue or a resize), if it did.
+    async fn finished(&self, job: &ApiJob, latest_submit: Option<i64>) -> Result<Option<i64>> {
+        let (Some(job_id), Some(submit)) = (job.cluster_job_id.as_deref(), latest_submit) else {
             return Ok(None);
         };
         let posting = self
             .inner
             .app
             .ledger
-            .job(&job.cluster, &job_id, submit)
+            .job(&job.cluster, job_id, submit)
             .await?;
         Ok(posting.filter(JobRow::ends_job).map(|p| p.updated_at))
     }
@@ -1109,24 +1103,45 @@ impl Admission {
             .iter()
             .filter_map(|job| Some((job.cluster.clone(), settle_ref(job)?)))
             .collect();
-        // Each job's charge: its usage entries in its currency (none: no charge yet); and the
-        // latest submission the cluster reported under its id.
-        let mut usage: HashMap<(String, String, Currency), i64> = HashMap::new();
-        let mut submits: HashMap<(String, String), i64> = HashMap::new();
+        // The usage posted under each (cluster, job id).
+        let mut usage: HashMap<(String, String), Vec<UsageEntry>> = HashMap::new();
         for e in ledger.jobs_journal(&pairs).await? {
-            let (Some(cluster), Some(job_id), true) = (e.cluster, e.job_id, e.kind.is_usage())
+            let (Some(cluster), Some(job_id), Some(submit), true) =
+                (e.cluster, e.job_id, e.submit, e.kind.is_usage())
             else {
                 continue;
             };
-            if let Some(submit) = e.submit {
-                let latest = submits
-                    .entry((cluster.clone(), job_id.clone()))
-                    .or_insert(submit);
-                *latest = (*latest).max(submit);
-            }
-            let sum = usage.entry((cluster, job_id, e.currency)).or_insert(0);
-            *sum = sum.saturating_add(e.amount);
+            usage
+                .entry((cluster, job_id))
+                .or_default()
+                .push(UsageEntry {
+                    submit,
+                    currency: e.currency,
+                    amount: e.amount,
+                });
         }
+        // A job's charge: the usage entries in its currency of the records submitted since it
+        // was (an older job under a reused id is another job; none: no charge yet); and the
+        // latest such submission.
+        let charge_of = |job: &ApiJob| -> (Option<i64>, Option<i64>) {
+            let Some(entries) =
+                settle_ref(job).and_then(|id| usage.get(&(job.cluster.clone(), id)))
+            else {
+                return (None, None);
+            };
+            let mut charge: Option<i64> = None;
+            let mut latest: Option<i64> = None;
+            for e in entries {
+                if !submitted_since(e.submit, job.submitted_at) {
+                    continue;
+                }
+                latest = Some(latest.map_or(e.submit, |l| l.max(e.submit)));
+                if e.currency == job.currency {
+                    charge = Some(charge.unwrap_or(0).saturating_add(e.amount));
+                }
+            }
+            (charge, latest)
+        };
         let mut views = Vec::with_capacity(jobs.len());
         for job in jobs {
             let hold = job.hold_id.and_then(|h| holds.get(&h));
@@ -1140,15 +1155,11 @@ impl Admission {
             let mut settled_at = hold
                 .filter(|h| h.state == HoldState::Settled)
                 .and_then(|h| h.closed_at);
-            let charge = settle_ref(&job).and_then(|job_id| {
-                usage
-                    .get(&(job.cluster.clone(), job_id, job.currency.clone()))
-                    .copied()
-            });
+            let (charge, latest_submit) = charge_of(&job);
             // A job that holds nothing (an estimate of 0: a free partition or QOS) has no hold
             // to settle: it is settled once its cluster reports it finished.
             if job.state == "held" && job.hold_id.is_none() {
-                if let Some(done) = self.finished(&job, &submits).await? {
+                if let Some(done) = self.finished(&job, latest_submit).await? {
                     (state, settled_at) = ("settled", Some(done));
                 }
             }
@@ -1171,6 +1182,14 @@ impl Admission {
         }
         Ok(views)
     }
+}
+
+/// One usage entry of a job's view: the submit time of the record it posts, its currency and
+/// amount.
+struct UsageEntry {
+    submit: i64,
+    currency: Currency,
+    amount: i64,
 }
 
 /// The error when no cluster took the job: 402 when some fit and only money stood in the way

@@ -10,7 +10,7 @@ use sqlx::SqliteConnection;
 use super::journal::{insert_entries, open_hold, write_effects, OPEN_HOLD_SELECT};
 use super::labels::intern;
 use super::tree::{load_context, require_account, require_open};
-use super::{col, db, json_ints, json_strings};
+use super::{col, db, json_ints};
 use crate::error::{LedgerError, Result};
 use crate::materialize::{Effects, Id};
 use crate::model::{HoldRow, NewHold};
@@ -301,21 +301,30 @@ const EXTEND: &str = "update holds set
          expires_at = ?1 + coalesce(lifetime, expires_at - placed_at)
      where state = 'active' and expires_at < ?1 + coalesce(lifetime, expires_at - placed_at)";
 
-/// [`EXTEND`] for the holds of a cluster (`?2`) linked to any of the job ids of a JSON array
-/// (`?3`), through `holds_active_by_job`.
+/// [`EXTEND`] for the holds of a cluster (`?2`) linked to any of the job ids of a JSON array of
+/// `[job id, submit time]` pairs (`?3`), through `holds_active_by_job`, placed no later than
+/// `?4` seconds after the latest of their job id's submit times (as
+/// [`super::journal::holds_to_settle_sql`]).
 pub(super) fn extend_sighted_sql() -> String {
-    format!("{EXTEND} and cluster_id = ?2 and job_ref in (select value from json_each(?3))")
+    format!(
+        "{EXTEND} and cluster_id = ?2
+         and job_ref in (select json_extract(value, '$[0]') from json_each(?3))
+         and placed_at <= ?4 + (select max(json_extract(value, '$[1]')) from json_each(?3)
+                                where json_extract(value, '$[0]') = holds.job_ref)"
+    )
 }
 
 /// Moves the expiry of the active holds of jobs the cluster reports unfinished at `at`
-/// (`jobs`: job ids by cluster label) to a whole lifetime after `at`: a hold expires only a
-/// lifetime after its job was last seen pending or running, never while it is queued longer
-/// than its time limit. (slurmdbd reports no held job: the gateway asks slurmctld about those,
-/// [`extend`].) The lifetime is the one the hold was placed with, kept in
-/// `lifetime` from the first sighting on (migration 0007). Returns how many holds moved.
+/// (`jobs`: job ids and submit times by cluster label) to a whole lifetime after `at`: a hold
+/// expires only a lifetime after its job was last seen pending or running, never while it is
+/// queued longer than its time limit. (slurmdbd reports no held job: the gateway asks
+/// slurmctld about those, [`extend`].) The lifetime is the one the hold was placed with, kept
+/// in `lifetime` from the first sighting on (migration 0007). A record of a job submitted long
+/// before the hold was placed is another job's under a reused id and moves nothing
+/// ([`crate::model::submitted_since`]). Returns how many holds moved.
 pub(super) async fn extend_sighted(
     conn: &mut SqliteConnection,
-    jobs: &HashMap<Id, Vec<&str>, impl std::hash::BuildHasher>,
+    jobs: &HashMap<Id, Vec<(&str, i64)>, impl std::hash::BuildHasher>,
     at: i64,
 ) -> Result<u64> {
     let mut moved = 0;
@@ -324,7 +333,8 @@ pub(super) async fn extend_sighted(
         let done = sqlx::query(&sql)
             .bind(at)
             .bind(cluster)
-            .bind(json_strings(job_ids.iter().copied()))
+            .bind(super::journal::json_job_submits(job_ids.iter().copied()))
+            .bind(crate::model::SUBMIT_SKEW_SECS)
             .execute(&mut *conn)
             .await
             .map_err(db)?;

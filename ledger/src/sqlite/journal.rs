@@ -564,26 +564,52 @@ pub(super) fn open_hold(row: &SqliteRow) -> Result<OpenHold> {
     })
 }
 
-/// The active holds of a cluster (`?1`) linked to any of the job ids of a JSON array (`?2`),
-/// through `holds_active_by_job`.
+/// The active holds of a cluster (`?1`) linked to any of the job ids of a JSON array of
+/// `[job id, submit time]` pairs (`?2`), through `holds_active_by_job`, and placed no later
+/// than `?3` seconds after the latest of their job id's submit times
+/// ([`crate::model::SUBMIT_SKEW_SECS`]): a record of an older job under a reused id is not
+/// theirs.
 pub(super) fn holds_to_settle_sql() -> String {
     format!(
         "{OPEN_HOLD_SELECT} where state = 'active' and cluster_id = ?1
-         and job_ref in (select value from json_each(?2)) order by id"
+         and job_ref in (select json_extract(value, '$[0]') from json_each(?2))
+         and placed_at <= ?3 + (select max(json_extract(value, '$[1]')) from json_each(?2)
+                                where json_extract(value, '$[0]') = holds.job_ref)
+         order by id"
     )
 }
 
-/// Active holds whose (cluster, job_ref) is the (cluster, job_id) of a final record.
+/// A JSON array of `[job id, submit time]` pairs, for [`holds_to_settle_sql`] and
+/// [`super::holds::extend_sighted_sql`].
+pub(super) fn json_job_submits<'s>(jobs: impl IntoIterator<Item = (&'s str, i64)>) -> String {
+    let mut out = String::from("[");
+    for (i, (job_id, submit)) in jobs.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('[');
+        super::push_json_string(&mut out, job_id);
+        out.push(',');
+        out.push_str(&submit.to_string());
+        out.push(']');
+    }
+    out.push(']');
+    out
+}
+
+/// Active holds whose (cluster, job_ref) is the (cluster, job_id) of a record that ends its
+/// job, placed since that job was submitted ([`crate::model::submitted_since`]).
 async fn holds_to_settle(
     conn: &mut SqliteConnection,
-    finals: &FxHashMap<Id, Vec<&str>>,
+    finals: &FxHashMap<Id, Vec<(&str, i64)>>,
 ) -> Result<Vec<OpenHold>> {
     let mut holds = Vec::new();
     let sql = holds_to_settle_sql();
-    for (cluster, job_ids) in finals {
+    for (cluster, jobs) in finals {
         let rows = sqlx::query(&sql)
             .bind(cluster)
-            .bind(json_strings(job_ids.iter().copied()))
+            .bind(json_job_submits(jobs.iter().copied()))
+            .bind(crate::model::SUBMIT_SKEW_SECS)
             .fetch_all(&mut *conn)
             .await
             .map_err(db)?;
@@ -657,15 +683,16 @@ pub(super) async fn post_usage(
 
     // Known identities, per cluster.
     let mut by_cluster: FxHashMap<Id, Vec<usize>> = FxHashMap::default();
-    let mut finals: FxHashMap<Id, Vec<&str>> = FxHashMap::default();
-    let mut unfinished: FxHashMap<Id, Vec<&str>> = FxHashMap::default();
+    let mut finals: FxHashMap<Id, Vec<(&str, i64)>> = FxHashMap::default();
+    let mut unfinished: FxHashMap<Id, Vec<(&str, i64)>> = FxHashMap::default();
     for (i, c) in batch.iter().enumerate() {
         let cluster = lid(i, CLUSTER);
         by_cluster.entry(cluster).or_default().push(i);
+        let job = (c.job_id.as_str(), c.submit);
         if c.ends_job() {
-            finals.entry(cluster).or_default().push(&c.job_id);
+            finals.entry(cluster).or_default().push(job);
         } else {
-            unfinished.entry(cluster).or_default().push(&c.job_id);
+            unfinished.entry(cluster).or_default().push(job);
         }
     }
     let mut known: Vec<Option<Known>> = vec![None; batch.len()];

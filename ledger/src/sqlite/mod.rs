@@ -279,7 +279,7 @@ pub(crate) fn json_strings<'s>(values: impl IntoIterator<Item = &'s str>) -> Str
 
 /// `v` as a JSON string literal, quotes included. Runs of plain text are copied whole; the
 /// bytes escaped are all ASCII, so every cut is on a character boundary.
-fn push_json_string(out: &mut String, v: &str) {
+pub(super) fn push_json_string(out: &mut String, v: &str) {
     use std::fmt::Write;
     out.push('"');
     let mut plain = 0;

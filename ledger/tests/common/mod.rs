@@ -69,3 +69,9 @@ pub fn running(
         ..record(job_id, revision, account, units, effective_at)
     }
 }
+
+/// `c` as submitted at `submit`: a job's record carries its submit time, which for a job
+/// bursar holds for is at or after the hold (see `bursar_ledger::submitted_since`).
+pub fn submitted(submit: i64, c: UsageCharge) -> UsageCharge {
+    UsageCharge { submit, ..c }
+}

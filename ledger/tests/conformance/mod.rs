@@ -329,7 +329,13 @@ pub async fn story(ledger: &Ledger) {
         Err(LedgerError::Conflict(_))
     ));
     let out = ledger
-        .post_usage(&[rec("j5", "r1", "physics", 80, t1, true)], t1 + 2 * HOUR)
+        .post_usage(
+            &[UsageCharge {
+                submit: t1,
+                ..rec("j5", "r1", "physics", 80, t1, true)
+            }],
+            t1 + 2 * HOUR,
+        )
         .await
         .unwrap();
     assert_eq!((out.charged, out.settled_holds), (1, 1));
