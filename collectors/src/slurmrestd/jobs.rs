@@ -75,6 +75,12 @@ pub(crate) fn parse_page(status: u16, body: &[u8], user: &str) -> Result<Page, R
     Ok(page)
 }
 
+/// Whether a warning is the one slurmrestd 23.11 and later add to every empty answer
+/// (`slurmdb_jobs_get(0x…) found nothing`): a quiet slice, not worth a warning of bursar's.
+pub(crate) fn says_found_nothing(warning: &str) -> bool {
+    warning.trim_end().ends_with(") found nothing")
+}
+
 /// One job's JSON text to a record, or the quarantine reason.
 pub(crate) fn map_raw(raw: &str) -> Result<UsageRecord, String> {
     let job: Value = serde_json::from_str(raw).map_err(|e| format!("job is not JSON: {e}"))?;
@@ -452,6 +458,19 @@ mod tests {
                 {"type": "energy", "name": null, "id": 3, "count": null}
             ]}
         })
+    }
+
+    /// The empty answer's warning as `_db_query_list_funcname` prints it (23.11+), against the
+    /// others.
+    #[test]
+    fn the_empty_answers_warning_is_told_from_the_others() {
+        assert!(says_found_nothing(
+            "slurmdb_jobs_get(0x55d0c1a2b3c0) found nothing"
+        ));
+        assert!(!says_found_nothing(
+            "slurmdb_jobs_get(0x55d0c1a2b3c0) reports nothing changed"
+        ));
+        assert!(!says_found_nothing("Unable to query jobs"));
     }
 
     fn with(mut job: Value, path: &str, value: Value) -> Value {

@@ -380,8 +380,13 @@ impl SlurmRestClient {
                 return Err(http_error(status, &body, user));
             }
             let page = jobs::parse_page(status, &body, user)?;
+            let empty = page.records.is_empty() && page.quarantined.is_empty();
             for warning in &page.warnings {
-                tracing::warn!(cluster = %self.cluster, warning, "slurmrestd warning");
+                if empty && jobs::says_found_nothing(warning) {
+                    tracing::debug!(cluster = %self.cluster, warning, "slurmrestd: no job in the slice");
+                } else {
+                    tracing::warn!(cluster = %self.cluster, warning, "slurmrestd warning");
+                }
             }
             for record in page.records {
                 let key = (record.cluster.clone(), record.job_id.clone(), record.submit);
