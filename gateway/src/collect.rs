@@ -584,7 +584,9 @@ async fn charge_to(
 /// place, e.g. "no matching fleet"). dstack charges nothing for such a submission and the
 /// collector makes no record of it, so without this its hold would never settle and would
 /// stay held until it expires. The record is charged to the hold's account, as "never
-/// started" (0), and posting it settles the hold like any final record.
+/// started" (0), and posting it settles the hold like any final record. A run submitted
+/// through bursar that holds nothing (an estimate of 0) gets one too, charged to its job's
+/// account, so that its job settles rather than stays `held`.
 async fn never_provisioned(
     app: &App,
     cluster: &str,
@@ -601,7 +603,7 @@ async fn never_provisioned(
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    let holds: HashMap<String, String> = app
+    let mut payers: HashMap<String, String> = app
         .ledger
         .holds(true)
         .await?
@@ -609,9 +611,21 @@ async fn never_provisioned(
         .filter(|h| h.cluster == cluster)
         .filter_map(|h| h.job_ref.map(|job_ref| (job_ref, h.account)))
         .collect();
+    let names: BTreeSet<String> = candidates
+        .iter()
+        .map(|(run, _)| run.run_name.clone())
+        .collect();
+    let names: Vec<String> = names.into_iter().collect();
+    app.ledger.forwarded_settled().await;
+    for job in app.ledger.api_jobs_on(cluster, &names).await? {
+        if let (None, "held", Some(settle_ref)) = (job.hold_id, job.state.as_str(), job.settle_ref)
+        {
+            payers.entry(settle_ref).or_insert(job.account);
+        }
+    }
     let mut synthetic = Vec::new();
     for (run, submission_id) in candidates {
-        let Some(account) = holds.get(submission_id) else {
+        let Some(account) = payers.get(submission_id) else {
             continue;
         };
         let state = match run.status.as_str() {

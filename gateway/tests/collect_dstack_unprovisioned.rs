@@ -58,6 +58,11 @@ struct Fixture {
 }
 
 async fn fixture(server: &MockServer) -> Fixture {
+    fixture_priced(server, "CPU=0.05,GRES/gpu=2.0").await
+}
+
+/// The fixture with partition `any` priced by `weights`.
+async fn fixture_priced(server: &MockServer, weights: &str) -> Fixture {
     for (route, body) in [("runs/get_plan", PLAN), ("runs/apply", APPLIED)] {
         Mock::given(method("POST"))
             .and(path(format!("/api/project/hpc/{route}")))
@@ -73,7 +78,7 @@ async fn fixture(server: &MockServer) -> Fixture {
          accounts:\n  physics: {{}}\n  hpc: {{}}\n\
          users:\n  alice: {{default_account: physics}}\n\
          clusters:\n  lab:\n    kind: dstack\n    currency: usd\n\
-         \x20   partitions:\n      any: {{weights: \"CPU=0.05,GRES/gpu=2.0\"}}\n\
+         \x20   partitions:\n      any: {{weights: \"{weights}\"}}\n\
          \x20   collect:\n      dstack: {{url: \"{url}\", token_file: \"{token}\", project: hpc}}\n\
          \x20     attempts: 1\n\
          \x20   submit:\n      default_partition: any\n\
@@ -206,6 +211,30 @@ async fn a_waiting_run_keeps_its_hold_until_a_later_pass_sees_it_fail() {
     let view = f.admission.job(&alice(), submitted.id).await.unwrap();
     assert_eq!(view.state, "settled");
     assert_eq!((view.held, view.charge), (0, Some(0)));
+}
+
+/// A run that holds nothing (an estimate of 0) is charged under its job submission's id, not
+/// its run name (the `cluster_job_id` bursar shows): it is settled, at 0, once the collector
+/// sees it finished.
+#[tokio::test]
+async fn a_run_that_holds_nothing_settles_once_listed_finished() {
+    let server = MockServer::start().await;
+    let f = fixture_priced(&server, "CPU=0,GRES/gpu=0").await;
+    let submitted = f.admission.submit(&alice(), task(), None).await.unwrap();
+    assert_eq!((submitted.estimate, submitted.hold_id), (0, None));
+    f.admission.settled().await;
+    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+    assert_eq!((view.state.as_str(), view.charge), ("held", None));
+    assert_ne!(
+        view.job.settle_ref.as_deref(),
+        view.job.cluster_job_id.as_deref()
+    );
+
+    list_answers(&server, json!([failed_run()])).await;
+    pass(&f).await;
+    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+    assert_eq!((view.state.as_str(), view.charge), ("settled", Some(0)));
+    assert!(view.settled_at.is_some());
 }
 
 const SEEDED: &str =

@@ -547,6 +547,10 @@ pub struct ApiJob {
     pub account: String,
     pub cluster: String,
     pub cluster_job_id: Option<String>,
+    /// The id the cluster's usage records carry for the job, when it is not `cluster_job_id`
+    /// (a dstack run's first job submission); `None` for jobs recorded before bursar kept it
+    /// here (their hold's `job_ref` has it).
+    pub settle_ref: Option<String>,
     pub currency: Currency,
     pub estimate: i64,
     pub hold_id: Option<i64>,

@@ -199,7 +199,7 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
                 ForwardedJob {
                     job: j2,
                     hold: None,
-                    settle_ref: "6".to_string(),
+                    settle_ref: "submission-6".to_string(),
                     cluster_job_id: "6".to_string(),
                     at: T0 + HOUR,
                 },
@@ -209,15 +209,16 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
         .await
         .unwrap();
     assert_eq!((done.linked, done.unrecorded.len()), (1, 0));
+    // The id the usage will carry is kept with the job when it is not the cluster's job id
+    // (a dstack run's submission beside its run name).
+    let ids = |job: bursar_ledger::ApiJob| (job.cluster_job_id, job.settle_ref);
     assert_eq!(
-        ledger
-            .api_job(j2)
-            .await
-            .unwrap()
-            .unwrap()
-            .cluster_job_id
-            .as_deref(),
-        Some("6")
+        ids(ledger.api_job(j1).await.unwrap().unwrap()),
+        (Some("5".to_string()), None)
+    );
+    assert_eq!(
+        ids(ledger.api_job(j2).await.unwrap().unwrap()),
+        (Some("6".to_string()), Some("submission-6".to_string()))
     );
     ledger
         .post_usage(

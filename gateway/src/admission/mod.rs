@@ -1054,11 +1054,16 @@ impl Admission {
         }
     }
 
-    /// When the cluster reported `job` finished (its posting under the latest submission of
-    /// its id since bursar submitted it, `latest_submit`, is final and ends the job: not a
-    /// requeue or a resize), if it did.
-    async fn finished(&self, job: &ApiJob, latest_submit: Option<i64>) -> Result<Option<i64>> {
-        let (Some(job_id), Some(submit)) = (job.cluster_job_id.as_deref(), latest_submit) else {
+    /// When the cluster reported `job` finished (its posting under `job_id`, the id it is
+    /// charged under, and the latest submission of that id since bursar submitted it,
+    /// `latest_submit`, is final and ends the job: not a requeue or a resize), if it did.
+    async fn finished(
+        &self,
+        job: &ApiJob,
+        job_id: Option<&str>,
+        latest_submit: Option<i64>,
+    ) -> Result<Option<i64>> {
+        let (Some(job_id), Some(submit)) = (job_id, latest_submit) else {
             return Ok(None);
         };
         let posting = self
@@ -1091,12 +1096,17 @@ impl Admission {
             .into_iter()
             .map(|h| (h.id, h))
             .collect();
-        // The job id its usage is charged under: the one its hold settles by (a dstack run's
-        // submission id), else the cluster's job id.
+        // The job id its usage is charged under (a dstack run's submission id): recorded with
+        // the job, or for jobs recorded before it was, the one its hold settles by; else the
+        // cluster's job id.
         let settle_ref = |job: &ApiJob| -> Option<String> {
-            job.hold_id
-                .and_then(|h| holds.get(&h))
-                .and_then(|h| h.job_ref.clone())
+            job.settle_ref
+                .clone()
+                .or_else(|| {
+                    job.hold_id
+                        .and_then(|h| holds.get(&h))
+                        .and_then(|h| h.job_ref.clone())
+                })
                 .or_else(|| job.cluster_job_id.clone())
         };
         let pairs: Vec<(String, String)> = jobs
@@ -1156,10 +1166,14 @@ impl Admission {
                 .filter(|h| h.state == HoldState::Settled)
                 .and_then(|h| h.closed_at);
             let (charge, latest_submit) = charge_of(&job);
+            let charged_as = settle_ref(&job);
             // A job that holds nothing (an estimate of 0: a free partition or QOS) has no hold
             // to settle: it is settled once its cluster reports it finished.
             if job.state == "held" && job.hold_id.is_none() {
-                if let Some(done) = self.finished(&job, latest_submit).await? {
+                if let Some(done) = self
+                    .finished(&job, charged_as.as_deref(), latest_submit)
+                    .await?
+                {
                     (state, settled_at) = ("settled", Some(done));
                 }
             }

@@ -613,6 +613,7 @@ fn decide_and_write(
                 account: job.account.clone(),
                 cluster: job.cluster.clone(),
                 cluster_job_id: None,
+                settle_ref: None,
                 currency: job.currency.clone(),
                 estimate: job.estimate,
                 hold_id,
@@ -653,7 +654,8 @@ struct Decided<'a, 'e> {
 
 const LINK_HOLD_SQL: &str = "update holds set job_ref = ?2 where id = ?1 and job_ref is null";
 
-const NOTE_JOB_SQL: &str = "update api_jobs set cluster_job_id = ?2, updated_at = ?3 where id = ?1";
+const NOTE_JOB_SQL: &str = "update api_jobs set cluster_job_id = ?2, updated_at = ?3,
+     settle_ref = nullif(?4, ?2) where id = ?1";
 
 const INSERT_HOLD_SQL: &str = "insert into holds (id, idempotency_key, account_id, currency_id,
         amount, cluster_id, job_ref, placed_at, expires_at, note)
@@ -700,7 +702,7 @@ fn write(
                 linked += link.execute((hold, &j.settle_ref)).map_err(sql)? as u64;
             }
             if note
-                .execute((j.job, &j.cluster_job_id, j.at))
+                .execute((j.job, &j.cluster_job_id, j.at, &j.settle_ref))
                 .map_err(sql)?
                 == 0
             {

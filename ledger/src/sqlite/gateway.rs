@@ -62,7 +62,7 @@ pub(super) async fn audit_log(
 pub(super) const API_JOB_SELECT: &str =
     "select id, idempotency_key, actor, user_name, account, cluster, \
      cluster_job_id, currency, estimate, hold_id, state, request_json, route_json, \
-     submitted_at, updated_at from api_jobs";
+     submitted_at, updated_at, settle_ref from api_jobs";
 
 pub(super) fn api_job_row(row: &SqliteRow) -> Result<ApiJob> {
     Ok(ApiJob {
@@ -73,6 +73,7 @@ pub(super) fn api_job_row(row: &SqliteRow) -> Result<ApiJob> {
         account: col(row, 4)?,
         cluster: col(row, 5)?,
         cluster_job_id: col(row, 6)?,
+        settle_ref: col(row, 15)?,
         currency: Currency::new(&col::<String>(row, 7)?),
         estimate: col(row, 8)?,
         hold_id: col(row, 9)?,

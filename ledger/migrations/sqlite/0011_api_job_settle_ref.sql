@@ -1,0 +1,11 @@
+-- bursar ledger, SQLite: the id a job submitted through the API is charged under.
+--
+-- Same conventions as 0001 (STRICT tables, integer micros, epoch seconds UTC).
+--
+-- A cluster's usage records name a job by the id its collector reads: Slurm's job id, which is
+-- also the `cluster_job_id` bursar shows, but for dstack the run's first job submission's id,
+-- while `cluster_job_id` is the run's name (what `dstack stop` takes). Until now that id was
+-- kept only on the job's hold (`holds.job_ref`), so a dstack job that holds nothing (an
+-- estimate of 0) never found its usage: it stayed `held` with no charge. NULL for the jobs
+-- recorded before, whose hold (if any) still has it.
+alter table api_jobs add column settle_ref text;
