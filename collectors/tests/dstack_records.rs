@@ -207,7 +207,9 @@ fn runs_that_never_got_an_instance_cost_nothing() {
         );
     }
     let alice = map(&run_named("runs_list_seeded.resp.json", "hello-gpu-alice"));
-    assert_eq!(alice.summary.unwrap().submission_ids.len(), 2);
+    let summary = alice.summary.unwrap();
+    assert_eq!(summary.submission_ids.len(), 2);
+    assert_eq!(summary.never_placed, summary.submission_ids);
 }
 
 /// dstack's shared offer keeps the whole instance's price, so its `cost` charges each job on
@@ -336,6 +338,15 @@ fn a_bad_submission_is_quarantined_alone() {
         .reason
         .contains("before submitted_at"));
     assert!(mapping.quarantined[1].reason.contains("exploded"));
+    // They had instances: not counted among the submissions that never got one (those get a
+    // zero record when a hold waits for them).
+    let summary = mapping.summary.as_ref().unwrap();
+    assert_eq!(summary.submission_ids.len(), 2);
+    assert!(
+        summary.never_placed.is_empty(),
+        "{:?}",
+        summary.never_placed
+    );
 }
 
 #[test]

@@ -586,7 +586,8 @@ async fn charge_to(
 /// stay held until it expires. The record is charged to the hold's account, as "never
 /// started" (0), and posting it settles the hold like any final record. A run submitted
 /// through bursar that holds nothing (an estimate of 0) gets one too, charged to its job's
-/// account, so that its job settles rather than stays `held`.
+/// account, so that its job settles rather than stays `held`. A submission quarantined as
+/// unreadable gets none: it may have run.
 async fn never_provisioned(
     app: &App,
     cluster: &str,
@@ -597,7 +598,7 @@ async fn never_provisioned(
     let candidates: Vec<(&RunSummary, &String)> = runs
         .iter()
         .filter(|run| run.finished)
-        .flat_map(|run| run.submission_ids.iter().map(move |id| (run, id)))
+        .flat_map(|run| run.never_placed.iter().map(move |id| (run, id)))
         .filter(|(_, id)| !recorded.contains(id.as_str()))
         .collect();
     if candidates.is_empty() {

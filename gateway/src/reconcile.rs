@@ -2469,6 +2469,7 @@ mod tests {
             finished: true,
             reported_cost_micros: Some(cost),
             submission_ids: submissions.iter().map(|s| s.to_string()).collect(),
+            never_placed: Vec::new(),
         };
         let records = vec![
             // 1 of 4 blocks of a 2 $/h instance for an hour, and a submission still going.

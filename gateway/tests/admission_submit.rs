@@ -6,7 +6,7 @@ mod admission_support;
 use admission_support::*;
 use bursar_gateway::admission::{AdmissionError, ForwardError, JobQuery};
 use bursar_gateway::auth::Role;
-use bursar_ledger::{HoldState, UsageCharge};
+use bursar_ledger::{AdmitOutcome, ForwardedJob, HoldState, NewAdmission, NewApiJob, UsageCharge};
 use bursar_pricing::Currency;
 use serde_json::json;
 
@@ -460,6 +460,97 @@ async fn an_older_job_under_the_same_id_is_neither_the_jobs_charge_nor_its_end()
     );
     let v = view(free.id).await.unwrap();
     assert_eq!((v.state.as_str(), v.charge), ("settled", Some(0)));
+}
+
+/// The other way round: once Slurm has handed job id 1001 out again, the older job bursar
+/// submitted under it keeps its own charge, not its own plus the newer jobs'.
+#[tokio::test]
+async fn an_older_job_keeps_its_own_charge_when_its_id_is_handed_out_again() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let t = now();
+    // Job 1001, submitted through bursar a day ago (it held nothing), and its usage.
+    let admitted = f
+        .app
+        .ledger
+        .admit(
+            &[NewAdmission {
+                hold: None,
+                job: NewApiJob {
+                    idempotency_key: None,
+                    actor: "alice".into(),
+                    user: "alice".into(),
+                    account: "physics".into(),
+                    cluster: "onprem".into(),
+                    currency: Currency::new("su"),
+                    estimate: 0,
+                    hold_id: None,
+                    state: "held".into(),
+                    request_json: "{}".into(),
+                    route_json: "{}".into(),
+                    at: t - DAY,
+                },
+            }],
+            t - DAY,
+        )
+        .await
+        .unwrap();
+    let Ok(AdmitOutcome::Admitted { job: older, .. }) = &admitted[0] else {
+        panic!("{admitted:?}");
+    };
+    f.app
+        .ledger
+        .admit_recording(
+            &[],
+            &[ForwardedJob {
+                job: older.id,
+                hold: None,
+                settle_ref: "1001".into(),
+                cluster_job_id: "1001".into(),
+                at: t - DAY,
+            }],
+            t - DAY,
+        )
+        .await
+        .unwrap();
+    let older_usage = completed("1001", t - DAY, 3_000_000, t - DAY + 600);
+    f.app.ledger.post_usage(&[older_usage], t).await.unwrap();
+
+    // Slurm's state is lost: the next job through bursar is 1001 again.
+    let newer = f.admission.submit(&alice(), job(), None).await.unwrap();
+    assert_eq!(newer.cluster_job_id, "1001");
+    f.admission.settled().await;
+    let newer_usage = completed("1001", t, 1_000_000, t + 60);
+    let outcome = f
+        .app
+        .ledger
+        .post_usage(&[newer_usage], t + 60)
+        .await
+        .unwrap();
+    assert_eq!((outcome.charged, outcome.settled_holds), (1, 1));
+
+    let user = alice();
+    let v = f.admission.job(&user, older.id).await.unwrap();
+    assert_eq!((v.state.as_str(), v.charge), ("settled", Some(3_000_000)));
+    let v = f.admission.job(&user, newer.id).await.unwrap();
+    assert_eq!((v.state.as_str(), v.charge), ("settled", Some(1_000_000)));
+
+    // Once the newer job has ended, a job submitted to Slurm directly gets 1001 too (its state
+    // lost once more): it is not the newer job's either, nor the older one's.
+    let stranger = UsageCharge {
+        user: "bob".into(),
+        revision: "stranger".into(),
+        ..completed("1001", t + 3_600, 7_000_000, t + 3_700)
+    };
+    f.app
+        .ledger
+        .post_usage(&[stranger], t + 3_700)
+        .await
+        .unwrap();
+    let v = f.admission.job(&user, newer.id).await.unwrap();
+    assert_eq!(v.charge, Some(1_000_000));
+    let v = f.admission.job(&user, older.id).await.unwrap();
+    assert_eq!(v.charge, Some(3_000_000));
 }
 
 /// A job that costs nothing (a QOS with a usage factor of 0) holds nothing; it is settled,

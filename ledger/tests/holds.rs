@@ -251,7 +251,10 @@ async fn release_and_expiry_give_the_amount_back() {
     // An expired hold is not settled again by its job's usage.
     let out = ledger
         .post_usage(
-            &[record("9", "r", "physics", 1, T0 + 2 * DAY)],
+            &[submitted(
+                T0 + HOUR,
+                record("9", "r", "physics", 1, T0 + 2 * DAY),
+            )],
             T0 + 2 * DAY,
         )
         .await

@@ -77,6 +77,9 @@ pub struct RunSummary {
     pub reported_cost_micros: Option<i64>,
     /// Every submission id in the response, billable or not.
     pub submission_ids: Vec<String>,
+    /// The submissions that never got an instance: dstack charges nothing for them and they
+    /// have no record (not those quarantined for being unreadable).
+    pub never_placed: Vec<String>,
 }
 
 /// The outcome of reading one run.
@@ -168,6 +171,7 @@ pub fn map_run(raw: &str, ctx: &MapContext<'_>) -> RunMapping {
         ..RunMapping::default()
     };
     let mut submission_ids = Vec::new();
+    let mut never_placed = Vec::new();
     for job in &run.jobs {
         let mut expected_num = 0u32;
         for raw_submission in &job.job_submissions {
@@ -195,7 +199,7 @@ pub fn map_run(raw: &str, ctx: &MapContext<'_>) -> RunMapping {
             }
             match submission_record(&run, &run_name, &job.job_spec, &submission, ctx) {
                 Ok(Some(record)) => mapping.records.push(record),
-                Ok(None) => {}
+                Ok(None) => never_placed.push(submission.id.clone()),
                 Err(reason) => mapping.quarantined.push(RawQuarantine {
                     reason: format!(
                         "run {} ({run_name}) submission {}: {reason}",
@@ -217,6 +221,7 @@ pub fn map_run(raw: &str, ctx: &MapContext<'_>) -> RunMapping {
         finished: !mapping.unfinished,
         reported_cost_micros,
         submission_ids,
+        never_placed,
     });
     mapping
 }

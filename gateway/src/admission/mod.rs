@@ -45,7 +45,7 @@ pub mod forward;
 pub mod quote;
 pub mod route;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -1066,13 +1066,86 @@ impl Admission {
         let (Some(job_id), Some(submit)) = (job_id, latest_submit) else {
             return Ok(None);
         };
-        let posting = self
-            .inner
-            .app
-            .ledger
-            .job(&job.cluster, job_id, submit)
-            .await?;
+        self.ended_at(&job.cluster, job_id, submit).await
+    }
+
+    /// When the record of (`cluster`, `job_id`, `submit`) was posted, if it ends its job.
+    async fn ended_at(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<i64>> {
+        let posting = self.inner.app.ledger.job(cluster, job_id, submit).await?;
         Ok(posting.filter(JobRow::ends_job).map(|p| p.updated_at))
+    }
+
+    /// For each of `jobs` whose cluster reported more than one submission under its id (a
+    /// requeue, or an id Slurm handed out again), when bursar next submitted a job under the
+    /// same cluster job id, if it did: where that job's usage ends. Reads only those ids, through
+    /// their index.
+    async fn next_namesakes(
+        &self,
+        jobs: &[ApiJob],
+        usage: &HashMap<(String, String), Vec<UsageEntry>>,
+    ) -> Result<HashMap<i64, i64>> {
+        let mut ids: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for job in jobs {
+            let Some(id) = job.cluster_job_id.as_deref() else {
+                continue;
+            };
+            let submits = usage
+                .get(&(job.cluster.clone(), id.to_string()))
+                .map(|entries| entries.iter().map(|e| e.submit));
+            if submits.is_some_and(|mut s| s.next().is_some_and(|first| s.any(|x| x != first))) {
+                ids.entry(job.cluster.as_str())
+                    .or_default()
+                    .push(id.to_string());
+            }
+        }
+        let mut next = HashMap::new();
+        for (cluster, ids) in ids {
+            let namesakes = self.inner.app.ledger.api_jobs_on(cluster, &ids).await?;
+            for job in jobs.iter().filter(|j| j.cluster == cluster) {
+                let later = namesakes
+                    .iter()
+                    .filter(|n| n.id > job.id && n.cluster_job_id == job.cluster_job_id)
+                    .map(|n| n.submitted_at)
+                    .min();
+                if let Some(at) = later {
+                    next.insert(job.id, at);
+                }
+            }
+        }
+        Ok(next)
+    }
+
+    /// The submit times of `job`'s own records among those posted under `job_id`, the id it is
+    /// charged under (`entries`): from the first submitted since bursar submitted it (an older
+    /// job under an id Slurm handed out again is another job) and before `next` (a later job
+    /// bursar submitted under the same id), through the first record that ends it (a requeued
+    /// or resized job goes on in a record of a later submit time; once it ended, the id is
+    /// another job's). Reads the records' postings only when there are several.
+    async fn own_submits(
+        &self,
+        job: &ApiJob,
+        job_id: &str,
+        next: Option<i64>,
+        entries: &[UsageEntry],
+    ) -> Result<BTreeSet<i64>> {
+        let submits: BTreeSet<i64> = entries
+            .iter()
+            .map(|e| e.submit)
+            .filter(|&s| {
+                submitted_since(s, job.submitted_at) && !next.is_some_and(|n| submitted_since(s, n))
+            })
+            .collect();
+        if submits.len() < 2 {
+            return Ok(submits);
+        }
+        let mut own = BTreeSet::new();
+        for submit in submits {
+            own.insert(submit);
+            if self.ended_at(&job.cluster, job_id, submit).await?.is_some() {
+                break;
+            }
+        }
+        Ok(own)
     }
 
     /// One job's view (see [`Admission::views`]).
@@ -1130,28 +1203,7 @@ impl Admission {
                     amount: e.amount,
                 });
         }
-        // A job's charge: the usage entries in its currency of the records submitted since it
-        // was (an older job under a reused id is another job; none: no charge yet); and the
-        // latest such submission.
-        let charge_of = |job: &ApiJob| -> (Option<i64>, Option<i64>) {
-            let Some(entries) =
-                settle_ref(job).and_then(|id| usage.get(&(job.cluster.clone(), id)))
-            else {
-                return (None, None);
-            };
-            let mut charge: Option<i64> = None;
-            let mut latest: Option<i64> = None;
-            for e in entries {
-                if !submitted_since(e.submit, job.submitted_at) {
-                    continue;
-                }
-                latest = Some(latest.map_or(e.submit, |l| l.max(e.submit)));
-                if e.currency == job.currency {
-                    charge = Some(charge.unwrap_or(0).saturating_add(e.amount));
-                }
-            }
-            (charge, latest)
-        };
+        let next = self.next_namesakes(&jobs, &usage).await?;
         let mut views = Vec::with_capacity(jobs.len());
         for job in jobs {
             let hold = job.hold_id.and_then(|h| holds.get(&h));
@@ -1165,8 +1217,27 @@ impl Admission {
             let mut settled_at = hold
                 .filter(|h| h.state == HoldState::Settled)
                 .and_then(|h| h.closed_at);
-            let (charge, latest_submit) = charge_of(&job);
+            // Its charge: the usage entries in its currency of its own records (none: no
+            // charge yet), and the latest of them.
             let charged_as = settle_ref(&job);
+            let entries = charged_as
+                .as_ref()
+                .and_then(|id| usage.get(&(job.cluster.clone(), id.clone())))
+                .map_or(&[][..], Vec::as_slice);
+            let own = match &charged_as {
+                Some(id) => {
+                    self.own_submits(&job, id, next.get(&job.id).copied(), entries)
+                        .await?
+                }
+                None => BTreeSet::new(),
+            };
+            let charge = entries
+                .iter()
+                .filter(|e| own.contains(&e.submit) && e.currency == job.currency)
+                .fold(None, |sum: Option<i64>, e| {
+                    Some(sum.unwrap_or(0).saturating_add(e.amount))
+                });
+            let latest_submit = own.last().copied();
             // A job that holds nothing (an estimate of 0: a free partition or QOS) has no hold
             // to settle: it is settled once its cluster reports it finished.
             if job.state == "held" && job.hold_id.is_none() {
