@@ -462,14 +462,9 @@ async fn an_older_job_under_the_same_id_is_neither_the_jobs_charge_nor_its_end()
     assert_eq!((v.state.as_str(), v.charge), ("settled", Some(0)));
 }
 
-/// The other way round: once Slurm has handed job id 1001 out again, the older job bursar
-/// submitted under it keeps its own charge, not its own plus the newer jobs'.
-#[tokio::test]
-async fn an_older_job_keeps_its_own_charge_when_its_id_is_handed_out_again() {
-    let f = fixture().await;
-    f.allocate("physics", "su", 100_000_000).await;
-    let t = now();
-    // Job 1001, submitted through bursar a day ago (it held nothing), and its usage.
+/// A job that holds nothing, recorded as submitted through bursar at `at` and forwarded to
+/// onprem as `cluster_job_id`.
+async fn forwarded_at(f: &Fixture, at: i64, cluster_job_id: &str) -> bursar_ledger::ApiJob {
     let admitted = f
         .app
         .ledger
@@ -488,14 +483,14 @@ async fn an_older_job_keeps_its_own_charge_when_its_id_is_handed_out_again() {
                     state: "held".into(),
                     request_json: "{}".into(),
                     route_json: "{}".into(),
-                    at: t - DAY,
+                    at,
                 },
             }],
-            t - DAY,
+            at,
         )
         .await
         .unwrap();
-    let Ok(AdmitOutcome::Admitted { job: older, .. }) = &admitted[0] else {
+    let Ok(AdmitOutcome::Admitted { job, .. }) = &admitted[0] else {
         panic!("{admitted:?}");
     };
     f.app
@@ -503,16 +498,51 @@ async fn an_older_job_keeps_its_own_charge_when_its_id_is_handed_out_again() {
         .admit_recording(
             &[],
             &[ForwardedJob {
-                job: older.id,
+                job: job.id,
                 hold: None,
-                settle_ref: "1001".into(),
-                cluster_job_id: "1001".into(),
-                at: t - DAY,
+                settle_ref: cluster_job_id.into(),
+                cluster_job_id: cluster_job_id.into(),
+                at,
             }],
-            t - DAY,
+            at,
         )
         .await
         .unwrap();
+    job.clone()
+}
+
+/// Slurm's state lost and restarted within minutes: two jobs bursar submitted 5 minutes apart
+/// get the same id, and each keeps its own record.
+#[tokio::test]
+async fn jobs_minutes_apart_under_the_same_id_keep_their_own_charges() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let t = now();
+    let older = forwarded_at(&f, t - 300, "1001").await;
+    let newer = f.admission.submit(&alice(), job(), None).await.unwrap();
+    assert_eq!(newer.cluster_job_id, "1001");
+    f.admission.settled().await;
+    let records = [
+        completed("1001", t - 300, 3_000_000, t - 250),
+        completed("1001", t, 1_000_000, t + 60),
+    ];
+    f.app.ledger.post_usage(&records, t + 60).await.unwrap();
+    let user = alice();
+    let v = f.admission.job(&user, older.id).await.unwrap();
+    assert_eq!((v.state.as_str(), v.charge), ("settled", Some(3_000_000)));
+    let v = f.admission.job(&user, newer.id).await.unwrap();
+    assert_eq!(v.charge, Some(1_000_000));
+}
+
+/// The other way round: once Slurm has handed job id 1001 out again, the older job bursar
+/// submitted under it keeps its own charge, not its own plus the newer jobs'.
+#[tokio::test]
+async fn an_older_job_keeps_its_own_charge_when_its_id_is_handed_out_again() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let t = now();
+    // Job 1001, submitted through bursar a day ago (it held nothing), and its usage.
+    let older = forwarded_at(&f, t - DAY, "1001").await;
     let older_usage = completed("1001", t - DAY, 3_000_000, t - DAY + 600);
     f.app.ledger.post_usage(&[older_usage], t).await.unwrap();
 
@@ -551,6 +581,33 @@ async fn an_older_job_keeps_its_own_charge_when_its_id_is_handed_out_again() {
     assert_eq!(v.charge, Some(1_000_000));
     let v = f.admission.job(&user, older.id).await.unwrap();
     assert_eq!(v.charge, Some(3_000_000));
+}
+
+/// Slurm requeues a batch job whose node failed, and logs the run that failed as a final
+/// `NODE_FAIL` record; the next run is a new record, submitted at the requeue. Both are the
+/// job's; a job under the same id much later is not.
+#[tokio::test]
+async fn a_run_requeued_after_a_node_failure_is_still_the_jobs() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let job = f.admission.submit(&alice(), job(), None).await.unwrap();
+    f.admission.settled().await;
+    let t = now();
+    let id = job.cluster_job_id.as_str();
+    let failed = UsageCharge {
+        state: "NODE_FAIL".into(),
+        ..completed(id, t, 2_000_000, t + 100)
+    };
+    let rerun = completed(id, t + 103, 1_500_000, t + 400);
+    let stranger = UsageCharge {
+        user: "bob".into(),
+        ..completed(id, t + 7_200, 9_000_000, t + 7_300)
+    };
+    for (record, at) in [(failed, t + 100), (rerun, t + 400), (stranger, t + 7_300)] {
+        f.app.ledger.post_usage(&[record], at).await.unwrap();
+    }
+    let v = f.admission.job(&alice(), job.id).await.unwrap();
+    assert_eq!((v.state.as_str(), v.charge), ("settled", Some(3_500_000)));
 }
 
 /// A job that costs nothing (a QOS with a usage factor of 0) holds nothing; it is settled,

@@ -50,8 +50,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bursar_ledger::{
-    submitted_since, AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JobRow,
-    LedgerError, NewAdmission, NewApiJob, NewHold, ViewRead,
+    AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JobRow, LedgerError,
+    NewAdmission, NewApiJob, NewHold, ViewRead, SUBMIT_SKEW_SECS,
 };
 use bursar_pricing::{format_micros, Currency};
 use serde_json::{json, Value};
@@ -1055,8 +1055,9 @@ impl Admission {
     }
 
     /// When the cluster reported `job` finished (its posting under `job_id`, the id it is
-    /// charged under, and the latest submission of that id since bursar submitted it,
-    /// `latest_submit`, is final and ends the job: not a requeue or a resize), if it did.
+    /// charged under, and `latest_submit`, the last of its own records
+    /// ([`Admission::own_submits`]), is final and ends the job: not a requeue or a resize), if
+    /// it did.
     async fn finished(
         &self,
         job: &ApiJob,
@@ -1075,15 +1076,16 @@ impl Admission {
         Ok(posting.filter(JobRow::ends_job).map(|p| p.updated_at))
     }
 
-    /// For each of `jobs` whose cluster reported more than one submission under its id (a
-    /// requeue, or an id Slurm handed out again), when bursar next submitted a job under the
-    /// same cluster job id, if it did: where that job's usage ends. Reads only those ids, through
-    /// their index.
-    async fn next_namesakes(
+    /// The window of submit times that are each of `jobs`' own, for those whose cluster
+    /// reported more than one submission under its id (a requeue, or an id Slurm handed out
+    /// again) and that share that id with other jobs bursar submitted: it starts and ends
+    /// between their submissions ([`namesake_boundary`]). The others' windows are the default
+    /// ([`Window::of`]). Reads only those ids, through their index.
+    async fn namesake_windows(
         &self,
         jobs: &[ApiJob],
         usage: &HashMap<(String, String), Vec<UsageEntry>>,
-    ) -> Result<HashMap<i64, i64>> {
+    ) -> Result<HashMap<i64, Window>> {
         let mut ids: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for job in jobs {
             let Some(id) = job.cluster_job_id.as_deref() else {
@@ -1098,52 +1100,72 @@ impl Admission {
                     .push(id.to_string());
             }
         }
-        let mut next = HashMap::new();
+        let mut windows = HashMap::new();
         for (cluster, ids) in ids {
             let namesakes = self.inner.app.ledger.api_jobs_on(cluster, &ids).await?;
             for job in jobs.iter().filter(|j| j.cluster == cluster) {
-                let later = namesakes
-                    .iter()
-                    .filter(|n| n.id > job.id && n.cluster_job_id == job.cluster_job_id)
+                let same = || {
+                    namesakes
+                        .iter()
+                        .filter(|n| n.id != job.id && n.cluster_job_id == job.cluster_job_id)
+                };
+                let before = same()
+                    .filter(|n| n.id < job.id)
+                    .map(|n| n.submitted_at)
+                    .max();
+                let after = same()
+                    .filter(|n| n.id > job.id)
                     .map(|n| n.submitted_at)
                     .min();
-                if let Some(at) = later {
-                    next.insert(job.id, at);
+                let mut window = Window::of(job);
+                if let Some(before) = before {
+                    window.from = namesake_boundary(before, job.submitted_at);
                 }
+                window.until = after.map(|after| namesake_boundary(job.submitted_at, after));
+                windows.insert(job.id, window);
             }
         }
-        Ok(next)
+        Ok(windows)
     }
 
     /// The submit times of `job`'s own records among those posted under `job_id`, the id it is
-    /// charged under (`entries`): from the first submitted since bursar submitted it (an older
-    /// job under an id Slurm handed out again is another job) and before `next` (a later job
-    /// bursar submitted under the same id), through the first record that ends it (a requeued
-    /// or resized job goes on in a record of a later submit time; once it ended, the id is
-    /// another job's). Reads the records' postings only when there are several.
+    /// charged under (`entries`): those in its `window` (an older job under an id Slurm handed
+    /// out again is another job, and so is a later one bursar submitted), from the first
+    /// through the one that ends it. A requeued or resized job goes on in a record of a later
+    /// submit time; so does one requeued after a node failure, which Slurm logs as a final
+    /// `NODE_FAIL` record and whose next run it stamps with the time of the requeue: a record
+    /// submitted within [`SUBMIT_SKEW_SECS`] of the end of one that ended the job goes on with
+    /// it. Past that, the id is another job's. Reads the records' postings only when there are
+    /// several.
     async fn own_submits(
         &self,
         job: &ApiJob,
         job_id: &str,
-        next: Option<i64>,
+        window: Window,
         entries: &[UsageEntry],
     ) -> Result<BTreeSet<i64>> {
         let submits: BTreeSet<i64> = entries
             .iter()
             .map(|e| e.submit)
-            .filter(|&s| {
-                submitted_since(s, job.submitted_at) && !next.is_some_and(|n| submitted_since(s, n))
-            })
+            .filter(|&s| window.contains(s))
             .collect();
         if submits.len() < 2 {
             return Ok(submits);
         }
         let mut own = BTreeSet::new();
+        let mut ended: Option<i64> = None;
         for submit in submits {
-            own.insert(submit);
-            if self.ended_at(&job.cluster, job_id, submit).await?.is_some() {
+            if ended.is_some_and(|end| submit > end.saturating_add(SUBMIT_SKEW_SECS)) {
                 break;
             }
+            own.insert(submit);
+            let posting = self
+                .inner
+                .app
+                .ledger
+                .job(&job.cluster, job_id, submit)
+                .await?;
+            ended = posting.filter(JobRow::ends_job).map(|p| p.effective_at);
         }
         Ok(own)
     }
@@ -1159,7 +1181,9 @@ impl Admission {
     /// The jobs' views, in their order: each state as recorded (a job that holds nothing is
     /// settled here once its cluster reports it finished, and that is written back so that
     /// listing by state finds it), what its hold still holds, its charge from the journal;
-    /// read for all of them at once (their holds by id, their usage by cluster and job id).
+    /// read for all of them at once (their holds by id, their usage by cluster and job id),
+    /// then, only for ids with several submissions, the other jobs bursar submitted under them
+    /// and the postings that tell which records are whose.
     async fn views(&self, jobs: Vec<ApiJob>) -> Result<Vec<JobView>> {
         let ledger = &self.inner.app.ledger;
         let hold_ids: Vec<i64> = jobs.iter().filter_map(|j| j.hold_id).collect();
@@ -1203,7 +1227,7 @@ impl Admission {
                     amount: e.amount,
                 });
         }
-        let next = self.next_namesakes(&jobs, &usage).await?;
+        let windows = self.namesake_windows(&jobs, &usage).await?;
         let mut views = Vec::with_capacity(jobs.len());
         for job in jobs {
             let hold = job.hold_id.and_then(|h| holds.get(&h));
@@ -1226,8 +1250,14 @@ impl Admission {
                 .map_or(&[][..], Vec::as_slice);
             let own = match &charged_as {
                 Some(id) => {
-                    self.own_submits(&job, id, next.get(&job.id).copied(), entries)
-                        .await?
+                    let window = windows.get(&job.id).copied();
+                    self.own_submits(
+                        &job,
+                        id,
+                        window.unwrap_or_else(|| Window::of(&job)),
+                        entries,
+                    )
+                    .await?
                 }
                 None => BTreeSet::new(),
             };
@@ -1267,6 +1297,38 @@ impl Admission {
         }
         Ok(views)
     }
+}
+
+/// The submit times a job's own records can have ([`Admission::own_submits`]): `from`
+/// inclusive, `until` exclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Window {
+    from: i64,
+    until: Option<i64>,
+}
+
+impl Window {
+    /// A job's window when no other job bursar submitted shares its id: from
+    /// [`SUBMIT_SKEW_SECS`] before bursar submitted it (the cluster's clock may be behind).
+    fn of(job: &ApiJob) -> Window {
+        Window {
+            from: job.submitted_at.saturating_sub(SUBMIT_SKEW_SECS),
+            until: None,
+        }
+    }
+
+    fn contains(self, submit: i64) -> bool {
+        submit >= self.from && self.until.is_none_or(|until| submit < until)
+    }
+}
+
+/// Where the records of a job bursar submitted at `earlier` end and those of the next one it
+/// submitted under the same cluster job id, at `later`, begin: [`SUBMIT_SKEW_SECS`] before the
+/// later one (the cluster's clock may be behind bursar's), or halfway between them when they
+/// are closer than twice that.
+fn namesake_boundary(earlier: i64, later: i64) -> i64 {
+    let halfway = earlier + (later.saturating_sub(earlier) + 1) / 2;
+    later.saturating_sub(SUBMIT_SKEW_SECS).max(halfway)
 }
 
 /// One usage entry of a job's view: the submit time of the record it posts, its currency and
