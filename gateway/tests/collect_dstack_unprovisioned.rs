@@ -23,7 +23,7 @@ const APPLIED: &str =
     include_str!("../../collectors/tests/fixtures/dstack/runs_apply_nogpu.resp.json");
 
 /// The applied run, submitted now (bursar links a record to a hold only when the job was
-/// submitted after the hold was placed: `bursar_ledger::submitted_since`).
+/// submitted after the hold was placed: `bursar_ledger::SUBMIT_SKEW_SECS`).
 fn applied_run() -> Value {
     let mut run: Value = serde_json::from_str(APPLIED).unwrap();
     let now = json!(bursar_gateway::timefmt::format_instant(

@@ -52,7 +52,6 @@ use bursar_pricing::Currency;
 pub use crate::alerts::{AlertKind, AlertPolicy, AlertRow, AlertRules};
 pub use crate::error::{LedgerError, Result};
 pub use crate::forecast::{Exhaustion, Forecast};
-pub use crate::model::submitted_since;
 pub use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
     AssociationRow, AuditEntry, BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState,

@@ -96,12 +96,6 @@ fn ends_job(is_final: bool, state: &str) -> bool {
 /// nor extends the hold, nor counts in the charge of the job submitted through bursar.
 pub const SUBMIT_SKEW_SECS: i64 = 600;
 
-/// Whether a cluster's record of a job submitted at `submit` can be the job bursar submitted
-/// (or placed a hold for) at `placed_at` ([`SUBMIT_SKEW_SECS`]).
-pub fn submitted_since(submit: i64, placed_at: i64) -> bool {
-    submit >= placed_at.saturating_sub(SUBMIT_SKEW_SECS)
-}
-
 impl UsageCharge {
     /// The job is over with this record ([`ends_job`]). Only such records settle the job's
     /// hold; the others keep it alive as an unfinished record does.

@@ -1067,13 +1067,14 @@ impl Admission {
         let (Some(job_id), Some(submit)) = (job_id, latest_submit) else {
             return Ok(None);
         };
-        self.ended_at(&job.cluster, job_id, submit).await
+        let ending = self.ending(&job.cluster, job_id, submit).await?;
+        Ok(ending.map(|p| p.updated_at))
     }
 
-    /// When the record of (`cluster`, `job_id`, `submit`) was posted, if it ends its job.
-    async fn ended_at(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<i64>> {
+    /// The posting of the record (`cluster`, `job_id`, `submit`), if that record ends its job.
+    async fn ending(&self, cluster: &str, job_id: &str, submit: i64) -> Result<Option<JobRow>> {
         let posting = self.inner.app.ledger.job(cluster, job_id, submit).await?;
-        Ok(posting.filter(JobRow::ends_job).map(|p| p.updated_at))
+        Ok(posting.filter(JobRow::ends_job))
     }
 
     /// The window of submit times that are each of `jobs`' own, for those whose cluster
@@ -1159,13 +1160,8 @@ impl Admission {
                 break;
             }
             own.insert(submit);
-            let posting = self
-                .inner
-                .app
-                .ledger
-                .job(&job.cluster, job_id, submit)
-                .await?;
-            ended = posting.filter(JobRow::ends_job).map(|p| p.effective_at);
+            let ending = self.ending(&job.cluster, job_id, submit).await?;
+            ended = ending.map(|p| p.effective_at);
         }
         Ok(own)
     }

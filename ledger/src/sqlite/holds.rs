@@ -321,7 +321,7 @@ pub(super) fn extend_sighted_sql() -> String {
 /// slurmctld about those, [`extend`].) The lifetime is the one the hold was placed with, kept
 /// in `lifetime` from the first sighting on (migration 0007). A record of a job submitted long
 /// before the hold was placed is another job's under a reused id and moves nothing
-/// ([`crate::model::submitted_since`]). Returns how many holds moved.
+/// ([`crate::model::SUBMIT_SKEW_SECS`]). Returns how many holds moved.
 pub(super) async fn extend_sighted(
     conn: &mut SqliteConnection,
     jobs: &HashMap<Id, Vec<(&str, i64)>, impl std::hash::BuildHasher>,

@@ -598,7 +598,7 @@ pub(super) fn json_job_submits<'s>(jobs: impl IntoIterator<Item = (&'s str, i64)
 }
 
 /// Active holds whose (cluster, job_ref) is the (cluster, job_id) of a record that ends its
-/// job, placed since that job was submitted ([`crate::model::submitted_since`]).
+/// job, placed since that job was submitted ([`crate::model::SUBMIT_SKEW_SECS`]).
 async fn holds_to_settle(
     conn: &mut SqliteConnection,
     finals: &FxHashMap<Id, Vec<(&str, i64)>>,

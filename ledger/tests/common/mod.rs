@@ -71,7 +71,7 @@ pub fn running(
 }
 
 /// `c` as submitted at `submit`: a job's record carries its submit time, which for a job
-/// bursar holds for is at or after the hold (see `bursar_ledger::submitted_since`).
+/// bursar holds for is at or after the hold (see `bursar_ledger::SUBMIT_SKEW_SECS`).
 pub fn submitted(submit: i64, c: UsageCharge) -> UsageCharge {
     UsageCharge { submit, ..c }
 }
