@@ -797,6 +797,11 @@ pub async fn collect_loop(
                         );
                         crate::enforce::after_collection(&app).await;
                         crate::alerts::after_collection(&app).await;
+                        // A job the pass saw end NODE_FAIL or PREEMPTED may run again: its
+                        // hold settles only once its cluster says it will not.
+                        if let (Some(admission), true) = (&admission, s.records > 0) {
+                            admission.settle_not_rerun(now()).await;
+                        }
                     }
                     Err(e) => tracing::error!(cluster = %collector.cluster, "collection pass failed: {e:#}"),
                 }

@@ -328,35 +328,41 @@ async fn cancelling_a_job_that_already_ended_still_releases_the_hold() {
     );
 }
 
-#[tokio::test]
-async fn a_hold_whose_job_still_waits_on_the_cluster_is_kept_the_others_expire() {
-    let server = MockServer::start().await;
-    for id in [3119, 4242] {
+/// slurmrestd answering the submissions with `ids`, in order, and asked about jobs with
+/// slurmctld's real answers (22.05.8) as the default user: job 3119 held (`PENDING`), job 4242
+/// unknown (HTTP 500, errno 2017).
+async fn mount_submits_and_states(server: &MockServer, ids: &[u64]) {
+    for id in ids {
         Mock::given(method("POST"))
             .and(path(SUBMIT))
             .respond_with(
                 ResponseTemplate::new(200).set_body_json(json!({"errors": [], "job_id": id})),
             )
             .up_to_n_times(1)
-            .mount(&server)
+            .mount(server)
             .await;
     }
-    // slurmctld's real answers (22.05.8): job 3119 held, job 99999999 unknown (HTTP 500, 2017).
     Mock::given(method("GET"))
         .and(path("/slurm/v0.0.38/job/3119"))
         .and(header("x-slurm-user-name", "slurm"))
         .respond_with(ResponseTemplate::new(200).set_body_string(include_str!(
             "../../collectors/tests/fixtures/slurmrestd/real-22.05/job-held.json"
         )))
-        .mount(&server)
+        .mount(server)
         .await;
     Mock::given(method("GET"))
         .and(path("/slurm/v0.0.38/job/4242"))
         .respond_with(ResponseTemplate::new(500).set_body_string(include_str!(
             "../../collectors/tests/fixtures/slurmrestd/real-22.05/job-unknown.json"
         )))
-        .mount(&server)
+        .mount(server)
         .await;
+}
+
+#[tokio::test]
+async fn a_hold_whose_job_still_waits_on_the_cluster_is_kept_the_others_expire() {
+    let server = MockServer::start().await;
+    mount_submits_and_states(&server, &[3119, 4242]).await;
     let f = fixture(&server.uri()).await;
     let mut held = request();
     held.hold = true;
@@ -387,6 +393,84 @@ async fn a_hold_whose_job_still_waits_on_the_cluster_is_kept_the_others_expire()
     assert_eq!(active[0].expires_at, later + lifetime);
     // Asked again before its new expiry, nothing is due.
     assert_eq!(f.admission.keep_waiting(later + 60).await, 0);
+}
+
+/// slurmctld logs a job it requeues after a node failure as ended NODE_FAIL and runs it again
+/// under the same id: that record does not settle the hold. Asked after the record is posted,
+/// the cluster says job 3119 waits to run again (its hold stays) and job 4242 is gone (its
+/// hold settles, and its job shows settled); a cluster that cannot be asked leaves the hold
+/// for next time.
+#[tokio::test]
+async fn a_hold_settles_on_a_node_failure_only_once_its_cluster_will_not_run_the_job_again() {
+    let server = MockServer::start().await;
+    // Job 3119 waits (the pending job stands for one queued to run again), 4242 is gone, and
+    // slurmrestd cannot say about 5353.
+    mount_submits_and_states(&server, &[3119, 4242, 5353]).await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.38/job/5353"))
+        .respond_with(ResponseTemplate::new(502).set_body_string("Bad Gateway"))
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let mut jobs = Vec::new();
+    for _ in 0..3 {
+        jobs.push(f.admission.submit(&alice(), request(), None).await.unwrap());
+    }
+    f.admission.settled().await;
+    let t = bursar_gateway::timefmt::now();
+    let node_fail = |job: &str| bursar_ledger::UsageCharge {
+        cluster: "onprem".into(),
+        job_id: job.into(),
+        display_id: job.into(),
+        submit: t,
+        revision: "nf".into(),
+        account: "physics".into(),
+        user: "alice".into(),
+        partition: Some("batch".into()),
+        qos: None,
+        state: "NODE_FAIL".into(),
+        is_final: true,
+        currency: Currency::new("su"),
+        amount_micros: 0,
+        effective_at: t,
+        price_version: None,
+        note: None,
+    };
+    let out = f
+        .app
+        .ledger
+        .post_usage(
+            &[node_fail("3119"), node_fail("4242"), node_fail("5353")],
+            t,
+        )
+        .await
+        .unwrap();
+    assert_eq!((out.charged, out.settled_holds), (3, 0));
+    assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 3);
+
+    assert_eq!(f.admission.settle_not_rerun(t + 30).await, 1);
+    let active = f.app.ledger.holds(true).await.unwrap();
+    let refs: Vec<_> = active.iter().filter_map(|h| h.job_ref.as_deref()).collect();
+    assert_eq!(refs, ["3119", "5353"]);
+    let states: Vec<String> = {
+        let mut states = Vec::new();
+        for job in &jobs {
+            states.push(f.admission.job(&alice(), job.id).await.unwrap().state);
+        }
+        states
+    };
+    assert_eq!(states, ["held", "settled", "held"]);
+    let settled = f.app.ledger.holds(false).await.unwrap();
+    let gone = settled
+        .iter()
+        .find(|h| h.job_ref.as_deref() == Some("4242"))
+        .unwrap();
+    assert_eq!(gone.state, HoldState::Settled);
+    assert_eq!(gone.closed_at, Some(t + 30));
+
+    // Asked again: nothing new to settle; the waiting job and the unreachable one keep theirs.
+    assert_eq!(f.admission.settle_not_rerun(t + 60).await, 0);
+    assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 2);
 }
 
 /// v0.0.38 names a job by its first state flag (Slurm's `job_state_string()`): a held,

@@ -58,7 +58,7 @@ pub use crate::model::{
     JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold,
     NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest,
     RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable, TransferOutcome,
-    TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow, SUBMIT_SKEW_SECS,
+    TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow, RERUN_STATES, SUBMIT_SKEW_SECS,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
@@ -508,6 +508,13 @@ impl Ledger {
         self.storage.release_hold(hold_id, reason, at).await
     }
 
+    /// Settles an active hold at `at` whose job's final usage is already posted (a record
+    /// [`Ledger::holds_to_confirm`] lists, once its cluster says the job will not run again);
+    /// `false` when it was already closed.
+    pub async fn settle_hold(&self, hold_id: i64, reason: &str, at: i64) -> Result<bool> {
+        self.storage.settle_hold(hold_id, reason, at).await
+    }
+
     /// Keeps the active hold `id` a whole lifetime (the time limit + grace it was placed with)
     /// past `at`, for a job the cluster says still waits; `false` when it is not active or
     /// already lives that long.
@@ -550,6 +557,15 @@ impl Ledger {
     /// The active holds [`expire_holds`](Ledger::expire_holds) would close at `now`, by id.
     pub async fn holds_due(&self, now: i64) -> Result<Vec<HoldRow>> {
         self.storage.holds_due(now).await
+    }
+
+    /// The active holds whose job's latest record ended it in a state after which Slurm may
+    /// run it again under the same id ([`RERUN_STATES`]: a requeue after a node failure or a
+    /// preemption). Such a record does not settle the hold: the gateway asks the cluster
+    /// whether the job waits to run again, and settles the hold
+    /// ([`Ledger::settle_hold`]) if not. By id.
+    pub async fn holds_to_confirm(&self) -> Result<Vec<HoldRow>> {
+        self.storage.holds_to_confirm().await
     }
 
     // --- balances and reports -------------------------------------------------------------

@@ -72,7 +72,7 @@ pub struct UsageCharge {
     pub qos: Option<String>,
     pub state: String,
     /// The record will not change any more (its run ended). A final revision is never replaced
-    /// by a non-final one; see [`UsageCharge::ends_job`] for which records settle holds.
+    /// by a non-final one; see [`UsageCharge::settles_hold`] for which records settle holds.
     pub is_final: bool,
     pub currency: Currency,
     pub amount_micros: i64,
@@ -96,11 +96,25 @@ fn ends_job(is_final: bool, state: &str) -> bool {
 /// nor extends the hold, nor counts in the charge of the job submitted through bursar.
 pub const SUBMIT_SKEW_SECS: i64 = 600;
 
+/// Final states after which Slurm may run the same job again, in a new record under the same id
+/// submitted at the moment of the requeue: a job requeued after a node failure is logged as
+/// ended `NODE_FAIL`, one preempted with `PreemptMode=REQUEUE` as ended `PREEMPTED`
+/// (slurmctld's `job_mgr.c`: "We want this job to look like it was terminated in the
+/// accounting logs"). Whether it will runs only the cluster can tell: such a record ends the
+/// job's view, but its hold waits for the gateway to ask ([`crate::Ledger::holds_to_confirm`]).
+pub const RERUN_STATES: [&str; 2] = ["NODE_FAIL", "PREEMPTED"];
+
 impl UsageCharge {
-    /// The job is over with this record ([`ends_job`]). Only such records settle the job's
-    /// hold; the others keep it alive as an unfinished record does.
+    /// The job is over with this record ([`ends_job`]): it ends the job's view.
     pub fn ends_job(&self) -> bool {
         ends_job(self.is_final, &self.state)
+    }
+
+    /// This record settles the job's hold: it ends the job, in a state after which Slurm never
+    /// runs the job again ([`RERUN_STATES`]). The others keep the hold alive as an unfinished
+    /// record does.
+    pub fn settles_hold(&self) -> bool {
+        self.ends_job() && !RERUN_STATES.contains(&self.state.as_str())
     }
 }
 

@@ -124,10 +124,14 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn place_hold(&self, hold: &NewHold, check: bool) -> Result<HoldRow>;
     async fn link_hold(&self, id: i64, job_ref: &str) -> Result<()>;
     async fn release_hold(&self, id: i64, reason: &str, at: i64) -> Result<bool>;
+    async fn settle_hold(&self, id: i64, reason: &str, at: i64) -> Result<bool>;
     async fn expire_holds(&self, now: i64) -> Result<u64>;
     async fn extend_hold(&self, id: i64, at: i64) -> Result<bool>;
     async fn holds(&self, active_only: bool) -> Result<Vec<HoldRow>>;
     async fn holds_due(&self, now: i64) -> Result<Vec<HoldRow>>;
+    /// The holds waiting to learn whether their job runs again (see
+    /// [`crate::Ledger::holds_to_confirm`]).
+    async fn holds_to_confirm(&self) -> Result<Vec<HoldRow>>;
     /// How many holds are active.
     async fn active_holds_count(&self) -> Result<u64>;
     /// The holds with one of `ids`, by id (see [`crate::Ledger::holds_by_id`]).

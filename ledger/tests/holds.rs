@@ -119,6 +119,108 @@ async fn a_requeued_or_resized_record_is_charged_and_keeps_the_hold() {
     }
 }
 
+/// slurmctld logs a job it requeues after a node failure (or a preemption) as ended NODE_FAIL
+/// (PREEMPTED), and runs it again in a new record under the same id, submitted at the
+/// requeue. Such a record is charged, but leaves the hold active (extended like a sighting)
+/// and listed among the holds whose cluster must say whether the job runs again. The next
+/// run's record takes the hold off that list, and its final record settles it; a job that
+/// will not run again has its hold settled by `settle_hold`. A record of an older job under
+/// the id lists nothing.
+#[tokio::test]
+async fn a_node_failed_or_preempted_record_leaves_the_hold_for_its_cluster_to_confirm() {
+    for state in bursar_ledger::RERUN_STATES {
+        let (_dir, ledger) = setup().await;
+        let placed = T0 + HOUR;
+        let mut ids = Vec::new();
+        for job in ["5", "6", "7"] {
+            let h = ledger
+                .try_place_hold(&hold(&format!("h{job}"), "physics", 10, Some(job)))
+                .await
+                .unwrap();
+            ids.push(h.id);
+        }
+        let ended = |job: &str, submit: i64, units: i64| UsageCharge {
+            state: state.to_string(),
+            ..submitted(submit, record(job, "r1", "physics", units, T0 + 2 * HOUR))
+        };
+        let out = ledger
+            .post_usage(
+                &[
+                    ended("5", placed, 2),
+                    ended("6", placed, 3),
+                    // job 7's record is an older job's: submitted an hour before the hold.
+                    ended("7", T0, 1),
+                ],
+                T0 + 2 * HOUR,
+            )
+            .await
+            .unwrap();
+        assert_eq!((out.charged, out.settled_holds), (3, 0), "{state}");
+        let confirm: Vec<i64> = ledger
+            .holds_to_confirm()
+            .await
+            .unwrap()
+            .iter()
+            .map(|h| h.id)
+            .collect();
+        assert_eq!(confirm, [ids[0], ids[1]], "{state}");
+        let active = ledger.holds(true).await.unwrap();
+        assert_eq!(active.len(), 3, "{state}");
+        assert!(
+            active[..2].iter().all(|h| h.expires_at > T0 + DAY),
+            "{state}: extended like a sighting"
+        );
+
+        // Job 5 runs again: its next record takes its hold off the list.
+        let rerun = submitted(
+            T0 + 2 * HOUR,
+            running("5", "r2", "physics", 1, T0 + 3 * HOUR),
+        );
+        ledger.post_usage(&[rerun], T0 + 3 * HOUR).await.unwrap();
+        let confirm = ledger.holds_to_confirm().await.unwrap();
+        assert_eq!(
+            confirm.iter().map(|h| h.id).collect::<Vec<_>>(),
+            [ids[1]],
+            "{state}"
+        );
+
+        // Job 6 will not run again: its hold is settled, once.
+        assert!(ledger
+            .settle_hold(ids[1], "ended", T0 + 3 * HOUR)
+            .await
+            .unwrap());
+        assert!(!ledger
+            .settle_hold(ids[1], "ended", T0 + 3 * HOUR)
+            .await
+            .unwrap());
+        let six = &ledger.holds_by_id(&[ids[1]]).await.unwrap()[0];
+        assert_eq!(
+            (six.state, six.reason.as_deref()),
+            (HoldState::Settled, Some("ended"))
+        );
+        assert!(ledger.holds_to_confirm().await.unwrap().is_empty());
+        let b = &ledger.balance("physics", placed).await.unwrap()[0];
+        assert_eq!((b.charged, b.held), (7 * UNIT, 20 * UNIT), "{state}");
+
+        // Job 5's second run ends: its record settles the hold as usual.
+        let done = submitted(
+            T0 + 2 * HOUR,
+            record("5", "r3", "physics", 4, T0 + 4 * HOUR),
+        );
+        let out = ledger.post_usage(&[done], T0 + 4 * HOUR).await.unwrap();
+        assert_eq!(out.settled_holds, 1, "{state}");
+        let active = ledger.holds(true).await.unwrap();
+        assert_eq!(
+            active.iter().map(|h| h.id).collect::<Vec<_>>(),
+            [ids[2]],
+            "{state}: only the hold of job 7, whose own record has not come"
+        );
+        let b = &ledger.balance("physics", placed).await.unwrap()[0];
+        assert_eq!((b.charged, b.held), (10 * UNIT, 10 * UNIT), "{state}");
+        assert!(ledger.verify().await.unwrap().is_empty());
+    }
+}
+
 /// Slurm hands out job ids again after its saved state is lost (or `MaxJobId` wraps): a
 /// collection that re-reads an older job's records under the id of a held job must neither
 /// settle nor extend that hold. A record submitted a little before the hold (the cluster's

@@ -11,12 +11,16 @@
 //! - A dstack task is applied on the dstack server; with no backends there it fails for lack
 //!   of capacity, and once the collector sees the failed run its hold settles at 0.
 //!
+//! - A running job whose node fails is logged NODE_FAIL and requeued by slurmctld: its hold
+//!   stays while the job waits to run again, and settles once it ends.
+//!
 //! Every job started here is cancelled at the end (also when a test fails), and the server is
-//! stopped with SIGTERM.
+//! stopped with SIGTERM. The node-failure test takes a node down, so it runs alone.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bursar_tests::{bursar_bin, micros, DevStack, Site};
@@ -94,9 +98,16 @@ fn tres_counts(alloc_tres: &str) -> (u128, u128, u128) {
 
 // --- the gateway under test ---------------------------------------------------------------------
 
+/// The dev stack's clusters as these tests use them: shared by the tests that only submit
+/// jobs, alone for one that takes a node down (it would fail the others' jobs too).
+static STACK: RwLock<()> = RwLock::new(());
+
 /// A `bursar serve` child over its own site (config, key, ledger), with alice's and an admin's
 /// tokens; on drop, cancels what it started and stops the server.
 struct Gateway {
+    /// Its use of the stack ([`STACK`]), given up after everything else is dropped.
+    _shared: Option<RwLockReadGuard<'static, ()>>,
+    _alone: Option<RwLockWriteGuard<'static, ()>>,
     dev: DevStack,
     site: Site,
     child: Option<Child>,
@@ -129,16 +140,36 @@ impl Gateway {
     /// A gateway (`extra` appended to its configuration) whose org holds 100 su and 100 usd,
     /// and the path of [`job_script`] in its site.
     fn funded(extra: &str) -> (Gateway, String) {
-        let gw = Gateway::start_with(extra);
-        gw.set_allocation("org", "su", "100");
-        gw.set_allocation("org", "usd", "100");
-        let script = job_script(gw.site.dir.path());
+        Gateway::start_with(extra).with_funds()
+    }
+
+    fn with_funds(self) -> (Gateway, String) {
+        self.set_allocation("org", "su", "100");
+        self.set_allocation("org", "usd", "100");
+        let script = job_script(self.site.dir.path());
         let script = script.to_str().unwrap().to_string();
-        (gw, script)
+        (self, script)
     }
 
     /// As [`start`](Gateway::start), with `extra` appended to the site's configuration.
     fn start_with(extra: &str) -> Gateway {
+        Gateway::start_using(extra, false)
+    }
+
+    /// As [`funded`](Gateway::funded), once no other test uses the stack, and keeping it until
+    /// dropped.
+    fn funded_alone() -> (Gateway, String) {
+        Gateway::start_using("", true).with_funds()
+    }
+
+    /// A gateway that shares the stack with the other tests, or uses it `alone`. (A test that
+    /// failed holding the lock leaves it poisoned; the stack is still usable.)
+    fn start_using(extra: &str, alone: bool) -> Gateway {
+        let (shared, alone) = if alone {
+            (None, Some(STACK.write().unwrap_or_else(|e| e.into_inner())))
+        } else {
+            (Some(STACK.read().unwrap_or_else(|e| e.into_inner())), None)
+        };
         let dev = DevStack::get();
         let site = Site::new("");
         let token_file = site.path("dstack.token");
@@ -160,6 +191,8 @@ impl Gateway {
             .spawn()
             .expect("start bursar serve");
         let mut gateway = Gateway {
+            _shared: shared,
+            _alone: alone,
             dev,
             site,
             child: Some(child),
@@ -984,4 +1017,162 @@ fn a_dstack_task_is_applied_fails_for_lack_of_capacity_and_settles_at_zero() {
         settled["charge"],
         settled["hold"]
     );
+}
+
+/// Polls `probe` every half second until it returns something, for at most `limit`.
+fn wait_for<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(found) = probe() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A node of a cluster taken down, as slurmctld does with a node that stops answering; resumed
+/// when dropped (also when the test fails).
+struct DownNode {
+    conf: String,
+    node: String,
+}
+
+impl DownNode {
+    fn take(dev: &DevStack, cluster: &str, node: &str) -> DownNode {
+        dev.slurm(
+            "scontrol",
+            cluster,
+            &[
+                "update",
+                &format!("nodename={node}"),
+                "state=down",
+                "reason=bursar test: node failure",
+            ],
+        );
+        let conf = if cluster == "cloud" {
+            dev.var("BURSAR_DEV_CLOUD_CONF")
+        } else {
+            dev.var("BURSAR_DEV_ONPREM_CONF")
+        };
+        DownNode {
+            conf: conf.to_string(),
+            node: node.to_string(),
+        }
+    }
+}
+
+impl Drop for DownNode {
+    fn drop(&mut self) {
+        // With ReturnToService=2 the node may be back already, when slurmctld refuses to
+        // resume it ("Invalid node state specified").
+        let _ = Command::new("scontrol")
+            .args(["update", &format!("nodename={}", self.node), "state=resume"])
+            .env("SLURM_CONF", &self.conf)
+            .stderr(Stdio::null())
+            .status();
+        let state = Command::new("sinfo")
+            .args(["-h", "-n", &self.node, "-o", "%T"])
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        if state.starts_with("down") || state.starts_with("drain") {
+            eprintln!(
+                "node {} is still {state}: scontrol update nodename={} state=resume",
+                self.node, self.node
+            );
+        }
+    }
+}
+
+#[test]
+fn a_job_requeued_after_its_node_fails_keeps_its_hold_until_it_ends() {
+    let (gw, _) = Gateway::funded_alone();
+    let script = gw.site.path("long.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/bash\n#SBATCH -A physics\n#SBATCH -t 5\n#SBATCH -n 1\n#SBATCH -J bursar-node-fail\n\
+         #SBATCH -o /dev/null\nsleep 600\n",
+    )
+    .unwrap();
+    let estimate = cost_micros(&ONPREM, 1, 1000, 0, 300);
+    let sub = gw.submit(&[script.to_str().unwrap()]);
+    assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+    let job = sub.cluster_job_id.as_str();
+    let squeue = || {
+        gw.dev
+            .slurm("squeue", "onprem", &["-h", "-j", job, "-o", "%T %N"])
+            .trim()
+            .to_string()
+    };
+    let node = wait_for("the job running", JOB_WAIT, || {
+        let line = squeue();
+        let (state, node) = line.split_once(' ')?;
+        (state == "RUNNING").then(|| node.to_string())
+    });
+
+    // Its node fails: slurmctld logs the run ended NODE_FAIL and queues the job to run again
+    // under the same id (from two minutes on, as slurmctld does after a requeue).
+    let down = DownNode::take(&gw.dev, "onprem", &node);
+    let records = wait_for("sacct listing the NODE_FAIL run", JOB_WAIT, || {
+        let out = gw.dev.slurm(
+            "sacct",
+            "onprem",
+            &[
+                "-M",
+                "onprem",
+                "-j",
+                job,
+                "-D",
+                "-X",
+                "-n",
+                "-P",
+                "--format=State,Submit",
+            ],
+        );
+        out.lines()
+            .any(|l| l.starts_with("NODE_FAIL"))
+            .then(|| out.trim().replace('\n', "; "))
+    });
+    println!("job {job} on {node}: node down; sacct -D: {records}");
+
+    // The server collects the NODE_FAIL record (refunded by default)…
+    let posted = wait_for("bursar posting the NODE_FAIL record", SETTLE_WAIT, || {
+        let charges = gw.site.json(&["charges", "-M", "onprem"]);
+        charges["charges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["job_id"] == job && c["state"] == "NODE_FAIL")
+            .cloned()
+    });
+    assert_eq!(micros(posted["amount"].as_str().unwrap()), 0, "{posted}");
+    // …and the hold stays while the job waits to run again, through several collection passes
+    // (every 2 s), each of which asks slurmctld.
+    std::thread::sleep(Duration::from_secs(8));
+    let waiting = squeue();
+    assert!(waiting.starts_with("PENDING"), "squeue: {waiting:?}");
+    let view = gw.job(sub.id);
+    assert_eq!(
+        view["state"],
+        "held",
+        "{view}\nserver log:\n{}",
+        gw.server_log()
+    );
+    assert_eq!(micros(view["hold"].as_str().unwrap()), estimate, "{view}");
+    assert_eq!(gw.alice_held("physics", "su"), estimate);
+    println!(
+        "after the NODE_FAIL record: job {job} {waiting}, bursar job {} held {} su",
+        sub.id, view["hold"]
+    );
+
+    // It is cancelled before it runs again: it has ended, and the hold settles.
+    gw.dev.slurm("scancel", "onprem", &["-M", "onprem", job]);
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(micros(settled["charge"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(gw.alice_held("physics", "su"), 0);
+    println!("cancelled while queued again: {settled}");
+    drop(down);
 }

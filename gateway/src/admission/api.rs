@@ -66,4 +66,8 @@ impl AdmissionApi for Admission {
     async fn keep_waiting(&self, now: i64) -> u64 {
         Admission::keep_waiting(self, now).await
     }
+
+    async fn settle_not_rerun(&self, now: i64) -> u64 {
+        Admission::settle_not_rerun(self, now).await
+    }
 }

@@ -400,6 +400,62 @@ impl Admission {
     }
 }
 
+/// Why a hold is settled once its job's cluster says a job it logged as ended `NODE_FAIL` or
+/// `PREEMPTED` will not run again.
+const NOT_RERUN_REASON: &str = "settled: the job's final usage was posted and its cluster \
+     will not run it again";
+
+impl Admission {
+    /// Settles the holds whose job's latest record ended it in a state after which Slurm may
+    /// run it again under the same id ([`bursar_ledger::RERUN_STATES`]: requeued after a node
+    /// failure or a preemption), when its cluster says the job no longer waits to run: it
+    /// ended for good, and its usage is posted. A job that waits keeps its hold: its next run
+    /// is the job's, and its records settle or extend the hold as usual. A cluster that cannot
+    /// be asked now is asked again next time; a cluster bursar no longer forwards to cannot be,
+    /// and the record settles the hold. Returns how many were settled.
+    pub async fn settle_not_rerun(&self, now: i64) -> u64 {
+        let ledger = &self.inner.app.ledger;
+        let holds = match ledger.holds_to_confirm().await {
+            Ok(holds) => holds,
+            Err(e) => {
+                tracing::error!("listing holds of jobs that may run again: {e}");
+                return 0;
+            }
+        };
+        let mut settled = 0;
+        for hold in &holds {
+            let Some(job) = hold.job_ref.as_deref() else {
+                continue;
+            };
+            if let Some(forwarder) = self.inner.forwarders.get(&hold.cluster) {
+                match forwarder.still_waiting(job).await {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        tracing::debug!(hold = hold.id, cluster = %hold.cluster, job,
+                            "hold kept: its job waits to run again");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(hold = hold.id, cluster = %hold.cluster, job,
+                            "cannot ask whether the job runs again; asking next time: {e}");
+                        continue;
+                    }
+                }
+            }
+            match ledger.settle_hold(hold.id, NOT_RERUN_REASON, now).await {
+                Ok(true) => {
+                    settled += 1;
+                    tracing::info!(hold = hold.id, cluster = %hold.cluster, job,
+                        "hold settled: its job ended and will not run again");
+                }
+                Ok(false) => {}
+                Err(e) => tracing::error!(hold = hold.id, "settling a hold: {e}"),
+            }
+        }
+        settled
+    }
+}
+
 impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admission")

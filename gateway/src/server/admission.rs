@@ -60,4 +60,10 @@ pub trait AdmissionApi: Send + Sync {
     async fn keep_waiting(&self, _now: i64) -> u64 {
         0
     }
+
+    /// Settles the holds of jobs logged as ended in a state after which Slurm may run them
+    /// again (`NODE_FAIL`, `PREEMPTED`) that their cluster says will not; returns how many.
+    async fn settle_not_rerun(&self, _now: i64) -> u64 {
+        0
+    }
 }

@@ -351,8 +351,10 @@ pub async fn checkpoint_loop(app: Arc<App>, shutdown: impl Future<Output = ()>) 
     }
 }
 
-/// Every [`EXPIRY_INTERVAL`], keeps the holds of jobs their cluster says still wait (through
-/// `admission`, [`AdmissionApi::keep_waiting`]), expires the other holds past their expiry
+/// Every [`EXPIRY_INTERVAL`], settles the holds of jobs logged as ended `NODE_FAIL` or
+/// `PREEMPTED` that their cluster will not run again ([`AdmissionApi::settle_not_rerun`]),
+/// keeps the holds of jobs their cluster says still wait (through `admission`,
+/// [`AdmissionApi::keep_waiting`]), expires the other holds past their expiry
 /// (and, in the same ledger transaction, marks their API jobs `expired`) and picks up new
 /// price-table versions, until `shutdown` resolves.
 pub async fn expiry_loop(
@@ -370,6 +372,7 @@ pub async fn expiry_loop(
         }
         let now = crate::timefmt::now();
         if let Some(admission) = &admission {
+            admission.settle_not_rerun(now).await;
             admission.keep_waiting(now).await;
         }
         match app.ledger.expire_holds(now).await {

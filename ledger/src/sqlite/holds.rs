@@ -367,9 +367,12 @@ async fn close(
     mark_closed(conn, &ids, state, reason, at).await
 }
 
-pub(super) async fn release(
+/// Closes the active hold `id` as `state` (`released` or `settled`); `false` when it was
+/// already closed.
+pub(super) async fn close_one(
     conn: &mut SqliteConnection,
     id: Id,
+    state: &str,
     reason: &str,
     at: i64,
 ) -> Result<bool> {
@@ -385,8 +388,43 @@ pub(super) async fn release(
             None => Err(LedgerError::not_found("hold", id.to_string())),
         };
     };
-    close(conn, &[open_hold(&open)?], "released", reason, at).await?;
+    close(conn, &[open_hold(&open)?], state, reason, at).await?;
     Ok(true)
+}
+
+/// The active holds whose job's latest record (of those submitted since the hold was placed,
+/// [`crate::model::SUBMIT_SKEW_SECS`]) ended it in a state after which Slurm may run it again
+/// ([`crate::model::RERUN_STATES`]), through `holds_active_by_job` (named: the planner would
+/// rather scan every hold, active or not, in id order) and the jobs' unique key.
+pub(super) fn to_confirm_sql() -> String {
+    let states = crate::model::RERUN_STATES
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let select = HOLD_SELECT.replacen(
+        "from holds h",
+        "from holds h indexed by holds_active_by_job",
+        1,
+    );
+    format!(
+        "{select} where h.state = 'active' and h.job_ref is not null
+         and (select e.is_final = 1 and st.value in ({states})
+              from jobs j join journal e on e.id = j.entry_id join labels st on st.id = e.state_id
+              where j.cluster_id = h.cluster_id and j.job_id = h.job_ref
+                and j.submit >= h.placed_at - ?1
+              order by j.submit desc limit 1)
+         order by h.id"
+    )
+}
+
+pub(super) async fn to_confirm(conn: &mut SqliteConnection) -> Result<Vec<HoldRow>> {
+    let rows = sqlx::query(&to_confirm_sql())
+        .bind(crate::model::SUBMIT_SKEW_SECS)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(hold_row).collect()
 }
 
 pub(super) async fn expire(conn: &mut SqliteConnection, now: i64) -> Result<u64> {

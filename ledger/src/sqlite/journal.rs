@@ -689,7 +689,7 @@ pub(super) async fn post_usage(
         let cluster = lid(i, CLUSTER);
         by_cluster.entry(cluster).or_default().push(i);
         let job = (c.job_id.as_str(), c.submit);
-        if c.ends_job() {
+        if c.settles_hold() {
             finals.entry(cluster).or_default().push(job);
         } else {
             unfinished.entry(cluster).or_default().push(job);

@@ -558,9 +558,17 @@ impl Storage for SqliteStorage {
     #[tracing::instrument(skip_all)]
     async fn release_hold(&self, id: i64, reason: &str, at: i64) -> Result<bool> {
         let mut tx = self.begin().await?;
-        let released = holds::release(&mut tx, id, reason, at).await?;
+        let released = holds::close_one(&mut tx, id, "released", reason, at).await?;
         self.commit(tx).await?;
         Ok(released)
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn settle_hold(&self, id: i64, reason: &str, at: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let settled = holds::close_one(&mut tx, id, "settled", reason, at).await?;
+        self.commit(tx).await?;
+        Ok(settled)
     }
 
     async fn extend_hold(&self, id: i64, at: i64) -> Result<bool> {
@@ -586,6 +594,11 @@ impl Storage for SqliteStorage {
     async fn holds_due(&self, now: i64) -> Result<Vec<HoldRow>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         holds::due(&mut conn, now).await
+    }
+
+    async fn holds_to_confirm(&self) -> Result<Vec<HoldRow>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        holds::to_confirm(&mut conn).await
     }
 
     async fn active_holds_count(&self) -> Result<u64> {
@@ -1063,13 +1076,22 @@ mod tests {
     }
 
     /// What a job view and a forecast read grows with what they name, not with the ledger's
-    /// history: holds by id and the holds open at an instant (the active ones and those closed
+    /// history: the active holds whose job may run again (through the active linked holds'
+    /// index), holds by id and the holds open at an instant (the active ones and those closed
     /// after it, migration 0009) never scan the holds table; a job's usage goes from the jobs
     /// to the journal through indexes only.
     #[tokio::test]
     async fn job_views_and_forecasts_read_holds_and_usage_through_indexes() {
         let (_dir, conn) = migrated().await;
-        let cases: [(String, &[&str]); 3] = [
+        let cases: [(String, &[&str]); 4] = [
+            (
+                holds::to_confirm_sql(),
+                &[
+                    "SCAN h USING INDEX holds_active_by_job",
+                    "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (cluster_id=? AND job_id=? AND submit>?)",
+                    "SEARCH e USING INTEGER PRIMARY KEY (rowid=?)",
+                ],
+            ),
             (
                 holds::by_id_sql(),
                 &["SEARCH h USING INTEGER PRIMARY KEY (rowid=?)"],
