@@ -8,8 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use bursar_collectors::sacct::SacctTimeZone;
 use bursar_ledger::{
-    AccountRow, AllocationRow, AssociationRow, BalanceRow, GroupKey, JournalQuery, LedgerError,
-    UsageReport,
+    AccountRow, AllocationRow, AssociationRow, BalanceRow, GroupKey, LedgerError, UsageReport,
 };
 use bursar_pricing::money::format_micros;
 use bursar_pricing::Currency;
@@ -24,6 +23,7 @@ use crate::output::{write_json, Format, Table};
 use crate::timefmt::{format_bound, format_instant, now, parse_instant, OPEN_END, OPEN_START};
 
 mod admin;
+mod charges;
 
 pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     // The client commands talk to a bursar server: no local configuration is read, so a
@@ -120,7 +120,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Quarantine(QuarantineCommand::List(args)) => {
             quarantine_list(&App::open(config).await?, args.format, &mut out).await?
         }
-        Command::Charges(args) => charges(&App::open(config).await?, args, &mut out).await?,
+        Command::Charges(args) => {
+            charges::charges(&App::open(config).await?, args, &mut out).await?
+        }
         Command::Collect(args) => return collect(App::open(config).await?, args, &mut out).await,
         Command::Reconcile(args) => {
             return crate::reconcile::run(App::open(config).await?, args, &mut out).await
@@ -778,90 +780,6 @@ async fn quarantine_list(app: &App, format: Format, out: &mut impl Write) -> any
 }
 
 /// One row per job identity: what it costs now (the sum of its journal entries).
-async fn charges(app: &App, args: ChargesArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let jobs = match (&args.from, &args.to) {
-        (Some(from), Some(to)) => {
-            let from = parse_instant(from).context("--from")?;
-            let to = parse_instant(to).context("--to")?;
-            if to <= from {
-                bail!("--to must be after --from");
-            }
-            // The jobs charged in the window, each whole; then those whose current posting
-            // is in the window and on the account asked for.
-            let window = crate::reconcile::window_jobs(app, args.cluster.as_deref(), from, to);
-            let mut jobs = crate::reconcile::postings_of(app, window.await?).await?;
-            jobs.retain(|j| {
-                (from..to).contains(&j.effective_at)
-                    && args.account.as_ref().is_none_or(|a| a == &j.account)
-            });
-            jobs
-        }
-        _ => {
-            let query = JournalQuery {
-                account: args.account.clone(),
-                cluster: args.cluster.clone(),
-                ..JournalQuery::default()
-            };
-            crate::reconcile::job_postings(app.ledger.journal(&query).await?)
-        }
-    };
-    if args.format == Format::Json {
-        let rows: Vec<Value> = jobs
-            .iter()
-            .map(|j| {
-                json!({
-                    "cluster": j.cluster,
-                    "job_id": j.job_id,
-                    "display_id": j.display_id,
-                    "submit": format_instant(j.submit),
-                    "account": j.account,
-                    "user": j.user,
-                    "partition": j.partition,
-                    "qos": j.qos,
-                    "state": j.state,
-                    "currency": j.currency,
-                    "amount": money(app, &j.currency, j.amount),
-                    "effective_at": format_instant(j.effective_at),
-                    "reason": j.note,
-                })
-            })
-            .collect();
-        return Ok(write_json(out, &json!({ "charges": rows }))?);
-    }
-    let mut table = Table::new(
-        &[
-            "cluster",
-            "job",
-            "account",
-            "user",
-            "partition",
-            "qos",
-            "state",
-            "amount",
-            "currency",
-            "ended",
-            "note",
-        ],
-        &["amount"],
-    );
-    for j in &jobs {
-        table.push(vec![
-            j.cluster.clone(),
-            j.display_id.clone(),
-            j.account.clone(),
-            j.user.clone(),
-            j.partition.clone().unwrap_or_default(),
-            j.qos.clone().unwrap_or_default(),
-            j.state.clone(),
-            money(app, &j.currency, j.amount),
-            j.currency.to_string(),
-            format_instant(j.effective_at),
-            j.note.clone().unwrap_or_default(),
-        ]);
-    }
-    write_table(&table, args.format, out)
-}
-
 async fn collect(app: App, args: CollectArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     use crate::collect::{
         collect_loop, describe_lag, load_status, run_pass, Collector, PassWindow,

@@ -1,6 +1,7 @@
 //! What `bursar reconcile` and `bursar charges --from --to` read of the ledger: the postings
 //! of the jobs with usage in the window (and of the jobs the cluster lists), each whole — the
-//! same postings a read of the whole journal gives for them, without reading the rest.
+//! same postings a read of the whole journal gives for them, without reading the rest. And
+//! `bursar charges` without a window: every job, read a page of jobs at a time.
 
 mod admission_support;
 
@@ -121,12 +122,8 @@ async fn a_reconciliation_reads_the_windows_jobs_and_the_listed_ones_each_whole(
     assert_eq!(moved.effective_at, TO + 2 * HOUR);
 }
 
-/// `bursar charges --from --to` lists the jobs charged in the window — of the whole listing,
-/// those whose charge is effective in it — and keeps the cluster and account filters.
-#[tokio::test]
-async fn charges_in_a_window_are_the_whole_listings_jobs_ended_in_it() {
-    let f = fixture().await;
-    post_jobs(&f).await;
+/// A configuration file for the `bursar` binary over the fixture's ledger.
+fn write_config(f: &Fixture) -> std::path::PathBuf {
     let config = f._dir.path().join("bursar.yaml");
     std::fs::write(
         &config,
@@ -136,20 +133,36 @@ async fn charges_in_a_window_are_the_whole_listings_jobs_ended_in_it() {
         ),
     )
     .unwrap();
+    config
+}
+
+/// What `bursar charges ARGS` prints over `config`'s ledger.
+fn charges(config: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bursar"))
+        .args(["--config", &config.display().to_string(), "charges"])
+        .args(args)
+        .env_remove("BURSAR_DATABASE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `bursar charges --from --to` lists the jobs charged in the window — of the whole listing,
+/// those whose charge is effective in it — and keeps the cluster and account filters.
+#[tokio::test]
+async fn charges_in_a_window_are_the_whole_listings_jobs_ended_in_it() {
+    let f = fixture().await;
+    post_jobs(&f).await;
+    let config = write_config(&f);
     let charges = |args: &[&str]| -> Vec<Value> {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bursar"))
-            .args(["--config", &config.display().to_string(), "charges"])
-            .args(args)
-            .args(["--format", "json"])
-            .env_remove("BURSAR_DATABASE")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut args = args.to_vec();
+        args.extend(["--format", "json"]);
+        let listed: Value = serde_json::from_str(&charges(&config, &args)).unwrap();
         listed["charges"].as_array().unwrap().clone()
     };
     let (from, to) = ("2026-03-02T00:00:00Z", "2026-03-04T00:00:00Z");
@@ -196,4 +209,78 @@ async fn charges_in_a_window_are_the_whole_listings_jobs_ended_in_it() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--to must be after --from"));
+}
+
+/// `bursar charges` without a window reads the ledger 10,000 jobs at a time and writes CSV and
+/// JSON as it reads: over more jobs than a page, in every format and with `-M` or `-A`, it
+/// prints byte for byte what a window around all time prints (read by days), and its jobs
+/// are the postings of the whole journal, in order.
+#[tokio::test]
+async fn the_whole_listing_read_a_page_of_jobs_at_a_time_is_the_journals() {
+    let f = fixture().await;
+    post_jobs(&f).await;
+    let many: Vec<UsageCharge> = (0..10_050)
+        .map(|i| {
+            let cluster = if i % 3 == 0 { "cloud" } else { "onprem" };
+            record(
+                cluster,
+                &format!("{}", 1_000 + i),
+                "r1",
+                1 + i % 7,
+                FROM - DAY + i,
+            )
+        })
+        .collect();
+    f.app.ledger.post_usage(&many, TO + DAY).await.unwrap();
+    let config = write_config(&f);
+    let charges = |args: &[&str]| charges(&config, args);
+    let all_time = ["--from", "2000-01-01", "--to", "2100-01-01"];
+    for format in ["csv", "json", "table"] {
+        for only in [
+            &[][..],
+            &["-M", "cloud"],
+            &["-A", "physics"],
+            &["-A", "chemistry"],
+        ] {
+            let mut args = vec!["--format", format];
+            args.extend_from_slice(only);
+            let whole = charges(&args);
+            args.extend_from_slice(&all_time);
+            assert!(
+                whole == charges(&args),
+                "charges --format {format} {only:?}: the whole listing differs from all time's"
+            );
+        }
+    }
+    let listed: Value = serde_json::from_str(&charges(&["--format", "json"])).unwrap();
+    let listed: Vec<(String, String, String)> = listed["charges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let text = |k: &str| c[k].as_str().unwrap().to_string();
+            (text("cluster"), text("job_id"), text("amount"))
+        })
+        .collect();
+    let journal = f
+        .app
+        .ledger
+        .journal(&JournalQuery::default())
+        .await
+        .unwrap();
+    let expected: Vec<(String, String, String)> = job_postings(journal)
+        .into_iter()
+        .map(|p| {
+            let decimals = f.app.decimals(p.currency.as_str());
+            let amount = bursar_pricing::money::format_micros(p.amount, decimals);
+            (p.cluster, p.job_id, amount)
+        })
+        .collect();
+    assert!(listed.len() > 10_050, "{}", listed.len());
+    assert!(
+        listed == expected,
+        "the postings of the whole journal, in order"
+    );
+    let empty = charges(&["-A", "chemistry", "--format", "json"]);
+    assert_eq!(empty, "{\n  \"charges\": []\n}\n");
 }

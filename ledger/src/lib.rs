@@ -378,6 +378,24 @@ impl Ledger {
         self.storage.jobs_journal(jobs).await
     }
 
+    /// Every job a cluster (or the ledger) ever charged, a page at a time: the journal entries
+    /// of the next `limit` job identities after the one numbered `after` (0 for the first
+    /// page), of `cluster` when given — each with all its postings and the refunds given for
+    /// it, in posting order — and the number to ask after next; `None` when no job is left.
+    /// Identities are numbered as they were first posted, so pages follow the journal's order
+    /// of first appearance, and memory is bounded by the page, not the ledger.
+    pub async fn jobs_journal_page(
+        &self,
+        cluster: Option<&str>,
+        after: i64,
+        limit: u32,
+    ) -> Result<(Vec<JournalEntry>, Option<i64>)> {
+        if limit == 0 {
+            return Err(LedgerError::Invalid("a page of 0 jobs".to_string()));
+        }
+        self.storage.jobs_journal_page(cluster, after, limit).await
+    }
+
     // --- holds ----------------------------------------------------------------------------
 
     /// Places a hold without checking balances (an admin override). Idempotent by key.

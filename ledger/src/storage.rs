@@ -118,6 +118,14 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// The journal entries of the `(cluster, job id)` pairs (see
     /// [`crate::Ledger::jobs_journal`]).
     async fn jobs_journal(&self, jobs: &[(String, String)]) -> Result<Vec<JournalEntry>>;
+    /// The journal entries of the next `limit` job identities after number `after` (see
+    /// [`crate::Ledger::jobs_journal_page`]).
+    async fn jobs_journal_page(
+        &self,
+        cluster: Option<&str>,
+        after: i64,
+        limit: u32,
+    ) -> Result<(Vec<JournalEntry>, Option<i64>)>;
 
     /// Places a hold; with `check`, refuses it unless every allocation on the chain covering
     /// `placed_at` has `remaining ≥ amount` (and at least one exists).

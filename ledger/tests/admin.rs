@@ -5,8 +5,8 @@ mod common;
 
 use bursar_ledger::calendar::{days_from_civil, SECONDS_PER_DAY};
 use bursar_ledger::{
-    EntryKind, JournalQuery, Ledger, LedgerError, NewEntry, NewHold, RefundRequest, RenewPeriod,
-    RenewRequest, TransferRequest,
+    EntryKind, JournalEntry, JournalQuery, Ledger, LedgerError, NewEntry, NewHold, RefundRequest,
+    RenewPeriod, RenewRequest, TransferRequest,
 };
 use common::{record, su, temp_ledger, usd, DAY, HOUR, T0, UNIT};
 
@@ -560,12 +560,9 @@ async fn refunds_are_capped_at_the_charge_and_name_the_job() {
     assert!(ledger.verify().await.unwrap().is_empty());
 }
 
-/// `jobs_journal` reads, for many jobs at once, what the journal lists for each of them: its
-/// charge, the adjustments of its new revisions and the refunds given for it, on its own
-/// cluster only, each entry once.
-#[tokio::test]
-async fn the_journal_of_many_jobs_is_read_at_once_as_each_jobs_listing_has_it() {
-    let (_dir, ledger) = setup().await;
+/// Jobs 41 and 42 on alpha and 41 on beta; then a new revision of alpha's 41, a refund for it,
+/// and a hold (not a job's entry).
+async fn post_job_history(ledger: &Ledger) {
     let on = |cluster: &str, mut r: bursar_ledger::UsageCharge| {
         r.cluster = cluster.to_string();
         r
@@ -581,7 +578,6 @@ async fn the_journal_of_many_jobs_is_read_at_once_as_each_jobs_listing_has_it() 
         )
         .await
         .unwrap();
-    // A new revision of alpha's 41, then a refund, and a hold (not a job's entry).
     ledger
         .post_usage(
             &[record("41", "r2", "theory", 36, T0 + HOUR)],
@@ -600,6 +596,15 @@ async fn the_journal_of_many_jobs_is_read_at_once_as_each_jobs_listing_has_it() 
         .try_place_hold(&hold("h-42", "physics", 2))
         .await
         .unwrap();
+}
+
+/// `jobs_journal` reads, for many jobs at once, what the journal lists for each of them: its
+/// charge, the adjustments of its new revisions and the refunds given for it, on its own
+/// cluster only, each entry once.
+#[tokio::test]
+async fn the_journal_of_many_jobs_is_read_at_once_as_each_jobs_listing_has_it() {
+    let (_dir, ledger) = setup().await;
+    post_job_history(&ledger).await;
 
     let pair = |c: &str, j: &str| (c.to_string(), j.to_string());
     let asked = [
@@ -650,6 +655,83 @@ async fn the_journal_of_many_jobs_is_read_at_once_as_each_jobs_listing_has_it() 
         .iter()
         .any(|e| e.kind == EntryKind::Refund && e.job_id.as_deref() == Some("41")));
     assert!(ledger.jobs_journal(&[]).await.unwrap().is_empty());
+}
+
+/// `jobs_journal_page` reads every job a cluster (or the ledger) charged, a few jobs at a time:
+/// together the pages hold exactly the entries the journal lists for jobs (charges, new
+/// revisions, refunds), each once, each job's on one page, the jobs in the order they were
+/// first posted.
+#[tokio::test]
+async fn the_journal_of_every_job_is_read_a_page_of_jobs_at_a_time() {
+    let (_dir, ledger) = setup().await;
+    post_job_history(&ledger).await;
+    // Job 43, first posted after 41's new revision, and 44 on beta.
+    let mut beta = record("44", "r1", "chemistry", 2, T0 + HOUR);
+    beta.cluster = "beta".to_string();
+    ledger
+        .post_usage(
+            &[record("43", "r1", "physics", 1, T0 + HOUR), beta],
+            T0 + 4 * HOUR,
+        )
+        .await
+        .unwrap();
+
+    // The jobs (cluster, job id) in the order their entries first appear.
+    let jobs_of = |entries: &[JournalEntry]| {
+        let mut jobs: Vec<(String, String)> = Vec::new();
+        for e in entries {
+            let job = (e.cluster.clone().unwrap(), e.job_id.clone().unwrap());
+            if !jobs.contains(&job) {
+                jobs.push(job);
+            }
+        }
+        jobs
+    };
+    for (cluster, limit) in [
+        (None, 1),
+        (None, 2),
+        (None, 10),
+        (Some("alpha"), 2),
+        (Some("beta"), 5),
+        (Some("gamma"), 3),
+    ] {
+        let mut pages = Vec::new();
+        let mut after = 0;
+        loop {
+            let (entries, last) = ledger
+                .jobs_journal_page(cluster, after, limit)
+                .await
+                .unwrap();
+            let Some(last) = last else {
+                assert!(entries.is_empty());
+                break;
+            };
+            assert!(last > after);
+            after = last;
+            pages.push(entries);
+        }
+        let mut expected = ledger
+            .journal(&JournalQuery {
+                cluster: cluster.map(str::to_string),
+                ..JournalQuery::default()
+            })
+            .await
+            .unwrap();
+        expected.retain(|e| e.job_id.is_some());
+        let read: Vec<JournalEntry> = pages.concat();
+        let mut by_id = read.clone();
+        by_id.sort_by_key(|e| e.id);
+        assert_eq!(by_id, expected, "{cluster:?} by {limit}");
+        assert_eq!(jobs_of(&read), jobs_of(&expected), "{cluster:?} by {limit}");
+        let per_page: Vec<_> = pages.iter().map(|p| jobs_of(p)).collect();
+        assert_eq!(
+            per_page.concat(),
+            jobs_of(&expected),
+            "{cluster:?} by {limit}: each job on one page"
+        );
+        assert!(per_page.iter().all(|jobs| jobs.len() <= limit as usize));
+    }
+    assert!(ledger.jobs_journal_page(None, 0, 0).await.is_err());
 }
 
 #[tokio::test]

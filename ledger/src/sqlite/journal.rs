@@ -1274,7 +1274,16 @@ pub(super) fn jobs_journal_sql() -> String {
              from wanted w join labels l on l.value = w.cluster
              join jobs jb on jb.cluster_id = l.id and jb.job_id = w.job_id
          )
-         {ENTRY_SELECT} where id in (
+         {}",
+        postings_entries()
+    )
+}
+
+/// The entries of the job identities of a `postings (cluster_id, posting)` table defined
+/// before it, and the refunds given for them; each once, in posting order.
+fn postings_entries() -> String {
+    format!(
+        "{ENTRY_SELECT} where id in (
              select j.id from postings p
              join journal j on (j.job = p.posting or j.job_ref = p.posting)
              where j.cluster_id = p.cluster_id
@@ -1304,6 +1313,53 @@ pub(super) async fn jobs_journal(
         .await
         .map_err(db)?;
     rows.iter().map(journal_entry).collect()
+}
+
+/// The numbers of the next `?3` job identities after number `?1`, of the cluster labelled
+/// `?2` when it is not null, by number: the order they were first posted.
+pub(super) const JOBS_PAGE_SQL: &str = "select id from jobs
+     where id > ?1 and (?2 is null or cluster_id = (select id from labels where value = ?2))
+     order by id limit ?3";
+
+/// The journal entries of the job identities numbered in the JSON array `?1`, and the refunds
+/// given for them; each entry once, in posting order. Through the jobs' primary key, then
+/// `journal_job_entries` and `journal_refunds_by_job`.
+pub(super) fn postings_journal_sql() -> String {
+    format!(
+        "with postings as (
+             select jb.id as posting, jb.cluster_id from json_each(?1) w
+             join jobs jb on jb.id = w.value
+         )
+         {}",
+        postings_entries()
+    )
+}
+
+/// The entries of the next `limit` job identities after number `after` (of `cluster`), and
+/// the number of the last of them; `None` when none is left.
+pub(super) async fn jobs_journal_page(
+    conn: &mut SqliteConnection,
+    cluster: Option<&str>,
+    after: i64,
+    limit: u32,
+) -> Result<(Vec<JournalEntry>, Option<i64>)> {
+    let ids: Vec<i64> = sqlx::query_scalar(JOBS_PAGE_SQL)
+        .bind(after)
+        .bind(cluster)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    let Some(&last) = ids.last() else {
+        return Ok((Vec::new(), None));
+    };
+    let rows = sqlx::query(&postings_journal_sql())
+        .bind(json_ints(ids))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    let entries = rows.iter().map(journal_entry).collect::<Result<_>>()?;
+    Ok((entries, Some(last)))
 }
 
 pub(super) async fn job(

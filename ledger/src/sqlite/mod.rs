@@ -540,6 +540,16 @@ impl Storage for SqliteStorage {
         journal::jobs_journal(&mut conn, jobs).await
     }
 
+    async fn jobs_journal_page(
+        &self,
+        cluster: Option<&str>,
+        after: i64,
+        limit: u32,
+    ) -> Result<(Vec<JournalEntry>, Option<i64>)> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        journal::jobs_journal_page(&mut conn, cluster, after, limit).await
+    }
+
     #[tracing::instrument(skip_all)]
     async fn place_hold(&self, hold: &NewHold, check: bool) -> Result<HoldRow> {
         let mut tx = self.begin().await?;
@@ -1077,13 +1087,25 @@ mod tests {
 
     /// What a job view and a forecast read grows with what they name, not with the ledger's
     /// history: the active holds whose job may run again (through the active linked holds'
-    /// index), holds by id and the holds open at an instant (the active ones and those closed
+    /// index), a page of jobs by their numbers and its entries, holds by id and the holds open at an instant (the active ones and those closed
     /// after it, migration 0009) never scan the holds table; a job's usage goes from the jobs
     /// to the journal through indexes only.
     #[tokio::test]
     async fn job_views_and_forecasts_read_holds_and_usage_through_indexes() {
         let (_dir, conn) = migrated().await;
-        let cases: [(String, &[&str]); 4] = [
+        let cases: [(String, &[&str]); 6] = [
+            (
+                journal::JOBS_PAGE_SQL.to_string(),
+                &["SEARCH jobs USING INTEGER PRIMARY KEY (rowid>?)"],
+            ),
+            (
+                journal::postings_journal_sql(),
+                &[
+                    "SEARCH jb USING INTEGER PRIMARY KEY (rowid=?)",
+                    "SEARCH j USING INDEX journal_job_entries (job=?)",
+                    "SEARCH j USING INDEX journal_refunds_by_job (job_ref=?)",
+                ],
+            ),
             (
                 holds::to_confirm_sql(),
                 &[
