@@ -800,7 +800,9 @@ pub async fn collect_loop(
                         // A job the pass saw end NODE_FAIL or PREEMPTED may run again: its
                         // hold settles only once its cluster says it will not.
                         if let (Some(admission), true) = (&admission, s.records > 0) {
-                            admission.settle_not_rerun(now()).await;
+                            admission
+                                .settle_not_rerun(Some(&collector.cluster), now())
+                                .await;
                         }
                     }
                     Err(e) => tracing::error!(cluster = %collector.cluster, "collection pass failed: {e:#}"),

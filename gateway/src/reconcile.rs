@@ -140,14 +140,22 @@ pub async fn postings_of(
     app: &App,
     jobs: BTreeSet<(String, String)>,
 ) -> anyhow::Result<Vec<JobPosting>> {
+    Ok(job_postings(entries_of(app, jobs).await?))
+}
+
+/// The journal entries of `jobs`, in posting order, as the whole journal lists them.
+pub async fn entries_of(
+    app: &App,
+    jobs: BTreeSet<(String, String)>,
+) -> anyhow::Result<Vec<JournalEntry>> {
     let jobs: Vec<(String, String)> = jobs.into_iter().collect();
     let mut entries = Vec::new();
     for chunk in jobs.chunks(JOBS_PER_READ) {
         entries.extend(app.ledger.jobs_journal(chunk).await?);
     }
-    // In posting order, as the whole journal lists them (a job's entries are all in one read).
+    // A job's entries are all in one read.
     entries.sort_by_key(|e| e.id);
-    Ok(job_postings(entries))
+    Ok(entries)
 }
 
 /// Aggregates journal entries per job identity `(cluster, job id, submit)`, in order of first

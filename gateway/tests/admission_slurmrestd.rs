@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bursar_gateway::admission::forward::{slurm_submission, ForwardJob};
-use bursar_gateway::admission::Admission;
+use bursar_gateway::admission::{Admission, Submitted};
 use bursar_gateway::app::App;
 use bursar_gateway::auth::{Principal, Role};
 use bursar_gateway::config::Config;
@@ -395,6 +395,15 @@ async fn a_hold_whose_job_still_waits_on_the_cluster_is_kept_the_others_expire()
     assert_eq!(f.admission.keep_waiting(later + 60).await, 0);
 }
 
+/// The states alice's view gives `jobs`.
+async fn states(f: &Fixture, jobs: &[Submitted]) -> Vec<String> {
+    let mut states = Vec::new();
+    for job in jobs {
+        states.push(f.admission.job(&alice(), job.id).await.unwrap().state);
+    }
+    states
+}
+
 /// slurmctld logs a job it requeues after a node failure as ended NODE_FAIL and runs it again
 /// under the same id: that record does not settle the hold. Asked after the record is posted,
 /// the cluster says job 3119 waits to run again (its hold stays) and job 4242 is gone (its
@@ -448,18 +457,11 @@ async fn a_hold_settles_on_a_node_failure_only_once_its_cluster_will_not_run_the
     assert_eq!((out.charged, out.settled_holds), (3, 0));
     assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 3);
 
-    assert_eq!(f.admission.settle_not_rerun(t + 30).await, 1);
+    assert_eq!(f.admission.settle_not_rerun(None, t + 30).await, 1);
     let active = f.app.ledger.holds(true).await.unwrap();
     let refs: Vec<_> = active.iter().filter_map(|h| h.job_ref.as_deref()).collect();
     assert_eq!(refs, ["3119", "5353"]);
-    let states: Vec<String> = {
-        let mut states = Vec::new();
-        for job in &jobs {
-            states.push(f.admission.job(&alice(), job.id).await.unwrap().state);
-        }
-        states
-    };
-    assert_eq!(states, ["held", "settled", "held"]);
+    assert_eq!(states(&f, &jobs).await, ["held", "settled", "held"]);
     let settled = f.app.ledger.holds(false).await.unwrap();
     let gone = settled
         .iter()
@@ -469,8 +471,16 @@ async fn a_hold_settles_on_a_node_failure_only_once_its_cluster_will_not_run_the
     assert_eq!(gone.closed_at, Some(t + 30));
 
     // Asked again: nothing new to settle; the waiting job and the unreachable one keep theirs.
-    assert_eq!(f.admission.settle_not_rerun(t + 60).await, 0);
+    assert_eq!(f.admission.settle_not_rerun(None, t + 60).await, 0);
     assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 2);
+    // Once their lifetime has run out, the one that cannot be asked is settled (its final
+    // usage is posted) rather than expired; the waiting one is kept.
+    let due = active.iter().map(|h| h.expires_at).max().unwrap();
+    assert_eq!(f.admission.settle_not_rerun(None, due).await, 1);
+    let active = f.app.ledger.holds(true).await.unwrap();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].job_ref.as_deref(), Some("3119"));
+    assert_eq!(states(&f, &jobs).await, ["held", "settled", "settled"]);
 }
 
 /// v0.0.38 names a job by its first state flag (Slurm's `job_state_string()`): a held,

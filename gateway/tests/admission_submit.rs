@@ -697,6 +697,68 @@ async fn a_free_job_holds_nothing_and_settles_when_its_cluster_reports_it_finish
     assert_eq!(err.code(), "conflict");
 }
 
+/// A job that holds nothing and whose run ends NODE_FAIL may be run again by Slurm under its
+/// id: it stays `held` while its cluster says it waits, and is settled (at that run's charge)
+/// once the cluster says it is gone. One whose next run's record comes is settled by it.
+#[tokio::test]
+async fn a_free_job_ended_by_a_node_failure_settles_once_its_cluster_will_not_run_it_again() {
+    let f = fixture_with_a_free_qos().await;
+    let mut free = Vec::new();
+    for _ in 0..2 {
+        let job = f
+            .admission
+            .submit(&alice(), job_with(json!({"qos": "scavenger"})), None)
+            .await
+            .unwrap();
+        free.push(job);
+    }
+    f.admission.settled().await;
+    let t = now();
+    let node_fail = |job_id: &str| UsageCharge {
+        revision: "nf".into(),
+        state: "NODE_FAIL".into(),
+        qos: Some("scavenger".into()),
+        ..completed(job_id, t, 0, t + 60)
+    };
+    let ids: Vec<&str> = free.iter().map(|j| j.cluster_job_id.as_str()).collect();
+    f.app
+        .ledger
+        .post_usage(&[node_fail(ids[0]), node_fail(ids[1])], t + 60)
+        .await
+        .unwrap();
+    let admission = &f.admission;
+    let state = |id| async move {
+        let v = admission.job(&alice(), id).await.unwrap();
+        (v.state, v.charge, v.settled_at)
+    };
+    assert_eq!(state(free[0].id).await, ("held".into(), Some(0), None));
+    assert_eq!(state(free[1].id).await, ("held".into(), Some(0), None));
+
+    // Both wait to run again; then the first's next run ends, and the second is gone.
+    *f.onprem.waiting.lock().unwrap() = vec![ids[0].to_string(), ids[1].to_string()];
+    assert_eq!(f.admission.settle_not_rerun(None, t + 90).await, 0);
+    assert_eq!(state(free[1].id).await.0, "held");
+    let rerun = UsageCharge {
+        revision: "rerun".into(),
+        qos: Some("scavenger".into()),
+        ..completed(ids[0], t + 60, 0, t + 120)
+    };
+    f.app.ledger.post_usage(&[rerun], t + 120).await.unwrap();
+    f.onprem.waiting.lock().unwrap().clear();
+    assert_eq!(
+        f.admission.settle_not_rerun(Some("cloud"), t + 150).await,
+        0
+    );
+    assert_eq!(f.admission.settle_not_rerun(None, t + 150).await, 1);
+    assert_eq!(
+        state(free[1].id).await,
+        ("settled".into(), Some(0), Some(t + 150))
+    );
+    let (first, charge, _) = state(free[0].id).await;
+    assert_eq!((first.as_str(), charge), ("settled", Some(0)));
+    assert_eq!(f.admission.settle_not_rerun(None, t + 180).await, 0);
+}
+
 #[tokio::test]
 async fn cancel_releases_the_hold_and_stops_the_job_as_its_user() {
     let f = fixture().await;

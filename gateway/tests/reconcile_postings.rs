@@ -122,6 +122,13 @@ async fn a_reconciliation_reads_the_windows_jobs_and_the_listed_ones_each_whole(
     assert_eq!(moved.effective_at, TO + 2 * HOUR);
 }
 
+/// An amount as `bursar charges` prints it (`-0.40`, `2.00`) in micros.
+fn micros(text: &str) -> i64 {
+    let (units, decimals) = text.split_once('.').unwrap_or((text, ""));
+    let digits: i64 = format!("{units}{decimals}").parse().unwrap();
+    digits * 10_i64.pow(6 - decimals.len() as u32)
+}
+
 /// A configuration file for the `bursar` binary over the fixture's ledger.
 fn write_config(f: &Fixture) -> std::path::PathBuf {
     let config = f._dir.path().join("bursar.yaml");
@@ -232,6 +239,23 @@ async fn the_whole_listing_read_a_page_of_jobs_at_a_time_is_the_journals() {
         })
         .collect();
     f.app.ledger.post_usage(&many, TO + DAY).await.unwrap();
+    // Job 1000 gets a refund on physics, then a new revision moves it to chemistry.
+    let ledger = &f.app.ledger;
+    ledger
+        .refund_job(&bursar_ledger::RefundRequest {
+            cluster: Some("cloud".into()),
+            job_id: "1000".into(),
+            amount: Some(400_000),
+            idempotency_key: "rf-1000".into(),
+            note: None,
+        })
+        .await
+        .unwrap();
+    let moved = UsageCharge {
+        account: "chemistry".into(),
+        ..record("cloud", "1000", "r2", 2, FROM - DAY)
+    };
+    ledger.post_usage(&[moved], TO + 2 * DAY).await.unwrap();
     let config = write_config(&f);
     let charges = |args: &[&str]| charges(&config, args);
     let all_time = ["--from", "2000-01-01", "--to", "2100-01-01"];
@@ -281,6 +305,59 @@ async fn the_whole_listing_read_a_page_of_jobs_at_a_time_is_the_journals() {
         listed == expected,
         "the postings of the whole journal, in order"
     );
-    let empty = charges(&["-A", "chemistry", "--format", "json"]);
+    // With -A, what each job charged that account, as its balance counts: the moved job at
+    // -0.40 (its refund) on physics and 2.00 on chemistry.
+    for account in ["physics", "chemistry"] {
+        let listed: Value =
+            serde_json::from_str(&charges(&["-A", account, "--format", "json"])).unwrap();
+        let mut sums = std::collections::BTreeMap::new();
+        for c in listed["charges"].as_array().unwrap() {
+            let amount = micros(c["amount"].as_str().unwrap());
+            *sums
+                .entry(c["currency"].as_str().unwrap().to_string())
+                .or_insert(0) += amount;
+            if c["job_id"] == "1000" {
+                let expected = if account == "physics" {
+                    "-0.40"
+                } else {
+                    "2.00"
+                };
+                assert_eq!(c["amount"], expected, "{account}: {c}");
+            }
+        }
+        let journal = ledger
+            .journal(&JournalQuery {
+                account: Some(account.to_string()),
+                ..JournalQuery::default()
+            })
+            .await
+            .unwrap();
+        let mut expected = std::collections::BTreeMap::new();
+        for e in journal.iter().filter(|e| e.kind.is_usage()) {
+            *expected.entry(e.currency.to_string()).or_insert(0) += e.amount;
+        }
+        assert_eq!(sums, expected, "{account}");
+    }
+    let empty = charges(&["-A", "biology", "--format", "json"]);
     assert_eq!(empty, "{\n  \"charges\": []\n}\n");
+    // A window in the wrong order prints nothing but the error.
+    let config = write_config(&f);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bursar"))
+        .args(["--config", &config.display().to_string(), "charges"])
+        .args([
+            "--format",
+            "csv",
+            "--from",
+            "2026-03-04",
+            "--to",
+            "2026-03-02",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

@@ -586,6 +586,14 @@ impl Ledger {
         self.storage.holds_to_confirm().await
     }
 
+    /// The API jobs that hold nothing (an estimate of 0), still `held`, whose latest record
+    /// ended them in a state after which Slurm may run them again ([`RERUN_STATES`]), by id:
+    /// the gateway asks their cluster, and records them `settled` if the job will not run
+    /// again ([`Ledger::update_api_job`]).
+    pub async fn free_jobs_to_confirm(&self) -> Result<Vec<ApiJob>> {
+        self.storage.free_jobs_to_confirm().await
+    }
+
     // --- balances and reports -------------------------------------------------------------
 
     /// Balances at `at` of every account, for every currency it has an allocation active at

@@ -100,9 +100,19 @@ pub const SUBMIT_SKEW_SECS: i64 = 600;
 /// submitted at the moment of the requeue: a job requeued after a node failure is logged as
 /// ended `NODE_FAIL`, one preempted with `PreemptMode=REQUEUE` as ended `PREEMPTED`
 /// (slurmctld's `job_mgr.c`: "We want this job to look like it was terminated in the
-/// accounting logs"). Whether it will runs only the cluster can tell: such a record ends the
-/// job's view, but its hold waits for the gateway to ask ([`crate::Ledger::holds_to_confirm`]).
+/// accounting logs"). Whether it will runs only the cluster can tell: such a record settles
+/// neither the job's hold nor a job that holds nothing until the gateway has asked
+/// ([`crate::Ledger::holds_to_confirm`], [`crate::Ledger::free_jobs_to_confirm`]).
 pub const RERUN_STATES: [&str; 2] = ["NODE_FAIL", "PREEMPTED"];
+
+/// [`RERUN_STATES`] as an SQL list of string literals: `'NODE_FAIL', 'PREEMPTED'`.
+pub(crate) fn rerun_states_sql() -> String {
+    RERUN_STATES
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 impl UsageCharge {
     /// The job is over with this record ([`ends_job`]): it ends the job's view.

@@ -140,6 +140,9 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// The holds waiting to learn whether their job runs again (see
     /// [`crate::Ledger::holds_to_confirm`]).
     async fn holds_to_confirm(&self) -> Result<Vec<HoldRow>>;
+    /// The API jobs without a hold waiting to learn the same (see
+    /// [`crate::Ledger::free_jobs_to_confirm`]).
+    async fn free_jobs_to_confirm(&self) -> Result<Vec<ApiJob>>;
     /// How many holds are active.
     async fn active_holds_count(&self) -> Result<u64>;
     /// The holds with one of `ids`, by id (see [`crate::Ledger::holds_by_id`]).

@@ -67,7 +67,7 @@ impl AdmissionApi for Admission {
         Admission::keep_waiting(self, now).await
     }
 
-    async fn settle_not_rerun(&self, now: i64) -> u64 {
-        Admission::settle_not_rerun(self, now).await
+    async fn settle_not_rerun(&self, cluster: Option<&str>, now: i64) -> u64 {
+        Admission::settle_not_rerun(self, cluster, now).await
     }
 }

@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use bursar_ledger::{
     AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JobRow, LedgerError,
-    NewAdmission, NewApiJob, NewHold, ViewRead, SUBMIT_SKEW_SECS,
+    NewAdmission, NewApiJob, NewHold, ViewRead, RERUN_STATES, SUBMIT_SKEW_SECS,
 };
 use bursar_pricing::{format_micros, Currency};
 use serde_json::{json, Value};
@@ -406,41 +406,41 @@ const NOT_RERUN_REASON: &str = "settled: the job's final usage was posted and it
      will not run it again";
 
 impl Admission {
-    /// Settles the holds whose job's latest record ended it in a state after which Slurm may
-    /// run it again under the same id ([`bursar_ledger::RERUN_STATES`]: requeued after a node
-    /// failure or a preemption), when its cluster says the job no longer waits to run: it
-    /// ended for good, and its usage is posted. A job that waits keeps its hold: its next run
-    /// is the job's, and its records settle or extend the hold as usual. A cluster that cannot
-    /// be asked now is asked again next time; a cluster bursar no longer forwards to cannot be,
-    /// and the record settles the hold. Returns how many were settled.
-    pub async fn settle_not_rerun(&self, now: i64) -> u64 {
+    /// Settles what waits on a job its cluster logged as ended in a state after which Slurm
+    /// may run it again under the same id ([`bursar_ledger::RERUN_STATES`]: requeued after a
+    /// node failure or a preemption) — its hold, or a job that holds nothing — when the
+    /// cluster says the job no longer waits to run: it ended for good, and its usage is
+    /// posted. A job that waits keeps its hold: its next run is the job's, and its records
+    /// settle or extend the hold as usual. Only `cluster`'s, when given (a collection pass).
+    ///
+    /// A cluster that cannot be asked is not asked again in this call, and asked next time;
+    /// a hold whose lifetime has run out by `now` meanwhile is settled rather than left to
+    /// expire (its final usage is posted), and a cluster bursar no longer forwards to cannot be
+    /// asked: the record settles. Returns how many holds and jobs were settled.
+    pub async fn settle_not_rerun(&self, cluster: Option<&str>, now: i64) -> u64 {
         let ledger = &self.inner.app.ledger;
-        let holds = match ledger.holds_to_confirm().await {
-            Ok(holds) => holds,
-            Err(e) => {
-                tracing::error!("listing holds of jobs that may run again: {e}");
+        let ours = |c: &str| cluster.is_none_or(|wanted| wanted == c);
+        let (holds, free) = match (
+            ledger.holds_to_confirm().await,
+            ledger.free_jobs_to_confirm().await,
+        ) {
+            (Ok(holds), Ok(free)) => (holds, free),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!("listing jobs that may run again: {e}");
                 return 0;
             }
         };
+        let mut unreachable = BTreeSet::new();
         let mut settled = 0;
-        for hold in &holds {
+        for hold in holds.iter().filter(|h| ours(&h.cluster)) {
             let Some(job) = hold.job_ref.as_deref() else {
                 continue;
             };
-            if let Some(forwarder) = self.inner.forwarders.get(&hold.cluster) {
-                match forwarder.still_waiting(job).await {
-                    Ok(false) => {}
-                    Ok(true) => {
-                        tracing::debug!(hold = hold.id, cluster = %hold.cluster, job,
-                            "hold kept: its job waits to run again");
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!(hold = hold.id, cluster = %hold.cluster, job,
-                            "cannot ask whether the job runs again; asking next time: {e}");
-                        continue;
-                    }
-                }
+            let due = hold.expires_at <= now;
+            match self.runs_again(&hold.cluster, job, &mut unreachable).await {
+                Some(false) => {}
+                None if due => {}
+                Some(true) | None => continue,
             }
             match ledger.settle_hold(hold.id, NOT_RERUN_REASON, now).await {
                 Ok(true) => {
@@ -452,7 +452,55 @@ impl Admission {
                 Err(e) => tracing::error!(hold = hold.id, "settling a hold: {e}"),
             }
         }
+        for job in free.iter().filter(|j| ours(&j.cluster)) {
+            let Some(id) = job.settle_ref.as_deref().or(job.cluster_job_id.as_deref()) else {
+                continue;
+            };
+            if self.runs_again(&job.cluster, id, &mut unreachable).await != Some(false) {
+                continue;
+            }
+            match ledger.update_api_job(job.id, "settled", None, now).await {
+                Ok(()) => {
+                    settled += 1;
+                    tracing::info!(job = job.id, cluster = %job.cluster, cluster_job = id,
+                        "job settled: it ended and will not run again");
+                }
+                Err(e) => tracing::error!(job = job.id, "settling a job: {e}"),
+            }
+        }
         settled
+    }
+
+    /// Whether the cluster will run `job` (its settle ref) again: `Some(true)` while it waits
+    /// there, `Some(false)` when it is gone or ended (or no forwarder can ask: the record is
+    /// all there is), `None` when the cluster cannot be asked now (noted in `unreachable`,
+    /// and not asked again).
+    async fn runs_again(
+        &self,
+        cluster: &str,
+        job: &str,
+        unreachable: &mut BTreeSet<String>,
+    ) -> Option<bool> {
+        if unreachable.contains(cluster) {
+            return None;
+        }
+        let Some(forwarder) = self.inner.forwarders.get(cluster) else {
+            return Some(false);
+        };
+        match forwarder.still_waiting(job).await {
+            Ok(waiting) => {
+                if waiting {
+                    tracing::debug!(cluster, job, "its job waits to run again: kept");
+                }
+                Some(waiting)
+            }
+            Err(e) => {
+                tracing::warn!(cluster, job,
+                    "cannot ask whether jobs that ended NODE_FAIL or PREEMPTED run again; asking next time: {e}");
+                unreachable.insert(cluster.to_string());
+                None
+            }
+        }
     }
 }
 
@@ -1112,8 +1160,8 @@ impl Admission {
 
     /// When the cluster reported `job` finished (its posting under `job_id`, the id it is
     /// charged under, and `latest_submit`, the last of its own records
-    /// ([`Admission::own_submits`]), is final and ends the job: not a requeue or a resize), if
-    /// it did.
+    /// ([`Admission::own_submits`]), is final and ends the job: not a requeue or a resize, nor
+    /// a node failure or preemption the job may be run again after), if it did.
     async fn finished(
         &self,
         job: &ApiJob,
@@ -1123,8 +1171,12 @@ impl Admission {
         let (Some(job_id), Some(submit)) = (job_id, latest_submit) else {
             return Ok(None);
         };
+        // A record after which Slurm may run the job again settles it only once its cluster
+        // says it will not ([`Admission::settle_not_rerun`]).
         let ending = self.ending(&job.cluster, job_id, submit).await?;
-        Ok(ending.map(|p| p.updated_at))
+        Ok(ending
+            .filter(|p| !RERUN_STATES.contains(&p.state.as_str()))
+            .map(|p| p.updated_at))
     }
 
     /// The posting of the record (`cluster`, `job_id`, `submit`), if that record ends its job.
@@ -1290,9 +1342,13 @@ impl Admission {
                 Some(h) if state == "held" && h.state == HoldState::Active => h.amount,
                 _ => 0,
             };
-            let mut settled_at = hold
-                .filter(|h| h.state == HoldState::Settled)
-                .and_then(|h| h.closed_at);
+            // A job that holds nothing was settled when its state was recorded so.
+            let mut settled_at = match hold {
+                Some(h) => Some(h)
+                    .filter(|h| h.state == HoldState::Settled)
+                    .and_then(|h| h.closed_at),
+                None => (job.state == "settled").then_some(job.updated_at),
+            };
             // Its charge: the usage entries in its currency of its own records (none: no
             // charge yet), and the latest of them.
             let charged_as = settle_ref(&job);

@@ -13,6 +13,7 @@ use crate::cli::ChargesArgs;
 use crate::output::{write_csv_line, Format, Table};
 use crate::reconcile::{job_postings, JobPosting};
 use crate::timefmt::{format_instant, parse_instant};
+use bursar_ledger::JournalEntry;
 
 use super::money;
 
@@ -38,25 +39,34 @@ pub(super) async fn charges(
     args: ChargesArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let mut rows = Rows::start(app, args.format, out)?;
-    let on_account = |j: &JobPosting| args.account.as_ref().is_none_or(|a| a == &j.account);
-    match (&args.from, &args.to) {
+    let window = match (&args.from, &args.to) {
         (Some(from), Some(to)) => {
             let from = parse_instant(from).context("--from")?;
             let to = parse_instant(to).context("--to")?;
             if to <= from {
                 bail!("--to must be after --from");
             }
-            // The jobs charged in the window, each whole; then those whose current posting
-            // is in the window and on the account asked for.
-            let window = crate::reconcile::window_jobs(app, args.cluster.as_deref(), from, to);
-            for job in crate::reconcile::postings_of(app, window.await?).await? {
-                if (from..to).contains(&job.effective_at) && on_account(&job) {
+            Some((from, to))
+        }
+        _ => None,
+    };
+    // With `-A`, what each job charged that account: its entries there (a job moved to
+    // another account by a new revision shows 0 on the first, and a refund given on the
+    // first stays there), as the account's balance counts them.
+    let on_account = |e: &JournalEntry| args.account.as_ref().is_none_or(|a| a == &e.account);
+    let mut rows = Rows::start(app, args.format, out)?;
+    match window {
+        Some((from, to)) => {
+            // The jobs charged in the window, each whole; then those whose posting is in it.
+            let jobs = crate::reconcile::window_jobs(app, args.cluster.as_deref(), from, to);
+            let entries = crate::reconcile::entries_of(app, jobs.await?).await?;
+            for job in job_postings(entries.into_iter().filter(on_account)) {
+                if (from..to).contains(&job.effective_at) {
                     rows.push(&job)?;
                 }
             }
         }
-        _ => {
+        None => {
             let mut after = 0;
             loop {
                 let (entries, last) = app
@@ -65,10 +75,8 @@ pub(super) async fn charges(
                     .await?;
                 let Some(last) = last else { break };
                 after = last;
-                for job in job_postings(entries) {
-                    if on_account(&job) {
-                        rows.push(&job)?;
-                    }
+                for job in job_postings(entries.into_iter().filter(on_account)) {
+                    rows.push(&job)?;
                 }
             }
         }

@@ -61,9 +61,10 @@ pub trait AdmissionApi: Send + Sync {
         0
     }
 
-    /// Settles the holds of jobs logged as ended in a state after which Slurm may run them
-    /// again (`NODE_FAIL`, `PREEMPTED`) that their cluster says will not; returns how many.
-    async fn settle_not_rerun(&self, _now: i64) -> u64 {
+    /// Settles the holds (and the jobs that hold nothing) of jobs logged as ended in a state
+    /// after which Slurm may run them again (`NODE_FAIL`, `PREEMPTED`) that their cluster
+    /// says will not; only `cluster`'s when given. Returns how many.
+    async fn settle_not_rerun(&self, _cluster: Option<&str>, _now: i64) -> u64 {
         0
     }
 }

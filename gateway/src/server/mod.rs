@@ -372,7 +372,7 @@ pub async fn expiry_loop(
         }
         let now = crate::timefmt::now();
         if let Some(admission) = &admission {
-            admission.settle_not_rerun(now).await;
+            admission.settle_not_rerun(None, now).await;
             admission.keep_waiting(now).await;
         }
         match app.ledger.expire_holds(now).await {

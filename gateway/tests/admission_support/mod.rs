@@ -67,6 +67,8 @@ pub struct StubForwarder {
     pub fail: Mutex<Option<ForwardError>>,
     pub submitted: Mutex<Vec<ForwardJob>>,
     pub cancelled: Mutex<Vec<(String, String)>>,
+    /// The settle refs of the jobs that still wait on the cluster ([`Forwarder::still_waiting`]).
+    pub waiting: Mutex<Vec<String>>,
 }
 
 impl StubForwarder {
@@ -92,6 +94,10 @@ impl Forwarder for StubForwarder {
             settle_ref: id,
             message: None,
         })
+    }
+
+    async fn still_waiting(&self, settle_ref: &str) -> Result<bool, ForwardError> {
+        Ok(self.waiting.lock().unwrap().iter().any(|w| w == settle_ref))
     }
 
     async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError> {

@@ -242,6 +242,40 @@ pub(super) fn api_jobs_on_sql() -> String {
     )
 }
 
+/// The API jobs still `held` without a hold (an estimate of 0) whose latest record under the
+/// id they are charged under (of those submitted since `?1` seconds before the job,
+/// [`crate::model::SUBMIT_SKEW_SECS`]) ended them in a state after which Slurm may run them
+/// again ([`crate::model::RERUN_STATES`]); through `api_jobs_free_held` (migration 0012) and
+/// the jobs' unique key.
+pub(super) fn free_jobs_to_confirm_sql() -> String {
+    let select = API_JOB_SELECT.replacen(
+        "from api_jobs",
+        "from api_jobs a indexed by api_jobs_free_held",
+        1,
+    );
+    format!(
+        "{select} where a.state = 'held' and a.hold_id is null and a.cluster_job_id is not null
+         and (select e.is_final = 1 and st.value in ({states})
+              from labels cl join jobs j on j.cluster_id = cl.id
+              join journal e on e.id = j.entry_id join labels st on st.id = e.state_id
+              where cl.value = a.cluster
+                and j.job_id = coalesce(a.settle_ref, a.cluster_job_id)
+                and j.submit >= a.submitted_at - ?1
+              order by j.submit desc limit 1)
+         order by a.id",
+        states = crate::model::rerun_states_sql()
+    )
+}
+
+pub(super) async fn free_jobs_to_confirm(conn: &mut SqliteConnection) -> Result<Vec<ApiJob>> {
+    let rows = sqlx::query(&free_jobs_to_confirm_sql())
+        .bind(crate::model::SUBMIT_SKEW_SECS)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(api_job_row).collect()
+}
+
 /// The jobs on `cluster` known there by one of `cluster_job_ids`.
 pub(super) async fn api_jobs_on(
     conn: &mut SqliteConnection,

@@ -397,11 +397,7 @@ pub(super) async fn close_one(
 /// ([`crate::model::RERUN_STATES`]), through `holds_active_by_job` (named: the planner would
 /// rather scan every hold, active or not, in id order) and the jobs' unique key.
 pub(super) fn to_confirm_sql() -> String {
-    let states = crate::model::RERUN_STATES
-        .iter()
-        .map(|s| format!("'{s}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let states = crate::model::rerun_states_sql();
     let select = HOLD_SELECT.replacen(
         "from holds h",
         "from holds h indexed by holds_active_by_job",

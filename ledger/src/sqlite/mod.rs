@@ -611,6 +611,11 @@ impl Storage for SqliteStorage {
         holds::to_confirm(&mut conn).await
     }
 
+    async fn free_jobs_to_confirm(&self) -> Result<Vec<ApiJob>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        gateway::free_jobs_to_confirm(&mut conn).await
+    }
+
     async fn active_holds_count(&self) -> Result<u64> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         holds::active_count(&mut conn).await
@@ -1086,14 +1091,21 @@ mod tests {
     }
 
     /// What a job view and a forecast read grows with what they name, not with the ledger's
-    /// history: the active holds whose job may run again (through the active linked holds'
-    /// index), a page of jobs by their numbers and its entries, holds by id and the holds open at an instant (the active ones and those closed
+    /// history: the active holds and the jobs that hold nothing whose job may run again
+    /// (through the active linked holds' index, and the free held jobs' of migration 0012), a page of jobs by their numbers and its entries, holds by id and the holds open at an instant (the active ones and those closed
     /// after it, migration 0009) never scan the holds table; a job's usage goes from the jobs
     /// to the journal through indexes only.
     #[tokio::test]
     async fn job_views_and_forecasts_read_holds_and_usage_through_indexes() {
         let (_dir, conn) = migrated().await;
-        let cases: [(String, &[&str]); 6] = [
+        let cases: [(String, &[&str]); 7] = [
+            (
+                gateway::free_jobs_to_confirm_sql(),
+                &[
+                    "SCAN a USING INDEX api_jobs_free_held",
+                    "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (cluster_id=? AND job_id=? AND submit>?)",
+                ],
+            ),
             (
                 journal::JOBS_PAGE_SQL.to_string(),
                 &["SEARCH jobs USING INTEGER PRIMARY KEY (rowid>?)"],
