@@ -699,12 +699,13 @@ async fn a_free_job_holds_nothing_and_settles_when_its_cluster_reports_it_finish
 
 /// A job that holds nothing and whose run ends NODE_FAIL may be run again by Slurm under its
 /// id: it stays `held` while its cluster says it waits, and is settled (at that run's charge)
-/// once the cluster says it is gone. One whose next run's record comes is settled by it.
+/// once the cluster says it is gone. One whose next run's record comes is settled by it; one
+/// whose id a later job takes is settled by its own record.
 #[tokio::test]
 async fn a_free_job_ended_by_a_node_failure_settles_once_its_cluster_will_not_run_it_again() {
     let f = fixture_with_a_free_qos().await;
     let mut free = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..3 {
         let job = f
             .admission
             .submit(&alice(), job_with(json!({"qos": "scavenger"})), None)
@@ -723,7 +724,10 @@ async fn a_free_job_ended_by_a_node_failure_settles_once_its_cluster_will_not_ru
     let ids: Vec<&str> = free.iter().map(|j| j.cluster_job_id.as_str()).collect();
     f.app
         .ledger
-        .post_usage(&[node_fail(ids[0]), node_fail(ids[1])], t + 60)
+        .post_usage(
+            &[node_fail(ids[0]), node_fail(ids[1]), node_fail(ids[2])],
+            t + 60,
+        )
         .await
         .unwrap();
     let admission = &f.admission;
@@ -734,8 +738,8 @@ async fn a_free_job_ended_by_a_node_failure_settles_once_its_cluster_will_not_ru
     assert_eq!(state(free[0].id).await, ("held".into(), Some(0), None));
     assert_eq!(state(free[1].id).await, ("held".into(), Some(0), None));
 
-    // Both wait to run again; then the first's next run ends, and the second is gone.
-    *f.onprem.waiting.lock().unwrap() = vec![ids[0].to_string(), ids[1].to_string()];
+    // All wait to run again; then the first's next run ends, and the second is gone.
+    *f.onprem.waiting.lock().unwrap() = ids.iter().map(|id| id.to_string()).collect();
     assert_eq!(f.admission.settle_not_rerun(None, t + 90).await, 0);
     assert_eq!(state(free[1].id).await.0, "held");
     let rerun = UsageCharge {
@@ -744,7 +748,7 @@ async fn a_free_job_ended_by_a_node_failure_settles_once_its_cluster_will_not_ru
         ..completed(ids[0], t + 60, 0, t + 120)
     };
     f.app.ledger.post_usage(&[rerun], t + 120).await.unwrap();
-    f.onprem.waiting.lock().unwrap().clear();
+    f.onprem.waiting.lock().unwrap().retain(|id| id == ids[2]);
     assert_eq!(
         f.admission.settle_not_rerun(Some("cloud"), t + 150).await,
         0
@@ -757,6 +761,25 @@ async fn a_free_job_ended_by_a_node_failure_settles_once_its_cluster_will_not_ru
     let (first, charge, _) = state(free[0].id).await;
     assert_eq!((first.as_str(), charge), ("settled", Some(0)));
     assert_eq!(f.admission.settle_not_rerun(None, t + 180).await, 0);
+
+    // The third's id comes back two hours later with another job, still running (the cluster
+    // lost its state): the third did not run again, and its view says so without asking.
+    assert_eq!(state(free[2].id).await.0, "held");
+    let stranger = UsageCharge {
+        revision: "stranger".into(),
+        state: "RUNNING".into(),
+        is_final: false,
+        ..completed(ids[2], t + 7_200, 5_000_000, t + 7_300)
+    };
+    f.app
+        .ledger
+        .post_usage(&[stranger], t + 7_300)
+        .await
+        .unwrap();
+    assert_eq!(
+        state(free[2].id).await,
+        ("settled".into(), Some(0), Some(t + 60))
+    );
 }
 
 #[tokio::test]

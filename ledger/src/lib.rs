@@ -589,9 +589,17 @@ impl Ledger {
     /// The API jobs that hold nothing (an estimate of 0), still `held`, whose latest record
     /// ended them in a state after which Slurm may run them again ([`RERUN_STATES`]), by id:
     /// the gateway asks their cluster, and records them `settled` if the job will not run
-    /// again ([`Ledger::update_api_job`]).
+    /// again ([`Ledger::settle_free_job`]).
     pub async fn free_jobs_to_confirm(&self) -> Result<Vec<ApiJob>> {
         self.storage.free_jobs_to_confirm().await
+    }
+
+    /// Records the API job `id`, which holds nothing, `settled` at `at` if it is still `held`;
+    /// `false` when it is not (settled, cancelled or failed meanwhile, or it has a hold).
+    /// The final record that ends such a job settles it as it is posted; this is for the
+    /// others ([`Ledger::free_jobs_to_confirm`], and older jobs a view finds ended).
+    pub async fn settle_free_job(&self, id: i64, at: i64) -> Result<bool> {
+        self.storage.settle_free_job(id, at).await
     }
 
     // --- balances and reports -------------------------------------------------------------

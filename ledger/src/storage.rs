@@ -143,6 +143,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// The API jobs without a hold waiting to learn the same (see
     /// [`crate::Ledger::free_jobs_to_confirm`]).
     async fn free_jobs_to_confirm(&self) -> Result<Vec<ApiJob>>;
+    /// Records a job that holds nothing `settled` if it is still `held`.
+    async fn settle_free_job(&self, id: i64, at: i64) -> Result<bool>;
     /// How many holds are active.
     async fn active_holds_count(&self) -> Result<u64>;
     /// The holds with one of `ids`, by id (see [`crate::Ledger::holds_by_id`]).

@@ -264,6 +264,99 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
     assert_eq!(j2_row.updated_at, T0 + 2 * HOUR);
 }
 
+/// A job that holds nothing (an estimate of 0) is settled by the posting of the record that
+/// ends it, in the same transaction, as a hold is: found by the id its usage carries (a
+/// dstack submission's beside the run name), not by an older job's record under that id, not
+/// by a requeue nor by a node failure after which Slurm may run it again.
+#[tokio::test]
+async fn the_record_that_ends_a_free_job_settles_it_as_it_is_posted() {
+    let (_dir, ledger) = setup().await;
+    let out = ledger
+        .admit(
+            &(1..=4)
+                .map(|n| admission(n, "physics", 0, None))
+                .collect::<Vec<_>>(),
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    let jobs: Vec<i64> = out.iter().map(|o| admitted(o).0).collect();
+    let forwarded = |job: i64, settle_ref: &str, cluster_job_id: &str| ForwardedJob {
+        job,
+        hold: None,
+        settle_ref: settle_ref.to_string(),
+        cluster_job_id: cluster_job_id.to_string(),
+        at: T0 + HOUR,
+    };
+    ledger
+        .admit_recording(
+            &[],
+            &[
+                forwarded(jobs[0], "6", "6"),
+                forwarded(jobs[1], "submission-7", "run-7"),
+                forwarded(jobs[2], "8", "8"),
+                forwarded(jobs[3], "9", "9"),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    let ended = |job_id: &str, state: &str| bursar_ledger::UsageCharge {
+        state: state.to_string(),
+        amount_micros: 0,
+        ..submitted(T0 + HOUR, record(job_id, "r1", "physics", 0, T0 + 2 * HOUR))
+    };
+    ledger
+        .post_usage(
+            &[
+                ended("6", "COMPLETED"),
+                ended("submission-7", "FAILED"),
+                ended("8", "NODE_FAIL"),
+                // Job 9's record is an older job's, submitted a day before.
+                submitted(T0 - DAY, ended("9", "COMPLETED")),
+            ],
+            T0 + 3 * HOUR,
+        )
+        .await
+        .unwrap();
+    let state = |id: i64| {
+        let ledger = &ledger;
+        async move {
+            let job = ledger.api_job(id).await.unwrap().unwrap();
+            (job.state, job.updated_at)
+        }
+    };
+    assert_eq!(state(jobs[0]).await, ("settled".into(), T0 + 3 * HOUR));
+    assert_eq!(state(jobs[1]).await, ("settled".into(), T0 + 3 * HOUR));
+    assert_eq!(state(jobs[2]).await.0, "held");
+    assert_eq!(state(jobs[3]).await.0, "held");
+    let confirm: Vec<i64> = ledger
+        .free_jobs_to_confirm()
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(confirm, [jobs[2]]);
+    // Job 8 will not run again: settled, once.
+    assert!(ledger
+        .settle_free_job(jobs[2], T0 + 4 * HOUR)
+        .await
+        .unwrap());
+    assert!(!ledger
+        .settle_free_job(jobs[2], T0 + 5 * HOUR)
+        .await
+        .unwrap());
+    assert_eq!(state(jobs[2]).await, ("settled".into(), T0 + 4 * HOUR));
+    assert!(ledger.free_jobs_to_confirm().await.unwrap().is_empty());
+    // Job 9's own record settles it.
+    ledger
+        .post_usage(&[ended("9", "COMPLETED")], T0 + 6 * HOUR)
+        .await
+        .unwrap();
+    assert_eq!(state(jobs[3]).await, ("settled".into(), T0 + 6 * HOUR));
+}
+
 #[tokio::test]
 async fn forwarded_jobs_ride_in_the_next_batch() {
     let (_dir, ledger) = setup().await;

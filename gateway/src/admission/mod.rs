@@ -413,7 +413,7 @@ impl Admission {
     /// posted. A job that waits keeps its hold: its next run is the job's, and its records
     /// settle or extend the hold as usual. Only `cluster`'s, when given (a collection pass).
     ///
-    /// A cluster that cannot be asked is not asked again in this call, and asked next time;
+    /// A cluster that is down or too slow is not asked again in this call, and asked next time;
     /// a hold whose lifetime has run out by `now` meanwhile is settled rather than left to
     /// expire (its final usage is posted), and a cluster bursar no longer forwards to cannot be
     /// asked: the record settles. Returns how many holds and jobs were settled.
@@ -459,12 +459,13 @@ impl Admission {
             if self.runs_again(&job.cluster, id, &mut unreachable).await != Some(false) {
                 continue;
             }
-            match ledger.update_api_job(job.id, "settled", None, now).await {
-                Ok(()) => {
+            match ledger.settle_free_job(job.id, now).await {
+                Ok(true) => {
                     settled += 1;
                     tracing::info!(job = job.id, cluster = %job.cluster, cluster_job = id,
                         "job settled: it ended and will not run again");
                 }
+                Ok(false) => {}
                 Err(e) => tracing::error!(job = job.id, "settling a job: {e}"),
             }
         }
@@ -473,8 +474,8 @@ impl Admission {
 
     /// Whether the cluster will run `job` (its settle ref) again: `Some(true)` while it waits
     /// there, `Some(false)` when it is gone or ended (or no forwarder can ask: the record is
-    /// all there is), `None` when the cluster cannot be asked now (noted in `unreachable`,
-    /// and not asked again).
+    /// all there is), `None` when it cannot tell now: the cluster is down or too slow (noted
+    /// in `unreachable`, and not asked again) or refused the question.
     async fn runs_again(
         &self,
         cluster: &str,
@@ -495,9 +496,12 @@ impl Admission {
                 Some(waiting)
             }
             Err(e) => {
+                // Down or slow: not asked again this time. Refused: only this job's answer.
+                if matches!(e, ForwardError::Unavailable(_)) {
+                    unreachable.insert(cluster.to_string());
+                }
                 tracing::warn!(cluster, job,
-                    "cannot ask whether jobs that ended NODE_FAIL or PREEMPTED run again; asking next time: {e}");
-                unreachable.insert(cluster.to_string());
+                    "cannot ask whether a job that ended NODE_FAIL or PREEMPTED runs again; asking next time: {e}");
                 None
             }
         }
@@ -1161,21 +1165,24 @@ impl Admission {
     /// When the cluster reported `job` finished (its posting under `job_id`, the id it is
     /// charged under, and `latest_submit`, the last of its own records
     /// ([`Admission::own_submits`]), is final and ends the job: not a requeue or a resize, nor
-    /// a node failure or preemption the job may be run again after), if it did.
+    /// a node failure or preemption the job may be run again after unless a later record under
+    /// the id, `superseded`, is another job's), if it did.
     async fn finished(
         &self,
         job: &ApiJob,
         job_id: Option<&str>,
         latest_submit: Option<i64>,
+        superseded: bool,
     ) -> Result<Option<i64>> {
         let (Some(job_id), Some(submit)) = (job_id, latest_submit) else {
             return Ok(None);
         };
         // A record after which Slurm may run the job again settles it only once its cluster
-        // says it will not ([`Admission::settle_not_rerun`]).
+        // says it will not ([`Admission::settle_not_rerun`]), or a later record under its id
+        // is another job's (`superseded`).
         let ending = self.ending(&job.cluster, job_id, submit).await?;
         Ok(ending
-            .filter(|p| !RERUN_STATES.contains(&p.state.as_str()))
+            .filter(|p| superseded || !RERUN_STATES.contains(&p.state.as_str()))
             .map(|p| p.updated_at))
     }
 
@@ -1377,22 +1384,24 @@ impl Admission {
                 });
             let latest_submit = own.last().copied();
             // A job that holds nothing (an estimate of 0: a free partition or QOS) has no hold
-            // to settle: it is settled once its cluster reports it finished.
+            // to settle: it is settled once its cluster reports it finished (the posting of
+            // that record records it so; this is for the jobs whose record came before, or
+            // under an id shared with another job bursar submitted). A later record under its
+            // id that is not its own means it did not run again after a node failure.
             if job.state == "held" && job.hold_id.is_none() {
+                let superseded =
+                    latest_submit.is_some_and(|last| entries.iter().any(|e| e.submit > last));
                 if let Some(done) = self
-                    .finished(&job, charged_as.as_deref(), latest_submit)
+                    .finished(&job, charged_as.as_deref(), latest_submit, superseded)
                     .await?
                 {
                     (state, settled_at) = ("settled", Some(done));
+                    if let Err(e) = ledger.settle_free_job(job.id, done).await {
+                        tracing::warn!(job = job.id, error = %e, "could not record the job settled");
+                    }
                 }
             }
             let state = state.to_string();
-            // Only a job that holds nothing changes here.
-            if state != job.state {
-                if let Err(e) = ledger.update_api_job(job.id, &state, None, now()).await {
-                    tracing::warn!(job = job.id, error = %e, "could not record the job's new state");
-                }
-            }
             let decimals = self.inner.app.decimals(job.currency.as_str());
             views.push(JobView {
                 job,

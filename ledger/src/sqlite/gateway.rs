@@ -245,8 +245,8 @@ pub(super) fn api_jobs_on_sql() -> String {
 /// The API jobs still `held` without a hold (an estimate of 0) whose latest record under the
 /// id they are charged under (of those submitted since `?1` seconds before the job,
 /// [`crate::model::SUBMIT_SKEW_SECS`]) ended them in a state after which Slurm may run them
-/// again ([`crate::model::RERUN_STATES`]); through `api_jobs_free_held` (migration 0012) and
-/// the jobs' unique key.
+/// again ([`crate::model::RERUN_STATES`]); through `api_jobs_free_held` (migrations 0012,
+/// 0013) and the jobs' unique key.
 pub(super) fn free_jobs_to_confirm_sql() -> String {
     let select = API_JOB_SELECT.replacen(
         "from api_jobs",
@@ -265,6 +265,64 @@ pub(super) fn free_jobs_to_confirm_sql() -> String {
          order by a.id",
         states = crate::model::rerun_states_sql()
     )
+}
+
+/// Settles, at `?1`, the API jobs of a cluster (`?2`) that hold nothing and are still `held`,
+/// whose usage is charged under one of the job ids of a JSON array of `[job id, submit time]`
+/// pairs (`?3`: records that end their job, [`crate::UsageCharge::settles_hold`]), submitted
+/// through bursar no later than `?4` seconds after the latest of their id's submit times
+/// ([`crate::model::SUBMIT_SKEW_SECS`]: an older job under a reused id is not theirs);
+/// through `api_jobs_free_held` (migration 0013), as holds are settled.
+pub(super) const SETTLE_FREE_SQL: &str = "update api_jobs indexed by api_jobs_free_held
+     set state = 'settled', updated_at = ?1
+     where state = 'held' and hold_id is null and cluster_job_id is not null and cluster = ?2
+       and coalesce(settle_ref, cluster_job_id) in
+           (select json_extract(value, '$[0]') from json_each(?3))
+       and submitted_at <= ?4 + (select max(json_extract(value, '$[1]')) from json_each(?3)
+           where json_extract(value, '$[0]') = coalesce(api_jobs.settle_ref, api_jobs.cluster_job_id))";
+
+/// Whether any job that holds nothing waits for its end (through `api_jobs_free_held`).
+pub(super) async fn free_jobs_waiting(conn: &mut SqliteConnection) -> Result<bool> {
+    sqlx::query_scalar(
+        "select exists (select 1 from api_jobs indexed by api_jobs_free_held
+             where state = 'held' and hold_id is null and cluster_job_id is not null)",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)
+}
+
+/// Settles the free jobs of `cluster` that `jobs` (`(job id, submit)` of records that end
+/// their job) end ([`SETTLE_FREE_SQL`]); returns how many.
+pub(super) async fn settle_free(
+    conn: &mut SqliteConnection,
+    cluster: &str,
+    jobs: &[(&str, i64)],
+    at: i64,
+) -> Result<u64> {
+    let done = sqlx::query(SETTLE_FREE_SQL)
+        .bind(at)
+        .bind(cluster)
+        .bind(super::journal::json_job_submits(jobs.iter().copied()))
+        .bind(crate::model::SUBMIT_SKEW_SECS)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(done.rows_affected())
+}
+
+/// Records a job that holds nothing `settled` at `at`, if it is still `held`.
+pub(super) async fn settle_free_job(conn: &mut SqliteConnection, id: i64, at: i64) -> Result<bool> {
+    let done = sqlx::query(
+        "update api_jobs set state = 'settled', updated_at = ?
+         where id = ? and state = 'held' and hold_id is null",
+    )
+    .bind(at)
+    .bind(id)
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected() > 0)
 }
 
 pub(super) async fn free_jobs_to_confirm(conn: &mut SqliteConnection) -> Result<Vec<ApiJob>> {

@@ -858,6 +858,19 @@ pub(super) async fn post_usage(
     if any_active {
         super::holds::extend_sighted(conn, &unfinished, posted_at).await?;
     }
+    // The jobs that hold nothing end with the same records (one look first: most batches
+    // find none waiting). `api_jobs` names its clusters.
+    if !finals.is_empty() && super::gateway::free_jobs_waiting(conn).await? {
+        let mut names: FxHashMap<Id, &str> = FxHashMap::default();
+        for (i, c) in batch.iter().enumerate() {
+            names.entry(lid(i, CLUSTER)).or_insert(c.cluster.as_str());
+        }
+        for (cluster, jobs) in &finals {
+            if let Some(name) = names.get(cluster) {
+                super::gateway::settle_free(conn, name, jobs, posted_at).await?;
+            }
+        }
+    }
 
     Ok(PostOutcome {
         charged: plan.charged,

@@ -611,6 +611,13 @@ impl Storage for SqliteStorage {
         holds::to_confirm(&mut conn).await
     }
 
+    async fn settle_free_job(&self, id: i64, at: i64) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let settled = gateway::settle_free_job(&mut tx, id, at).await?;
+        self.commit(tx).await?;
+        Ok(settled)
+    }
+
     async fn free_jobs_to_confirm(&self) -> Result<Vec<ApiJob>> {
         let mut conn = self.read.acquire().await.map_err(db)?;
         gateway::free_jobs_to_confirm(&mut conn).await
@@ -1092,13 +1099,18 @@ mod tests {
 
     /// What a job view and a forecast read grows with what they name, not with the ledger's
     /// history: the active holds and the jobs that hold nothing whose job may run again
-    /// (through the active linked holds' index, and the free held jobs' of migration 0012), a page of jobs by their numbers and its entries, holds by id and the holds open at an instant (the active ones and those closed
+    /// (through the active linked holds' index, and the free held jobs' of migration 0013),
+    /// the free jobs a posting settles, a page of jobs by their numbers and its entries, holds by id and the holds open at an instant (the active ones and those closed
     /// after it, migration 0009) never scan the holds table; a job's usage goes from the jobs
     /// to the journal through indexes only.
     #[tokio::test]
     async fn job_views_and_forecasts_read_holds_and_usage_through_indexes() {
         let (_dir, conn) = migrated().await;
-        let cases: [(String, &[&str]); 7] = [
+        let cases: [(String, &[&str]); 8] = [
+            (
+                gateway::SETTLE_FREE_SQL.to_string(),
+                &["SEARCH api_jobs USING INDEX api_jobs_free_held (cluster=? AND <expr>=?)"],
+            ),
             (
                 gateway::free_jobs_to_confirm_sql(),
                 &[
