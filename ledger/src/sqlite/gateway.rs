@@ -300,11 +300,8 @@ pub(super) async fn settle_free(
     jobs: &[(&str, i64)],
     at: i64,
 ) -> Result<u64> {
-    let done = sqlx::query(SETTLE_FREE_SQL)
-        .bind(at)
-        .bind(cluster)
-        .bind(super::journal::json_job_submits(jobs.iter().copied()))
-        .bind(crate::model::SUBMIT_SKEW_SECS)
+    let query = sqlx::query(SETTLE_FREE_SQL).bind(at).bind(cluster);
+    let done = super::journal::bind_job_submits(query, jobs)
         .execute(&mut *conn)
         .await
         .map_err(db)?;

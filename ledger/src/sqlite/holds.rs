@@ -330,11 +330,8 @@ pub(super) async fn extend_sighted(
     let mut moved = 0;
     let sql = extend_sighted_sql();
     for (cluster, job_ids) in jobs {
-        let done = sqlx::query(&sql)
-            .bind(at)
-            .bind(cluster)
-            .bind(super::journal::json_job_submits(job_ids.iter().copied()))
-            .bind(crate::model::SUBMIT_SKEW_SECS)
+        let query = sqlx::query(&sql).bind(at).bind(cluster);
+        let done = super::journal::bind_job_submits(query, job_ids)
             .execute(&mut *conn)
             .await
             .map_err(db)?;

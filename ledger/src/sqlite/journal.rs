@@ -579,9 +579,22 @@ pub(super) fn holds_to_settle_sql() -> String {
     )
 }
 
-/// A JSON array of `[job id, submit time]` pairs, for [`holds_to_settle_sql`] and
-/// [`super::holds::extend_sighted_sql`].
-pub(super) fn json_job_submits<'s>(jobs: impl IntoIterator<Item = (&'s str, i64)>) -> String {
+/// `query` with its next two parameters bound: the JSON array of the `[job id, submit time]`
+/// pairs of `jobs`, then [`crate::model::SUBMIT_SKEW_SECS`] — what every lookup of the holds
+/// (and the jobs that hold nothing) a batch of records settles or extends takes
+/// ([`holds_to_settle_sql`], [`super::holds::extend_sighted_sql`],
+/// [`super::gateway::SETTLE_FREE_SQL`]).
+pub(super) fn bind_job_submits<'q>(
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    jobs: &[(&str, i64)],
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    query
+        .bind(json_job_submits(jobs.iter().copied()))
+        .bind(crate::model::SUBMIT_SKEW_SECS)
+}
+
+/// A JSON array of `[job id, submit time]` pairs.
+fn json_job_submits<'s>(jobs: impl IntoIterator<Item = (&'s str, i64)>) -> String {
     let mut out = String::from("[");
     for (i, (job_id, submit)) in jobs.into_iter().enumerate() {
         if i > 0 {
@@ -606,10 +619,7 @@ async fn holds_to_settle(
     let mut holds = Vec::new();
     let sql = holds_to_settle_sql();
     for (cluster, jobs) in finals {
-        let rows = sqlx::query(&sql)
-            .bind(cluster)
-            .bind(json_job_submits(jobs.iter().copied()))
-            .bind(crate::model::SUBMIT_SKEW_SECS)
+        let rows = bind_job_submits(sqlx::query(&sql).bind(cluster), jobs)
             .fetch_all(&mut *conn)
             .await
             .map_err(db)?;
