@@ -23,7 +23,7 @@ use bursar_collectors::slurmrestd::{
     ApiSelection, LegacyTimes, SlurmAuth, SlurmRestClient, SlurmRestConfig, Window,
 };
 use bursar_collectors::RawQuarantine;
-use bursar_ledger::QuarantineItem;
+use bursar_ledger::{QuarantineItem, SUBMIT_SKEW_SECS};
 use bursar_pricing::{JobState, UsageRecord};
 use serde::{Deserialize, Serialize};
 
@@ -384,6 +384,7 @@ async fn slurm_pass(
             &collector.cluster,
             &source,
             records,
+            HashSet::new(),
             quarantined,
             &mut summary,
         )
@@ -493,6 +494,7 @@ async fn dstack_pass(
             &collector.cluster,
             &source,
             records,
+            going_on(&page.runs),
             page.quarantined,
             &mut summary,
         )
@@ -525,6 +527,7 @@ async fn dstack_pass(
             &collector.cluster,
             &source,
             records,
+            going_on(&refreshed.runs),
             refreshed.quarantined,
             &mut summary,
         )
@@ -535,6 +538,18 @@ async fn dstack_pass(
             .await?;
     }
     Ok(summary)
+}
+
+/// The submissions of the runs that are not finished. A submission that ended while its run
+/// goes on (dstack retries after a lost spot instance or a failure, under a new submission)
+/// does not end the job: its record is posted as not final, so it keeps the run's hold (or
+/// its job that holds nothing) rather than settling it, and the run's records settle it when
+/// the run ends, re-read then as final.
+fn going_on(runs: &[RunSummary]) -> HashSet<String> {
+    runs.iter()
+        .filter(|run| !run.finished)
+        .flat_map(|run| run.submission_ids.iter().cloned())
+        .collect()
 }
 
 /// Sets who pays for each dstack record: runs submitted through bursar are charged to the
@@ -588,40 +603,65 @@ async fn charge_to(
 /// through bursar that holds nothing (an estimate of 0) gets one too, charged to its job's
 /// account, so that its job settles rather than stays `held`. A submission quarantined as
 /// unreadable gets none: it may have run.
+///
+/// The same goes for the submission a job's hold was linked to (the run's first) when it is no
+/// longer in the finished run: dstack 0.22.5 deletes the submissions of a run retrying for
+/// capacity that never got an instance, all but the latest two
+/// (`delete_superseded_no_capacity_job_submissions`).
 async fn never_provisioned(
     app: &App,
     cluster: &str,
     runs: &[RunSummary],
     records: &[UsageRecord],
 ) -> anyhow::Result<Vec<UsageRecord>> {
-    let recorded: BTreeSet<&str> = records.iter().map(|r| r.job_id.as_str()).collect();
-    let candidates: Vec<(&RunSummary, &String)> = runs
+    let finished: HashMap<&str, &RunSummary> = runs
         .iter()
         .filter(|run| run.finished)
-        .flat_map(|run| run.never_placed.iter().map(move |id| (run, id)))
+        .map(|run| (run.run_name.as_str(), run))
+        .collect();
+    if finished.is_empty() {
+        return Ok(Vec::new());
+    }
+    let recorded: BTreeSet<&str> = records.iter().map(|r| r.job_id.as_str()).collect();
+    let mut candidates: Vec<(&RunSummary, &String)> = finished
+        .values()
+        .flat_map(|run| run.never_placed.iter().map(move |id| (*run, id)))
         .filter(|(_, id)| !recorded.contains(id.as_str()))
         .collect();
+    let mut names: Vec<String> = finished.keys().map(|name| name.to_string()).collect();
+    names.sort_unstable();
+    app.ledger.forwarded_settled().await;
+    let jobs = app.ledger.api_jobs_on(cluster, &names).await?;
+    for job in jobs.iter().filter(|j| j.state == "held") {
+        let (Some(name), Some(settle_ref)) = (&job.cluster_job_id, &job.settle_ref) else {
+            continue;
+        };
+        // The run bursar submitted, not an older one of the same name.
+        let Some(run) = finished
+            .get(name.as_str())
+            .filter(|run| run.submitted_at.timestamp() >= job.submitted_at - SUBMIT_SKEW_SECS)
+        else {
+            continue;
+        };
+        if !run.submission_ids.contains(settle_ref) && !recorded.contains(settle_ref.as_str()) {
+            candidates.push((run, settle_ref));
+        }
+    }
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    let mut payers: HashMap<String, String> = app
-        .ledger
-        .holds(true)
-        .await?
-        .into_iter()
-        .filter(|h| h.cluster == cluster)
-        .filter_map(|h| h.job_ref.map(|job_ref| (job_ref, h.account)))
-        .collect();
-    let names: BTreeSet<String> = candidates
+    // Who pays: the job still waiting under that submission; for jobs recorded before bursar
+    // kept their settle id, the active hold linked to it.
+    let mut payers: HashMap<String, String> = jobs
         .iter()
-        .map(|(run, _)| run.run_name.clone())
+        .filter(|j| j.state == "held")
+        .filter_map(|j| Some((j.settle_ref.clone()?, j.account.clone())))
         .collect();
-    let names: Vec<String> = names.into_iter().collect();
-    app.ledger.forwarded_settled().await;
-    for job in app.ledger.api_jobs_on(cluster, &names).await? {
-        if let (None, "held", Some(settle_ref)) = (job.hold_id, job.state.as_str(), job.settle_ref)
-        {
-            payers.entry(settle_ref).or_insert(job.account);
+    if candidates.iter().any(|(_, id)| !payers.contains_key(*id)) {
+        for hold in app.ledger.holds(true).await? {
+            if let (true, Some(job_ref)) = (hold.cluster == cluster, hold.job_ref) {
+                payers.entry(job_ref).or_insert(hold.account);
+            }
         }
     }
     let mut synthetic = Vec::new();
@@ -657,12 +697,14 @@ async fn never_provisioned(
     Ok(synthetic)
 }
 
-/// Prices and posts one fetched batch; what can't be priced joins the quarantine.
+/// Prices and posts one fetched batch, the records of `going_on` as not final ([`Pricer`]);
+/// what can't be priced joins the quarantine.
 async fn post(
     app: &App,
     cluster: &str,
     source: &str,
     records: Vec<UsageRecord>,
+    going_on: HashSet<String>,
     quarantined: Vec<RawQuarantine>,
     summary: &mut PassSummary,
 ) -> anyhow::Result<()> {
@@ -671,6 +713,7 @@ async fn post(
         pricing: &app.pricing,
         prices: &prices,
         amounts: HashMap::new(),
+        going_on,
     };
     let mut items: Vec<QuarantineItem> = quarantined
         .into_iter()

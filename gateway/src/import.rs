@@ -3,7 +3,7 @@
 //! Parsing and pricing run on a blocking thread and hand batches to the ledger through a small
 //! channel, so the two cores work at once and memory stays flat in the size of the input.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::BufRead;
 
 use anyhow::Context;
@@ -86,6 +86,7 @@ pub async fn import_sacct(
                 pricing: &pricing,
                 prices: &prices,
                 amounts: HashMap::new(),
+                going_on: HashSet::new(),
             };
             let mut steps = 0;
             let mut records = 0;
@@ -182,6 +183,10 @@ pub(crate) struct Pricer<'a> {
     pub prices: &'a PriceBook,
     /// Sum of the priced records' charges per currency (micros).
     pub amounts: HashMap<String, i64>,
+    /// Jobs whose records are not final whatever their state: the submissions of a dstack run
+    /// that goes on (a retry follows a lost spot instance or a failure), which end the job
+    /// only with the run.
+    pub going_on: HashSet<String>,
 }
 
 impl Pricer<'_> {
@@ -195,9 +200,12 @@ impl Pricer<'_> {
         if !record.user.is_empty() {
             bursar_ledger::names::check_user(&record.user).map_err(|e| e.to_string())?;
         }
-        let charge = pricing
+        let mut charge = pricing
             .charge(record, self.prices)
             .map_err(|e| e.to_string())?;
+        if self.going_on.contains(&record.job_id) {
+            charge.is_final = false;
+        }
         if charge.amount.micros < 0 {
             return Err(format!(
                 "the charge is negative ({} micros): negative billing weights are not supported",

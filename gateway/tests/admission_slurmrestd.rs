@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bursar_gateway::admission::forward::{slurm_submission, ForwardJob};
-use bursar_gateway::admission::{Admission, Submitted};
+use bursar_gateway::admission::{Admission, ForwardedRef, Submitted};
 use bursar_gateway::app::App;
 use bursar_gateway::auth::{Principal, Role};
 use bursar_gateway::config::Config;
@@ -532,7 +532,10 @@ async fn jobs_named_by_a_state_flag_still_wait() {
     for (id, (state, waiting)) in states.iter().enumerate() {
         assert_eq!(
             forwarder
-                .still_waiting(&(id + 1).to_string())
+                .still_waiting(ForwardedRef {
+                    cluster_job_id: None,
+                    settle_ref: &(id + 1).to_string(),
+                })
                 .await
                 .unwrap(),
             *waiting,

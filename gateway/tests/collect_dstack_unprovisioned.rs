@@ -1,7 +1,12 @@
-//! A dstack run submitted through bursar that never gets an instance (dstack 0.22.5 with no
-//! fleet: `failed_to_start_due_to_no_capacity`, no `job_provisioning_data`) settles its hold
-//! at 0 once the collector sees it finished — whether the first pass lists it finished or a
-//! later pass re-reads it — and a run still waiting keeps its hold.
+//! The hold of a dstack run submitted through bursar lasts as long as the run:
+//!
+//! - A run that never gets an instance (dstack 0.22.5 with no fleet:
+//!   `failed_to_start_due_to_no_capacity`, no `job_provisioning_data`) settles its hold at 0
+//!   once the collector sees it finished — whether the first pass lists it finished or a
+//!   later pass re-reads it — and a run still waiting keeps its hold.
+//! - A run that dstack retries after its first submission ended (a lost spot instance, a
+//!   failure) keeps its hold while it goes on, and settles when it ends.
+//! - A hold due to expire is kept while dstack lists its run as active.
 
 use std::sync::Arc;
 
@@ -11,10 +16,10 @@ use bursar_gateway::auth::{Principal, Role};
 use bursar_gateway::collect::{run_pass, Collector, PassWindow};
 use bursar_gateway::config::Config;
 use bursar_gateway::request::JobRequest;
-use bursar_ledger::HoldState;
+use bursar_ledger::{EntryKind, HoldState};
 use bursar_pricing::Currency;
 use serde_json::{json, Value};
-use wiremock::matchers::{method, path};
+use wiremock::matchers::{body_partial_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const PLAN: &str =
@@ -63,13 +68,7 @@ async fn fixture(server: &MockServer) -> Fixture {
 
 /// The fixture with partition `any` priced by `weights`.
 async fn fixture_priced(server: &MockServer, weights: &str) -> Fixture {
-    for (route, body) in [("runs/get_plan", PLAN), ("runs/apply", APPLIED)] {
-        Mock::given(method("POST"))
-            .and(path(format!("/api/project/hpc/{route}")))
-            .respond_with(ResponseTemplate::new(200).set_body_raw(body, "application/json"))
-            .mount(server)
-            .await;
-    }
+    accept_runs(server).await;
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("dstack.token");
     std::fs::write(&token, "tok-123\n").unwrap();
@@ -110,6 +109,17 @@ async fn fixture_priced(server: &MockServer, weights: &str) -> Fixture {
         app,
         admission,
         collector,
+    }
+}
+
+/// dstack plans and applies a run (the captured answers, whatever the task).
+async fn accept_runs(server: &MockServer) {
+    for (route, body) in [("runs/get_plan", PLAN), ("runs/apply", APPLIED)] {
+        Mock::given(method("POST"))
+            .and(path(format!("/api/project/hpc/{route}")))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(body, "application/json"))
+            .mount(server)
+            .await;
     }
 }
 
@@ -269,4 +279,234 @@ async fn a_run_submitted_through_bursar_is_charged_to_the_account_that_holds_its
     );
     assert_eq!(usage[0].user.as_deref(), Some("alice"));
     assert_eq!(usage[0].amount, 19_200);
+}
+
+const SEEDED_RETRY: &str = "seed-spot-retry";
+
+/// The real seeded `seed-spot-retry` run (a g4dn.xlarge spot instance lost after 24 min at
+/// 0.1578 usd/h, then a second submission done after 44 min at 0.1621 usd/h), as the run
+/// bursar submitted: its id, name and first submission's id, and its times moved to now. With
+/// `first` the first submission's `(status, termination_reason)`; while `going_on`, the run
+/// and its second submission are still running.
+fn retried_run(first: (&str, &str), going_on: bool) -> Value {
+    let applied: Value = serde_json::from_str(APPLIED).unwrap();
+    let seeded: Vec<Value> = serde_json::from_str(SEEDED).unwrap();
+    let mut run = seeded
+        .into_iter()
+        .find(|r| r["run_spec"]["run_name"] == SEEDED_RETRY)
+        .unwrap();
+    let t = bursar_gateway::timefmt::now();
+    let at = |offset: i64| json!(bursar_gateway::timefmt::format_instant(t + offset));
+    run["id"] = applied["id"].clone();
+    run["project_name"] = applied["project_name"].clone();
+    run["run_spec"]["run_name"] = applied["run_spec"]["run_name"].clone();
+    run["deleted"] = json!(false);
+    run["submitted_at"] = at(0);
+    run["last_processed_at"] = at(4_140);
+    let submissions = run["jobs"][0]["job_submissions"].as_array_mut().unwrap();
+    assert_eq!(submissions.len(), 2);
+    let lost = &mut submissions[0];
+    lost["id"] = applied["jobs"][0]["job_submissions"][0]["id"].clone();
+    lost["submitted_at"] = at(0);
+    lost["last_processed_at"] = at(1_440);
+    lost["finished_at"] = at(1_440);
+    lost["status"] = json!(first.0);
+    lost["termination_reason"] = json!(first.1);
+    let retry = &mut submissions[1];
+    retry["submitted_at"] = at(1_500);
+    retry["last_processed_at"] = at(4_140);
+    retry["finished_at"] = at(4_140);
+    if going_on {
+        retry["status"] = json!("running");
+        retry["termination_reason"] = Value::Null;
+        retry["finished_at"] = Value::Null;
+    }
+    let latest = retry.clone();
+    run["latest_job_submission"] = latest;
+    if going_on {
+        run["status"] = json!("running");
+        run["termination_reason"] = Value::Null;
+    }
+    run
+}
+
+/// `runs/get` answers `run`, replacing what it answered before.
+async fn get_answers(server: &MockServer, run: &Value) {
+    server.reset().await;
+    accept_runs(server).await;
+    list_answers(server, json!([])).await;
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(run))
+        .mount(server)
+        .await;
+}
+
+/// A pass as `bursar serve` runs it, with the questions it asks after one: whether the jobs
+/// it saw end `NODE_FAIL` or `PREEMPTED` run again.
+async fn serve_pass(f: &Fixture) {
+    pass(f).await;
+    f.admission
+        .settle_not_rerun(Some("lab"), bursar_gateway::timefmt::now())
+        .await;
+}
+
+#[tokio::test]
+async fn a_run_dstack_retries_keeps_its_hold_until_the_run_ends() {
+    // A lost spot instance (`interrupted_by_no_capacity`, retried on `interruption`) and a
+    // failed one (retried on `error`).
+    for first in [
+        ("failed", "interrupted_by_no_capacity"),
+        ("failed", "container_exited_with_error"),
+    ] {
+        let server = MockServer::start().await;
+        let f = fixture(&server).await;
+        let submitted = f.admission.submit(&alice(), task(), None).await.unwrap();
+        assert!(submitted.estimate > 0);
+
+        // Its first submission ended and dstack runs the job again under a second one.
+        let going_on = retried_run(first, true);
+        list_answers(&server, json!([going_on])).await;
+        Mock::given(method("POST"))
+            .and(path("/api/project/hpc/runs/get"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(&going_on))
+            .mount(&server)
+            .await;
+        serve_pass(&f).await;
+        let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+        assert_eq!(
+            (view.state.as_str(), view.held),
+            ("held", submitted.estimate),
+            "{first:?}: {view:?}"
+        );
+        let hold = f.app.ledger.holds(false).await.unwrap().pop().unwrap();
+        assert_eq!(hold.state, HoldState::Active, "{first:?}");
+        // The ended submission is charged meanwhile: 0.1578 usd/h × 24 min.
+        let charged: i64 = usage(&f).await.iter().map(|(_, amount)| amount).sum();
+        assert_eq!(charged, 63_120, "{first:?}");
+
+        // The run ends: its records, final now, settle the hold.
+        get_answers(&server, &retried_run(first, false)).await;
+        serve_pass(&f).await;
+        let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+        assert_eq!(
+            (view.state.as_str(), view.held),
+            ("settled", 0),
+            "{first:?}"
+        );
+        let hold = f.app.ledger.holds(false).await.unwrap().pop().unwrap();
+        assert_eq!(hold.state, HoldState::Settled, "{first:?}");
+        // Both submissions charged, each rounded once: + 0.1621 usd/h × 44 min.
+        let charged: i64 = usage(&f).await.iter().map(|(_, amount)| amount).sum();
+        assert_eq!(charged, 63_120 + 118_873, "{first:?}");
+        assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 0);
+        // The first submission's record became final: a zero adjustment, no second charge.
+        let settle_ref = view.job.settle_ref.clone().unwrap();
+        let entries = f.app.ledger.journal(&Default::default()).await.unwrap();
+        let first_entries: Vec<(EntryKind, i64)> = entries
+            .iter()
+            .filter(|e| e.job_id.as_deref() == Some(settle_ref.as_str()))
+            .map(|e| (e.kind, e.amount))
+            .collect();
+        assert_eq!(
+            first_entries,
+            [(EntryKind::Charge, 63_120), (EntryKind::Adjustment, 0)],
+            "{first:?}"
+        );
+    }
+}
+
+/// The usage entries: (account, amount).
+async fn usage(f: &Fixture) -> Vec<(String, i64)> {
+    let entries = f.app.ledger.journal(&Default::default()).await.unwrap();
+    entries
+        .into_iter()
+        .filter(|e| e.kind.is_usage())
+        .map(|e| (e.account, e.amount))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_hold_due_to_expire_is_kept_while_its_run_goes_on() {
+    let server = MockServer::start().await;
+    let f = fixture(&server).await;
+    let submitted = f.admission.submit(&alice(), task(), None).await.unwrap();
+    f.admission.settled().await;
+    let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
+    let due = hold.expires_at;
+    let asked = || {
+        Mock::given(method("POST"))
+            .and(path("/api/project/hpc/runs/get"))
+            .and(body_partial_json(json!({"run_name": "hello-1"})))
+    };
+
+    // Still waiting for capacity: dstack shows the run by its name, submitted.
+    let waiting = asked()
+        .respond_with(ResponseTemplate::new(200).set_body_json(applied_run()))
+        .expect(1)
+        .mount_as_scoped(&server)
+        .await;
+    assert_eq!(f.admission.keep_waiting(due).await, 1);
+    drop(waiting);
+    let kept = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
+    assert!(kept.expires_at > due, "{kept:?}");
+
+    // Finished, or gone (dstack 0.22.5: 400 `resource_not_exists`): left to expire.
+    for answer in [
+        ResponseTemplate::new(200).set_body_json(failed_run()),
+        ResponseTemplate::new(400).set_body_raw(
+            r#"{"detail":[{"msg":"Run not found","code":"resource_not_exists"}]}"#,
+            "application/json",
+        ),
+    ] {
+        let finished = asked()
+            .respond_with(answer)
+            .expect(1)
+            .mount_as_scoped(&server)
+            .await;
+        assert_eq!(f.admission.keep_waiting(kept.expires_at).await, 0);
+        drop(finished);
+    }
+    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+    assert_eq!(
+        (view.state.as_str(), view.held),
+        ("held", submitted.estimate)
+    );
+}
+
+/// dstack 0.22.5 deletes the submissions of a run retrying for capacity that never got an
+/// instance, all but the latest two: the one bursar's hold was linked to is gone by the time
+/// the run ends.
+#[tokio::test]
+async fn a_run_whose_first_submission_dstack_deleted_settles_its_hold_at_zero_when_it_ends() {
+    let server = MockServer::start().await;
+    let f = fixture(&server).await;
+    let submitted = f.admission.submit(&alice(), task(), None).await.unwrap();
+    f.admission.settled().await;
+    let first = f.admission.job(&alice(), submitted.id).await.unwrap();
+    let first = first.job.settle_ref.unwrap();
+
+    let mut stopped = failed_run();
+    stopped["status"] = json!("terminated");
+    stopped["termination_reason"] = json!("stopped_by_user");
+    let submission = &mut stopped["jobs"][0]["job_submissions"][0];
+    submission["id"] = json!("4f1c0a8e-5d2b-4c3e-9f00-1a2b3c4d5e6f");
+    submission["submission_num"] = json!(7);
+    assert_ne!(submission["id"], json!(first));
+    // The list's numbering has a gap, so the collector reads the run whole: the same.
+    list_answers(&server, json!([stopped])).await;
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&stopped))
+        .mount(&server)
+        .await;
+    pass(&f).await;
+    assert!(f.app.ledger.quarantine_list().await.unwrap().is_empty());
+
+    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+    assert_eq!((view.state.as_str(), view.held), ("settled", 0), "{view:?}");
+    assert_eq!(view.charge, Some(0));
+    let hold = f.app.ledger.holds(false).await.unwrap().pop().unwrap();
+    assert_eq!(hold.state, HoldState::Settled);
+    assert_eq!(usage(&f).await, vec![("physics".to_string(), 0)]);
 }

@@ -826,6 +826,13 @@ impl Ledger {
     ) -> Result<Vec<ApiJob>> {
         self.storage.api_jobs_on(cluster, cluster_job_ids).await
     }
+
+    /// The API jobs whose hold is one of `hold_ids`, by id: what the cluster knows each hold's
+    /// job by ([`ApiJob::cluster_job_id`]). Reads through an index. Jobs forwarded a moment ago
+    /// are found once their records are written ([`Ledger::forwarded_settled`]).
+    pub async fn api_jobs_holding(&self, hold_ids: &[i64]) -> Result<Vec<ApiJob>> {
+        self.storage.api_jobs_holding(hold_ids).await
+    }
 }
 
 /// A caller's idempotency key: present, and not in the ledger's own namespace.

@@ -206,6 +206,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// The API jobs on `cluster` known there by one of `cluster_job_ids` (see
     /// [`crate::Ledger::api_jobs_on`]).
     async fn api_jobs_on(&self, cluster: &str, cluster_job_ids: &[String]) -> Result<Vec<ApiJob>>;
+    /// The API jobs whose hold is one of `hold_ids` (see [`crate::Ledger::api_jobs_holding`]).
+    async fn api_jobs_holding(&self, hold_ids: &[i64]) -> Result<Vec<ApiJob>>;
 
     /// What a quote reads about `user` and `account` (else the user's default) at `at`, in
     /// one snapshot; how fresh, `read` says.

@@ -11,6 +11,9 @@
 //! - A dstack task is applied on the dstack server; with no backends there it fails for lack
 //!   of capacity, and once the collector sees the failed run its hold settles at 0.
 //!
+//! - A dstack run that dstack retries for capacity keeps its hold past the hold's lifetime,
+//!   while dstack shows it active, and settles at 0 once it is stopped — although dstack has
+//!   deleted the submission the hold was linked to.
 //! - A running job whose node fails is logged NODE_FAIL and requeued by slurmctld: its hold
 //!   stays while the job waits to run again, and settles once it ends.
 //!
@@ -373,6 +376,26 @@ impl Gateway {
             );
             std::thread::sleep(Duration::from_millis(500));
         }
+    }
+
+    /// Bursar job `id`, checked to be still `held` for `estimate` past its hold's lifetime,
+    /// kept by the expiry loop because its cluster says the job still waits.
+    fn kept(&self, id: i64, estimate: i64) -> Value {
+        let job = self.job(id);
+        assert_eq!(
+            job["state"],
+            "held",
+            "{job}\nserver log:\n{}",
+            self.server_log()
+        );
+        assert_eq!(micros(job["hold"].as_str().unwrap()), estimate, "{job}");
+        assert!(
+            self.server_log()
+                .contains("hold kept: its job still waits on the cluster"),
+            "{}",
+            self.server_log()
+        );
+        job
     }
 
     /// `bursar balance --remote --format json` as alice: the row of `account` in `currency`.
@@ -780,20 +803,7 @@ fn a_held_job_keeps_its_hold_past_its_lifetime_while_slurmctld_still_lists_it() 
     while now() < placed + 61 + 62 {
         std::thread::sleep(Duration::from_secs(2));
     }
-    let job = gw.job(sub.id);
-    assert_eq!(
-        job["state"],
-        "held",
-        "{job}\nserver log:\n{}",
-        gw.server_log()
-    );
-    assert_eq!(micros(job["hold"].as_str().unwrap()), estimate, "{job}");
-    assert!(
-        gw.server_log()
-            .contains("hold kept: its job still waits on the cluster"),
-        "{}",
-        gw.server_log()
-    );
+    let job = gw.kept(sub.id, estimate);
     println!("still held after {} s: {} su", now() - placed, job["hold"]);
     let id = sub.id.to_string();
     gw.client_ok(&gw.alice, &["cancel", &id]);
@@ -1016,6 +1026,76 @@ fn a_dstack_task_is_applied_fails_for_lack_of_capacity_and_settles_at_zero() {
         sub.id,
         settled["charge"],
         settled["hold"]
+    );
+}
+
+#[test]
+fn a_dstack_run_retried_for_capacity_keeps_its_hold_past_its_lifetime_until_it_stops() {
+    // The hold lives the time limit (max_duration 1 min) + grace (1 s). With no backend, dstack
+    // retries the run for capacity under a new submission about every 30 s, lists it as active
+    // meanwhile, and deletes all but the latest two of those submissions — the first, which
+    // the hold is linked to, included. The expiry loop runs every 30 s.
+    let gw = Gateway::start_with("holds: {grace: 1s}\n");
+    gw.set_allocation("org", "usd", "100");
+    let task = gw.site.path("retry.dstack.yml");
+    std::fs::write(
+        &task,
+        "type: task\nname: bursar-retry\ncommands:\n  - echo hi\nresources:\n  cpu: 2\n\
+         max_duration: 1m\nretry:\n  on_events: [no-capacity]\n  duration: 1h\n",
+    )
+    .unwrap();
+    let sub = gw.submit(&["-A", "physics", "-M", "gpucloud", task.to_str().unwrap()]);
+    assert_eq!(sub.cluster, "gpucloud");
+    let placed = now();
+    // 2 CPUs × 0.05 usd/h × 1 min.
+    let estimate = 1_667;
+    let job = gw.job(sub.id);
+    assert_eq!(micros(job["estimate"].as_str().unwrap()), estimate, "{job}");
+
+    // Past the lifetime and two expiry ticks after it.
+    while now() < placed + 61 + 62 {
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let (_, run) = gw.dstack_run(&sub.cluster_job_id);
+    let submissions = run["jobs"][0]["job_submissions"].as_array().unwrap();
+    let first_left = submissions[0]["submission_num"].as_u64().unwrap();
+    assert!(
+        ["pending", "submitted"].contains(&run["status"].as_str().unwrap_or("")),
+        "the run is still retried: {}",
+        run["status"]
+    );
+    assert!(first_left > 0, "dstack deleted the first submission: {run}");
+    let job = gw.kept(sub.id, estimate);
+    assert_eq!(gw.alice_held("physics", "usd"), estimate);
+    println!(
+        "dstack run {} {}, submissions {first_left}..{} left; still held after {} s: {} usd",
+        sub.cluster_job_id,
+        run["status"],
+        submissions.len() as u64 + first_left - 1,
+        now() - placed,
+        job["hold"]
+    );
+
+    // Stopped on dstack itself: once the collector sees the run end, the hold settles at 0.
+    let (status, body) = curl(
+        gw.dev.var("BURSAR_DEV_DSTACK_URL"),
+        "POST",
+        &format!(
+            "/api/project/{}/runs/stop",
+            gw.dev.var("BURSAR_DEV_DSTACK_PROJECT")
+        ),
+        gw.dev.var("BURSAR_DEV_DSTACK_ADMIN_TOKEN"),
+        Some(&json!({ "runs_names": [sub.cluster_job_id], "abort": false })),
+    );
+    assert_eq!(status, 200, "runs/stop: {body}");
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(micros(settled["charge"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(gw.alice_held("physics", "usd"), 0);
+    let (_, run) = gw.dstack_run(&sub.cluster_job_id);
+    println!(
+        "stopped: run {} ({}); bursar job {} settled, charge {} usd",
+        run["status"], run["termination_reason"], sub.id, settled["charge"]
     );
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use async_trait::async_trait;
-use bursar_collectors::dstack::{DstackClient, DstackConfig, DstackError};
+use bursar_collectors::dstack::{DstackClient, DstackConfig, DstackError, RunRef};
 use bursar_collectors::slurmrestd::{
     ApiSelection, GpuRequest as SlurmGpus, JobSubmission, RestError, SlurmAuth, SlurmRestClient,
     SlurmRestConfig,
@@ -69,6 +69,16 @@ pub enum ForwardError {
     Unavailable(String),
 }
 
+/// A job bursar forwarded, by the names its cluster knows it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardedRef<'a> {
+    /// [`Forwarded::cluster_job_id`] (Slurm's job id, dstack's run name), when bursar
+    /// recorded it.
+    pub cluster_job_id: Option<&'a str>,
+    /// [`Forwarded::settle_ref`]: the id the job's usage records carry.
+    pub settle_ref: &'a str,
+}
+
 /// Hands jobs to one cluster and cancels them there.
 #[async_trait]
 pub trait Forwarder: Send + Sync {
@@ -85,10 +95,9 @@ pub trait Forwarder: Send + Sync {
     /// that already ended is not an error.
     async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError>;
 
-    /// Whether the job whose usage will carry `settle_ref` ([`Forwarded::settle_ref`]) is still
-    /// queued or running on the cluster, asked of the cluster itself. `false` when it cannot
-    /// tell.
-    async fn still_waiting(&self, _settle_ref: &str) -> Result<bool, ForwardError> {
+    /// Whether the job is still queued or running on the cluster (or, on dstack, its run still
+    /// goes on), asked of the cluster itself. `false` when it cannot tell.
+    async fn still_waiting(&self, _job: ForwardedRef<'_>) -> Result<bool, ForwardError> {
         Ok(false)
     }
 }
@@ -290,6 +299,10 @@ const SLURM_WAITING: [&str; 14] = [
     "STAGE_OUT",
 ];
 
+/// dstack's finished run statuses (0.22.5 `RunStatus`): a run in any other (`pending`,
+/// `submitted`, `provisioning`, `running`, `terminating`) goes on.
+const DSTACK_RUN_FINISHED: [&str; 3] = ["terminated", "failed", "done"];
+
 /// Slurm errnos that mean "the job is already gone": cancelling it is done.
 const SLURM_ALREADY_GONE: [i64; 2] = [
     2017, // ESLURM_INVALID_JOB_ID (ended and purged)
@@ -326,8 +339,8 @@ impl Forwarder for SlurmForwarder {
         })
     }
 
-    async fn still_waiting(&self, settle_ref: &str) -> Result<bool, ForwardError> {
-        let Ok(id) = settle_ref.parse::<u64>() else {
+    async fn still_waiting(&self, job: ForwardedRef<'_>) -> Result<bool, ForwardError> {
+        let Ok(id) = job.settle_ref.parse::<u64>() else {
             return Ok(false);
         };
         let state = self.client.job_state(id).await.map_err(slurm_error)?;
@@ -440,6 +453,26 @@ impl Forwarder for DstackForwarder {
             settle_ref,
             message: None,
         })
+    }
+
+    /// Whether the job's run (`runs/get` by its name) is not finished: a run that dstack
+    /// retries — for capacity, after a lost spot instance or a failure — goes on under new
+    /// submissions, and dstack deletes the earlier ones that never got an instance, so the run
+    /// is asked about, not the submission its hold was linked to. A run dstack no longer finds
+    /// (deleted) does not wait.
+    async fn still_waiting(&self, job: ForwardedRef<'_>) -> Result<bool, ForwardError> {
+        let Some(run_name) = job.cluster_job_id else {
+            return Ok(false);
+        };
+        match self
+            .client
+            .get_run(&RunRef::Name(run_name.to_string()))
+            .await
+        {
+            Ok(run) => Ok(!DSTACK_RUN_FINISHED.contains(&run.status.as_str())),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(dstack_error(e)),
+        }
     }
 
     async fn cancel(&self, _user: &str, cluster_job_id: &str) -> Result<(), ForwardError> {

@@ -61,7 +61,7 @@ use crate::auth::{Principal, Role};
 use crate::request::JobRequest;
 use crate::timefmt::{format_instant, now};
 
-pub use forward::{ForwardError, ForwardJob, Forwarded, Forwarder};
+pub use forward::{ForwardError, ForwardJob, Forwarded, ForwardedRef, Forwarder};
 pub use quote::{ClusterQuote, Funding};
 pub use route::{Explanation, OrderSource, Route, RouteOrder};
 
@@ -373,6 +373,7 @@ impl Admission {
                 return 0;
             }
         };
+        let names = self.cluster_job_ids(&holds).await;
         let mut kept = 0;
         for hold in &holds {
             let (Some(job), Some(forwarder)) = (
@@ -381,7 +382,11 @@ impl Admission {
             ) else {
                 continue;
             };
-            match forwarder.still_waiting(job).await {
+            let asked = ForwardedRef {
+                cluster_job_id: names.get(&hold.id).map(String::as_str),
+                settle_ref: job,
+            };
+            match forwarder.still_waiting(asked).await {
                 Ok(true) => match self.inner.app.ledger.extend_hold(hold.id, now).await {
                     Ok(true) => {
                         kept += 1;
@@ -397,6 +402,23 @@ impl Admission {
             }
         }
         kept
+    }
+
+    /// What each hold's cluster knows its job by ([`Forwarded::cluster_job_id`]: a dstack
+    /// run's name), by hold id. Without it a dstack run cannot be asked about; a failed read
+    /// is logged and leaves the holds without.
+    async fn cluster_job_ids(&self, holds: &[HoldRow]) -> HashMap<i64, String> {
+        let ids: Vec<i64> = holds.iter().map(|h| h.id).collect();
+        match self.inner.app.ledger.api_jobs_holding(&ids).await {
+            Ok(jobs) => jobs
+                .into_iter()
+                .filter_map(|j| Some((j.hold_id?, j.cluster_job_id?)))
+                .collect(),
+            Err(e) => {
+                tracing::error!("reading the jobs of holds: {e}");
+                HashMap::new()
+            }
+        }
     }
 }
 
@@ -430,14 +452,23 @@ impl Admission {
                 return 0;
             }
         };
+        let holds: Vec<HoldRow> = holds.into_iter().filter(|h| ours(&h.cluster)).collect();
+        let names = self.cluster_job_ids(&holds).await;
         let mut unreachable = BTreeSet::new();
         let mut settled = 0;
-        for hold in holds.iter().filter(|h| ours(&h.cluster)) {
+        for hold in &holds {
             let Some(job) = hold.job_ref.as_deref() else {
                 continue;
             };
             let due = hold.expires_at <= now;
-            match self.runs_again(&hold.cluster, job, &mut unreachable).await {
+            let asked = ForwardedRef {
+                cluster_job_id: names.get(&hold.id).map(String::as_str),
+                settle_ref: job,
+            };
+            match self
+                .runs_again(&hold.cluster, asked, &mut unreachable)
+                .await
+            {
                 Some(false) => {}
                 None if due => {}
                 Some(true) | None => continue,
@@ -456,7 +487,11 @@ impl Admission {
             let Some(id) = job.settle_ref.as_deref().or(job.cluster_job_id.as_deref()) else {
                 continue;
             };
-            if self.runs_again(&job.cluster, id, &mut unreachable).await != Some(false) {
+            let asked = ForwardedRef {
+                cluster_job_id: job.cluster_job_id.as_deref(),
+                settle_ref: id,
+            };
+            if self.runs_again(&job.cluster, asked, &mut unreachable).await != Some(false) {
                 continue;
             }
             match ledger.settle_free_job(job.id, now).await {
@@ -472,14 +507,14 @@ impl Admission {
         settled
     }
 
-    /// Whether the cluster will run `job` (its settle ref) again: `Some(true)` while it waits
+    /// Whether the cluster will run `job` again: `Some(true)` while it waits
     /// there, `Some(false)` when it is gone or ended (or no forwarder can ask: the record is
     /// all there is), `None` when it cannot tell now: the cluster is down or too slow (noted
     /// in `unreachable`, and not asked again) or refused the question.
     async fn runs_again(
         &self,
         cluster: &str,
-        job: &str,
+        job: ForwardedRef<'_>,
         unreachable: &mut BTreeSet<String>,
     ) -> Option<bool> {
         if unreachable.contains(cluster) {
@@ -491,7 +526,11 @@ impl Admission {
         match forwarder.still_waiting(job).await {
             Ok(waiting) => {
                 if waiting {
-                    tracing::debug!(cluster, job, "its job waits to run again: kept");
+                    tracing::debug!(
+                        cluster,
+                        job = job.settle_ref,
+                        "its job waits to run again: kept"
+                    );
                 }
                 Some(waiting)
             }
@@ -500,7 +539,7 @@ impl Admission {
                 if matches!(e, ForwardError::Unavailable(_)) {
                     unreachable.insert(cluster.to_string());
                 }
-                tracing::warn!(cluster, job,
+                tracing::warn!(cluster, job = job.settle_ref,
                     "cannot ask whether a job that ended NODE_FAIL or PREEMPTED runs again; asking next time: {e}");
                 None
             }

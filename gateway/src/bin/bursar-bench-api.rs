@@ -64,7 +64,9 @@ use bursar_collectors::slurmrestd::{
     SlurmRestClient, SlurmRestConfig,
 };
 use bursar_gateway::admission::forward::{forwarders_from_config, slurm_submission};
-use bursar_gateway::admission::{Admission, ForwardError, ForwardJob, Forwarded, Forwarder};
+use bursar_gateway::admission::{
+    Admission, ForwardError, ForwardJob, Forwarded, ForwardedRef, Forwarder,
+};
 use bursar_gateway::app::App;
 use bursar_gateway::auth::{generate_key_file, Role, TokenIssuer, TokenVerifier};
 use bursar_gateway::client::http::idempotency_key;
@@ -508,8 +510,8 @@ impl Forwarder for Renewable {
         self.current().cancel(user, cluster_job_id).await
     }
 
-    async fn still_waiting(&self, settle_ref: &str) -> Result<bool, ForwardError> {
-        self.current().still_waiting(settle_ref).await
+    async fn still_waiting(&self, job: ForwardedRef<'_>) -> Result<bool, ForwardError> {
+        self.current().still_waiting(job).await
     }
 }
 

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bursar_gateway::admission::{Admission, ForwardError, ForwardJob, Forwarded, Forwarder};
+use bursar_gateway::admission::{
+    Admission, ForwardError, ForwardJob, Forwarded, ForwardedRef, Forwarder,
+};
 use bursar_gateway::app::App;
 use bursar_gateway::auth::{Principal, Role};
 use bursar_gateway::config::Config;
@@ -96,8 +98,13 @@ impl Forwarder for StubForwarder {
         })
     }
 
-    async fn still_waiting(&self, settle_ref: &str) -> Result<bool, ForwardError> {
-        Ok(self.waiting.lock().unwrap().iter().any(|w| w == settle_ref))
+    async fn still_waiting(&self, job: ForwardedRef<'_>) -> Result<bool, ForwardError> {
+        Ok(self
+            .waiting
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|w| w == job.settle_ref))
     }
 
     async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError> {

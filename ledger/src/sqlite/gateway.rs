@@ -242,6 +242,30 @@ pub(super) fn api_jobs_on_sql() -> String {
     )
 }
 
+/// The jobs whose hold is one of the ids in the JSON array `?1`, through `api_jobs_by_hold`.
+pub(super) fn api_jobs_holding_sql() -> String {
+    format!(
+        "{API_JOB_SELECT} where hold_id in (select value from json_each(?1))
+           and hold_id is not null order by id"
+    )
+}
+
+pub(super) async fn api_jobs_holding(
+    conn: &mut SqliteConnection,
+    hold_ids: &[i64],
+) -> Result<Vec<ApiJob>> {
+    if hold_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = super::json_ints(hold_ids.iter().copied());
+    let rows = sqlx::query(&api_jobs_holding_sql())
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(api_job_row).collect()
+}
+
 /// The API jobs still `held` without a hold (an estimate of 0) whose latest record under the
 /// id they are charged under (of those submitted since `?1` seconds before the job,
 /// [`crate::model::SUBMIT_SKEW_SECS`]) ended them in a state after which Slurm may run them

@@ -786,6 +786,11 @@ impl Storage for SqliteStorage {
         gateway::api_jobs_on(&mut conn, cluster, cluster_job_ids).await
     }
 
+    async fn api_jobs_holding(&self, hold_ids: &[i64]) -> Result<Vec<ApiJob>> {
+        let mut conn = self.read.acquire().await.map_err(db)?;
+        gateway::api_jobs_holding(&mut conn, hold_ids).await
+    }
+
     async fn admission_view(
         &self,
         user: &str,
@@ -1059,6 +1064,11 @@ mod tests {
                 gateway::api_jobs_on_sql(),
                 "api_jobs_by_cluster_job",
                 "cluster=? AND cluster_job_id=?",
+            ),
+            (
+                gateway::api_jobs_holding_sql(),
+                "api_jobs_by_hold",
+                "hold_id=?",
             ),
         ];
         for (sql, index, key) in lookups {
