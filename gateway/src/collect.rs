@@ -607,7 +607,9 @@ async fn charge_to(
 /// The same goes for the submission a job's hold was linked to (the run's first) when it is no
 /// longer in the finished run: dstack 0.22.5 deletes the submissions of a run retrying for
 /// capacity that never got an instance, all but the latest two
-/// (`delete_superseded_no_capacity_job_submissions`).
+/// (`delete_superseded_no_capacity_job_submissions`). Not when some submission of the run
+/// could not be read: the missing one may be it. The records are charged to the job's account
+/// and user, as `charge_to` charges the run's others.
 async fn never_provisioned(
     app: &App,
     cluster: &str,
@@ -636,11 +638,11 @@ async fn never_provisioned(
         let (Some(name), Some(settle_ref)) = (&job.cluster_job_id, &job.settle_ref) else {
             continue;
         };
-        // The run bursar submitted, not an older one of the same name.
-        let Some(run) = finished
-            .get(name.as_str())
-            .filter(|run| run.submitted_at.timestamp() >= job.submitted_at - SUBMIT_SKEW_SECS)
-        else {
+        // The run bursar submitted, not an older one of the same name, read whole.
+        let Some(run) = finished.get(name.as_str()).filter(|run| {
+            run.unreadable == 0
+                && run.submitted_at.timestamp() >= job.submitted_at - SUBMIT_SKEW_SECS
+        }) else {
             continue;
         };
         if !run.submission_ids.contains(settle_ref) && !recorded.contains(settle_ref.as_str()) {
@@ -652,21 +654,26 @@ async fn never_provisioned(
     }
     // Who pays: the job still waiting under that submission; for jobs recorded before bursar
     // kept their settle id, the active hold linked to it.
-    let mut payers: HashMap<String, String> = jobs
+    let mut payers: HashMap<String, (String, Option<String>)> = jobs
         .iter()
         .filter(|j| j.state == "held")
-        .filter_map(|j| Some((j.settle_ref.clone()?, j.account.clone())))
+        .filter_map(|j| {
+            Some((
+                j.settle_ref.clone()?,
+                (j.account.clone(), Some(j.user.clone())),
+            ))
+        })
         .collect();
     if candidates.iter().any(|(_, id)| !payers.contains_key(*id)) {
         for hold in app.ledger.holds(true).await? {
             if let (true, Some(job_ref)) = (hold.cluster == cluster, hold.job_ref) {
-                payers.entry(job_ref).or_insert(hold.account);
+                payers.entry(job_ref).or_insert((hold.account, None));
             }
         }
     }
     let mut synthetic = Vec::new();
     for (run, submission_id) in candidates {
-        let Some(account) = payers.get(submission_id) else {
+        let Some((account, user)) = payers.get(submission_id) else {
             continue;
         };
         let state = match run.status.as_str() {
@@ -682,7 +689,7 @@ async fn never_provisioned(
             start: None,
             end: None,
             account: account.clone(),
-            user: run.user.clone(),
+            user: user.clone().unwrap_or_else(|| run.user.clone()),
             partition: None,
             qos: None,
             state,

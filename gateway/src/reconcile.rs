@@ -32,7 +32,7 @@
 //! cluster doesn't list (extra), and whose posting no longer matches the record (stale) are
 //! errors: the command exits with status 2. Money differences a policy explains are not.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -1728,9 +1728,14 @@ fn reconcile_dstack(inputs: &DstackInputs<'_>) -> Report {
         });
         per_account.entry(account).or_default().add(&t);
     }
-    // Charged submissions of no run dstack lists.
+    // Charged submissions of no run dstack lists — but for the zero record bursar posts for the
+    // submission a hold was linked to when dstack deleted it (never provisioned, superseded by
+    // a retry for capacity), shown under its run's name.
+    let run_names: HashSet<&str> = inputs.runs.iter().map(|r| r.run_name.as_str()).collect();
     for p in &inputs.postings {
-        if in_window(p.effective_at) && !run_of.contains_key(p.job_id.as_str()) {
+        let deleted_unplaced = p.amount == 0 && run_names.contains(p.display_id.as_str());
+        if in_window(p.effective_at) && !run_of.contains_key(p.job_id.as_str()) && !deleted_unplaced
+        {
             problems.push(JobProblem {
                 problem: Problem::Extra,
                 job_id: p.job_id.clone(),
@@ -2478,6 +2483,7 @@ mod tests {
             reported_cost_micros: Some(cost),
             submission_ids: submissions.iter().map(|s| s.to_string()).collect(),
             never_placed: Vec::new(),
+            unreadable: 0,
         };
         let records = vec![
             // 1 of 4 blocks of a 2 $/h instance for an hour, and a submission still going.
@@ -2492,10 +2498,15 @@ mod tests {
             p.currency = Currency::new("usd");
             p
         };
+        // bursar's zero record for a submission of run b that dstack deleted (never placed,
+        // superseded by a retry for capacity): shown under its run's name, and not extra.
+        let mut deleted = ledger("gone", "CANCELLED", 0, T);
+        deleted.display_id = "b".into();
         let postings = vec![
             ledger("s1", "COMPLETED", 500_000, T + 3600),
             ledger("s2", "RUNNING", 0, T),
             ledger("zz", "COMPLETED", 100_000, T + 60),
+            deleted,
         ];
         let pricing = ClusterPricing::new(Currency::new("usd"));
         let book = PriceBook::builtin();

@@ -535,6 +535,7 @@ async fn jobs_named_by_a_state_flag_still_wait() {
                 .still_waiting(ForwardedRef {
                     cluster_job_id: None,
                     settle_ref: &(id + 1).to_string(),
+                    submitted_at: 0,
                 })
                 .await
                 .unwrap(),

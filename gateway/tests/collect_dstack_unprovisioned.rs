@@ -330,11 +330,12 @@ fn retried_run(first: (&str, &str), going_on: bool) -> Value {
     run
 }
 
-/// `runs/get` answers `run`, replacing what it answered before.
-async fn get_answers(server: &MockServer, run: &Value) {
+/// dstack from now on: `runs/list` answers `listed` once (then nothing new), `runs/get` answers
+/// `run`, whatever was mounted before.
+async fn answers(server: &MockServer, listed: Value, run: &Value) {
     server.reset().await;
     accept_runs(server).await;
-    list_answers(server, json!([])).await;
+    list_answers(server, listed).await;
     Mock::given(method("POST"))
         .and(path("/api/project/hpc/runs/get"))
         .respond_with(ResponseTemplate::new(200).set_body_json(run))
@@ -366,12 +367,7 @@ async fn a_run_dstack_retries_keeps_its_hold_until_the_run_ends() {
 
         // Its first submission ended and dstack runs the job again under a second one.
         let going_on = retried_run(first, true);
-        list_answers(&server, json!([going_on])).await;
-        Mock::given(method("POST"))
-            .and(path("/api/project/hpc/runs/get"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(&going_on))
-            .mount(&server)
-            .await;
+        answers(&server, json!([going_on]), &going_on).await;
         serve_pass(&f).await;
         let view = f.admission.job(&alice(), submitted.id).await.unwrap();
         assert_eq!(
@@ -386,8 +382,19 @@ async fn a_run_dstack_retries_keeps_its_hold_until_the_run_ends() {
         assert_eq!(charged, 63_120, "{first:?}");
 
         // The run ends: its records, final now, settle the hold.
-        get_answers(&server, &retried_run(first, false)).await;
+        answers(&server, json!([]), &retried_run(first, false)).await;
         serve_pass(&f).await;
+        // A lost spot instance's record (`PREEMPTED`) waits for the question after the pass:
+        // dstack is asked about the run, by its name, which has ended.
+        let asked: usize = server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.body_json::<Value>().unwrap()["run_name"] == "hello-1")
+            .count();
+        let preempted = first.1 == "interrupted_by_no_capacity";
+        assert_eq!(asked, usize::from(preempted), "{first:?}");
         let view = f.admission.job(&alice(), submitted.id).await.unwrap();
         assert_eq!(
             (view.state.as_str(), view.held),
@@ -451,9 +458,15 @@ async fn a_hold_due_to_expire_is_kept_while_its_run_goes_on() {
     let kept = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
     assert!(kept.expires_at > due, "{kept:?}");
 
-    // Finished, or gone (dstack 0.22.5: 400 `resource_not_exists`): left to expire.
+    // Finished, gone (dstack 0.22.5: 400 `resource_not_exists`), or another run under the
+    // name, submitted a day before this job: left to expire.
+    let mut namesake = applied_run();
+    namesake["submitted_at"] = json!(bursar_gateway::timefmt::format_instant(
+        bursar_gateway::timefmt::now() - 86_400
+    ));
     for answer in [
         ResponseTemplate::new(200).set_body_json(failed_run()),
+        ResponseTemplate::new(200).set_body_json(namesake),
         ResponseTemplate::new(400).set_body_raw(
             r#"{"detail":[{"msg":"Run not found","code":"resource_not_exists"}]}"#,
             "application/json",
@@ -479,34 +492,63 @@ async fn a_hold_due_to_expire_is_kept_while_its_run_goes_on() {
 /// the run ends.
 #[tokio::test]
 async fn a_run_whose_first_submission_dstack_deleted_settles_its_hold_at_zero_when_it_ends() {
-    let server = MockServer::start().await;
-    let f = fixture(&server).await;
-    let submitted = f.admission.submit(&alice(), task(), None).await.unwrap();
-    f.admission.settled().await;
-    let first = f.admission.job(&alice(), submitted.id).await.unwrap();
-    let first = first.job.settle_ref.unwrap();
-
     let mut stopped = failed_run();
     stopped["status"] = json!("terminated");
     stopped["termination_reason"] = json!("stopped_by_user");
     let submission = &mut stopped["jobs"][0]["job_submissions"][0];
     submission["id"] = json!("4f1c0a8e-5d2b-4c3e-9f00-1a2b3c4d5e6f");
     submission["submission_num"] = json!(7);
-    assert_ne!(submission["id"], json!(first));
-    // The list's numbering has a gap, so the collector reads the run whole: the same.
-    list_answers(&server, json!([stopped])).await;
-    Mock::given(method("POST"))
-        .and(path("/api/project/hpc/runs/get"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(&stopped))
-        .mount(&server)
-        .await;
-    pass(&f).await;
-    assert!(f.app.ledger.quarantine_list().await.unwrap().is_empty());
+    // The same run with another submission that cannot be read: the missing one may be that.
+    let mut unreadable = stopped.clone();
+    let mut bad = unreadable["jobs"][0]["job_submissions"][0].clone();
+    bad["id"] = json!("0dd0a8e1-0000-4000-8000-000000000006");
+    bad["submission_num"] = json!("six");
+    unreadable["jobs"][0]["job_submissions"]
+        .as_array_mut()
+        .unwrap()
+        .insert(0, bad);
 
-    let view = f.admission.job(&alice(), submitted.id).await.unwrap();
-    assert_eq!((view.state.as_str(), view.held), ("settled", 0), "{view:?}");
-    assert_eq!(view.charge, Some(0));
-    let hold = f.app.ledger.holds(false).await.unwrap().pop().unwrap();
-    assert_eq!(hold.state, HoldState::Settled);
-    assert_eq!(usage(&f).await, vec![("physics".to_string(), 0)]);
+    for (run, settles) in [(stopped, true), (unreadable, false)] {
+        let server = MockServer::start().await;
+        let f = fixture(&server).await;
+        let submitted = f.admission.submit(&alice(), task(), None).await.unwrap();
+        f.admission.settled().await;
+        let first = f.admission.job(&alice(), submitted.id).await.unwrap();
+        assert_ne!(
+            run["jobs"][0]["job_submissions"][0]["id"],
+            json!(first.job.settle_ref)
+        );
+        // The list's numbering has a gap, so the collector reads the run whole: the same.
+        answers(&server, json!([run]), &run).await;
+        pass(&f).await;
+
+        let view = f.admission.job(&alice(), submitted.id).await.unwrap();
+        let hold = f.app.ledger.holds(false).await.unwrap().pop().unwrap();
+        let quarantined = f.app.ledger.quarantine_list().await.unwrap().len();
+        if settles {
+            assert_eq!((view.state.as_str(), view.held), ("settled", 0), "{view:?}");
+            assert_eq!(view.charge, Some(0));
+            assert_eq!(hold.state, HoldState::Settled);
+            // Charged to the job's account and user, not the token dstack ran it under.
+            let entries = f.app.ledger.journal(&Default::default()).await.unwrap();
+            let usage: Vec<_> = entries.iter().filter(|e| e.kind.is_usage()).collect();
+            assert_eq!(usage.len(), 1, "{usage:?}");
+            assert_eq!(
+                (
+                    usage[0].account.as_str(),
+                    usage[0].user.as_deref(),
+                    usage[0].amount
+                ),
+                ("physics", Some("alice"), 0)
+            );
+            assert_eq!(quarantined, 0);
+        } else {
+            assert_eq!(
+                (view.state.as_str(), view.held),
+                ("held", submitted.estimate)
+            );
+            assert_eq!(hold.state, HoldState::Active);
+            assert_eq!(quarantined, 1);
+        }
+    }
 }

@@ -80,6 +80,9 @@ pub struct RunSummary {
     /// The submissions that never got an instance: dstack charges nothing for them and they
     /// have no record (not those quarantined for being unreadable).
     pub never_placed: Vec<String>,
+    /// How many submissions in the response could not be read at all (quarantined): their
+    /// ids are in neither list.
+    pub unreadable: usize,
 }
 
 /// The outcome of reading one run.
@@ -172,6 +175,7 @@ pub fn map_run(raw: &str, ctx: &MapContext<'_>) -> RunMapping {
     };
     let mut submission_ids = Vec::new();
     let mut never_placed = Vec::new();
+    let mut unreadable = 0;
     for job in &run.jobs {
         let mut expected_num = 0u32;
         for raw_submission in &job.job_submissions {
@@ -186,6 +190,7 @@ pub fn map_run(raw: &str, ctx: &MapContext<'_>) -> RunMapping {
                         raw: raw_submission.get().to_string(),
                     });
                     expected_num += 1;
+                    unreadable += 1;
                     continue;
                 }
             };
@@ -222,6 +227,7 @@ pub fn map_run(raw: &str, ctx: &MapContext<'_>) -> RunMapping {
         reported_cost_micros,
         submission_ids,
         never_placed,
+        unreadable,
     });
     mapping
 }

@@ -19,6 +19,7 @@ use bursar_collectors::slurmrestd::{
     ApiSelection, GpuRequest as SlurmGpus, JobSubmission, RestError, SlurmAuth, SlurmRestClient,
     SlurmRestConfig,
 };
+use bursar_ledger::SUBMIT_SKEW_SECS;
 use serde_json::Value;
 
 use crate::config::{ClusterKind, Config};
@@ -77,6 +78,9 @@ pub struct ForwardedRef<'a> {
     pub cluster_job_id: Option<&'a str>,
     /// [`Forwarded::settle_ref`]: the id the job's usage records carry.
     pub settle_ref: &'a str,
+    /// When bursar submitted it (epoch seconds): a dstack run of the same name submitted
+    /// before that is another run.
+    pub submitted_at: i64,
 }
 
 /// Hands jobs to one cluster and cancels them there.
@@ -459,7 +463,8 @@ impl Forwarder for DstackForwarder {
     /// retries — for capacity, after a lost spot instance or a failure — goes on under new
     /// submissions, and dstack deletes the earlier ones that never got an instance, so the run
     /// is asked about, not the submission its hold was linked to. A run dstack no longer finds
-    /// (deleted) does not wait.
+    /// (deleted), or finds under the name a run submitted before this job (another run, since
+    /// dstack lets a new run take a finished one's name), does not wait.
     async fn still_waiting(&self, job: ForwardedRef<'_>) -> Result<bool, ForwardError> {
         let Some(run_name) = job.cluster_job_id else {
             return Ok(false);
@@ -469,7 +474,8 @@ impl Forwarder for DstackForwarder {
             .get_run(&RunRef::Name(run_name.to_string()))
             .await
         {
-            Ok(run) => Ok(!DSTACK_RUN_FINISHED.contains(&run.status.as_str())),
+            Ok(run) => Ok(!DSTACK_RUN_FINISHED.contains(&run.status.as_str())
+                && run.submitted_at.timestamp() >= job.submitted_at - SUBMIT_SKEW_SECS),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(dstack_error(e)),
         }

@@ -385,6 +385,7 @@ impl Admission {
             let asked = ForwardedRef {
                 cluster_job_id: names.get(&hold.id).map(String::as_str),
                 settle_ref: job,
+                submitted_at: hold.placed_at,
             };
             match forwarder.still_waiting(asked).await {
                 Ok(true) => match self.inner.app.ledger.extend_hold(hold.id, now).await {
@@ -464,6 +465,7 @@ impl Admission {
             let asked = ForwardedRef {
                 cluster_job_id: names.get(&hold.id).map(String::as_str),
                 settle_ref: job,
+                submitted_at: hold.placed_at,
             };
             match self
                 .runs_again(&hold.cluster, asked, &mut unreachable)
@@ -490,6 +492,7 @@ impl Admission {
             let asked = ForwardedRef {
                 cluster_job_id: job.cluster_job_id.as_deref(),
                 settle_ref: id,
+                submitted_at: job.submitted_at,
             };
             if self.runs_again(&job.cluster, asked, &mut unreachable).await != Some(false) {
                 continue;
