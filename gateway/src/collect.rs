@@ -23,7 +23,7 @@ use bursar_collectors::slurmrestd::{
     ApiSelection, LegacyTimes, SlurmAuth, SlurmRestClient, SlurmRestConfig, Window,
 };
 use bursar_collectors::RawQuarantine;
-use bursar_ledger::{QuarantineItem, SUBMIT_SKEW_SECS};
+use bursar_ledger::{JobPart, QuarantineItem, SUBMIT_SKEW_SECS};
 use bursar_pricing::{JobState, UsageRecord};
 use serde::{Deserialize, Serialize};
 
@@ -487,7 +487,7 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
-        let mut records = map(page.records).await?;
+        let (mut records, parts) = map(page.records).await?;
         records.extend(never_provisioned(app, &collector.cluster, &page.runs, &records).await?);
         post(
             app,
@@ -499,6 +499,7 @@ async fn dstack_pass(
             &mut summary,
         )
         .await?;
+        app.ledger.record_job_parts(&parts).await?;
         cursor.unfinished.extend(page.unfinished_run_ids);
         cursor.runs = page.next_cursor;
         app.ledger
@@ -519,7 +520,7 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
-        let mut records = map(refreshed.records).await?;
+        let (mut records, parts) = map(refreshed.records).await?;
         records
             .extend(never_provisioned(app, &collector.cluster, &refreshed.runs, &records).await?);
         post(
@@ -532,6 +533,7 @@ async fn dstack_pass(
             &mut summary,
         )
         .await?;
+        app.ledger.record_job_parts(&parts).await?;
         cursor.unfinished = refreshed.still_unfinished.into_iter().collect();
         app.ledger
             .set_cursor(&key, &serde_json::to_string(&cursor)?)
@@ -555,14 +557,15 @@ fn going_on(runs: &[RunSummary]) -> HashSet<String> {
 /// Sets who pays for each dstack record: runs submitted through bursar are charged to the
 /// account (and user) that holds their money, whoever's token dstack ran them under; other
 /// runs to their user's account in the configured mapping, else `account`. Looks up only the
-/// records' runs.
+/// records' runs. Returns the records and, for runs submitted through bursar, which of their
+/// jobs each record is a part of (every submission of the run: [`JobPart`]).
 async fn charge_to(
     app: &App,
     cluster: &str,
     mut records: Vec<UsageRecord>,
     account: &str,
     user_accounts: &HashMap<String, String>,
-) -> anyhow::Result<Vec<UsageRecord>> {
+) -> anyhow::Result<(Vec<UsageRecord>, Vec<JobPart>)> {
     let run = |r: &UsageRecord| {
         r.display_id
             .split('/')
@@ -573,17 +576,23 @@ async fn charge_to(
     let runs: BTreeSet<String> = records.iter().map(run).collect();
     let runs: Vec<String> = runs.into_iter().collect();
     app.ledger.forwarded_settled().await;
-    let submitted: HashMap<String, (String, String)> = app
+    let submitted: HashMap<String, (i64, String, String)> = app
         .ledger
         .api_jobs_on(cluster, &runs)
         .await?
         .into_iter()
-        .filter_map(|j| j.cluster_job_id.map(|run| (run, (j.account, j.user))))
+        .filter_map(|j| j.cluster_job_id.map(|run| (run, (j.id, j.account, j.user))))
         .collect();
+    let mut parts = Vec::new();
     for r in &mut records {
-        if let Some((holder, user)) = submitted.get(&run(r)) {
+        if let Some((job, holder, user)) = submitted.get(&run(r)) {
             r.account = holder.clone();
             r.user = user.clone();
+            parts.push(JobPart {
+                api_job_id: *job,
+                job_id: r.job_id.clone(),
+                submit: r.submit,
+            });
         } else {
             r.account = user_accounts
                 .get(&r.user)
@@ -591,7 +600,7 @@ async fn charge_to(
                 .unwrap_or_else(|| account.to_string());
         }
     }
-    Ok(records)
+    Ok((records, parts))
 }
 
 /// Final records, costing 0, for the submissions of finished runs that never got an instance

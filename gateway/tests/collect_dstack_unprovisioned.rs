@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use bursar_gateway::admission::Admission;
+use bursar_gateway::admission::{Admission, JobQuery};
 use bursar_gateway::app::App;
 use bursar_gateway::auth::{Principal, Role};
 use bursar_gateway::collect::{run_pass, Collector, PassWindow};
@@ -380,6 +380,7 @@ async fn a_run_dstack_retries_keeps_its_hold_until_the_run_ends() {
         // The ended submission is charged meanwhile: 0.1578 usd/h × 24 min.
         let charged: i64 = usage(&f).await.iter().map(|(_, amount)| amount).sum();
         assert_eq!(charged, 63_120, "{first:?}");
+        assert_eq!(view.charge, Some(63_120), "{first:?}");
 
         // The run ends: its records, final now, settle the hold.
         answers(&server, json!([]), &retried_run(first, false)).await;
@@ -403,9 +404,17 @@ async fn a_run_dstack_retries_keeps_its_hold_until_the_run_ends() {
         );
         let hold = f.app.ledger.holds(false).await.unwrap().pop().unwrap();
         assert_eq!(hold.state, HoldState::Settled, "{first:?}");
-        // Both submissions charged, each rounded once: + 0.1621 usd/h × 44 min.
+        // Both submissions charged, each rounded once: + 0.1621 usd/h × 44 min; the job's
+        // charge is the run's, both of them.
         let charged: i64 = usage(&f).await.iter().map(|(_, amount)| amount).sum();
         assert_eq!(charged, 63_120 + 118_873, "{first:?}");
+        assert_eq!(view.charge, Some(charged), "{first:?}");
+        let listed = f
+            .admission
+            .jobs(&alice(), &JobQuery::default())
+            .await
+            .unwrap();
+        assert_eq!(listed.jobs[0].charge, Some(charged), "{first:?}");
         assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 0);
         // The first submission's record became final: a zero adjustment, no second charge.
         let settle_ref = view.job.settle_ref.clone().unwrap();

@@ -55,10 +55,11 @@ pub use crate::forecast::{Exhaustion, Forecast};
 pub use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
     AssociationRow, AuditEntry, BalanceRow, EntryKind, ForwardedJob, GroupKey, HoldRow, HoldState,
-    JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold,
-    NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest,
-    RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable, TransferOutcome,
-    TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow, RERUN_STATES, SUBMIT_SKEW_SECS,
+    JobPart, JobRow, JournalEntry, JournalQuery, NewAdmission, NewApiJob, NewAudit, NewEntry,
+    NewHold, NewPriceTable, PostOutcome, QuarantineItem, QuarantineRow, RefundOutcome,
+    RefundRequest, RenewPeriod, RenewRequest, Renewal, ReportSource, StoredPriceTable,
+    TransferOutcome, TransferRequest, UsageCharge, UsageReport, UsageRow, UserRow, RERUN_STATES,
+    SUBMIT_SKEW_SECS,
 };
 pub use crate::names::{AccountName, ROOT};
 pub use crate::sqlite::SqliteStorage;
@@ -832,6 +833,25 @@ impl Ledger {
     /// are found once their records are written ([`Ledger::forwarded_settled`]).
     pub async fn api_jobs_holding(&self, hold_ids: &[i64]) -> Result<Vec<ApiJob>> {
         self.storage.api_jobs_holding(hold_ids).await
+    }
+
+    /// Records usage records of API jobs that have several (a dstack run's job submissions,
+    /// [`JobPart`]) so that a job's charge sums them all; a part recorded before is left as it
+    /// is. Returns how many were new.
+    pub async fn record_job_parts(&self, parts: &[JobPart]) -> Result<u64> {
+        if parts.is_empty() {
+            return Ok(0);
+        }
+        self.storage.record_job_parts(parts).await
+    }
+
+    /// The parts recorded for the API jobs `api_job_ids` ([`Ledger::record_job_parts`]), by
+    /// job, job id and submit. Reads through the table's key.
+    pub async fn job_parts(&self, api_job_ids: &[i64]) -> Result<Vec<JobPart>> {
+        if api_job_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.storage.job_parts(api_job_ids).await
     }
 }
 

@@ -579,6 +579,15 @@ pub struct ApiJob {
     pub updated_at: i64,
 }
 
+/// One usage record of an API job that has several (a dstack run's job submissions): the
+/// record `(job's cluster, job_id, submit)` ([`crate::Ledger::record_job_parts`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobPart {
+    pub api_job_id: i64,
+    pub job_id: String,
+    pub submit: i64,
+}
+
 /// One submission for [`crate::Ledger::admit`]: the hold to place for it (checked against
 /// every allocation on the account's chain, as [`crate::Ledger::try_place_hold`] does; none
 /// when the estimate is 0) and the API job to record with it, in the same transaction.

@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::finance::{TopBy, TopRow};
 use crate::model::{
     AccountRow, AdmissionView, AdmitBatch, AdmitOutcome, AllocationRow, ApiJob, ApiJobsPage,
-    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobRow, JournalEntry, JournalQuery,
+    AssociationRow, AuditEntry, ForwardedJob, HoldRow, JobPart, JobRow, JournalEntry, JournalQuery,
     NewAdmission, NewApiJob, NewAudit, NewEntry, NewHold, NewPriceTable, PostOutcome,
     QuarantineItem, QuarantineRow, RefundOutcome, RefundRequest, RenewRequest, Renewal,
     StoredPriceTable, TransferOutcome, TransferRequest, UsageCharge, UserRow,
@@ -208,6 +208,10 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn api_jobs_on(&self, cluster: &str, cluster_job_ids: &[String]) -> Result<Vec<ApiJob>>;
     /// The API jobs whose hold is one of `hold_ids` (see [`crate::Ledger::api_jobs_holding`]).
     async fn api_jobs_holding(&self, hold_ids: &[i64]) -> Result<Vec<ApiJob>>;
+    /// Records the parts not recorded yet, in one transaction; returns how many were new.
+    async fn record_job_parts(&self, parts: &[JobPart]) -> Result<u64>;
+    /// The parts of the API jobs `api_job_ids`, by job, job id and submit.
+    async fn job_parts(&self, api_job_ids: &[i64]) -> Result<Vec<JobPart>>;
 
     /// What a quote reads about `user` and `account` (else the user's default) at `at`, in
     /// one snapshot; how fresh, `read` says.

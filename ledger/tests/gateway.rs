@@ -2,7 +2,7 @@
 
 mod common;
 
-use bursar_ledger::{ApiJobsPage, LedgerError, NewApiJob, NewAudit, NewHold};
+use bursar_ledger::{ApiJobsPage, JobPart, LedgerError, NewApiJob, NewAudit, NewHold};
 use common::{su, temp_ledger, DAY, HOUR, T0, UNIT};
 
 fn audit(at: i64, action: &str) -> NewAudit {
@@ -383,4 +383,44 @@ async fn closing_a_hold_records_its_jobs_state() {
         .iter()
         .any(|j| j.id == jobs[0].1 && j.state == "settled"));
     assert!(ledger.verify().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_job_s_parts_are_recorded_once_and_read_by_job() {
+    let (_dir, ledger) = temp_ledger().await;
+    let a = ledger
+        .create_api_job(&job(None, "alice", "physics", None))
+        .await
+        .unwrap();
+    let b = ledger
+        .create_api_job(&job(None, "bob", "physics", None))
+        .await
+        .unwrap();
+    let part = |api_job_id: i64, job_id: &str, submit: i64| JobPart {
+        api_job_id,
+        job_id: job_id.to_string(),
+        submit,
+    };
+    let first = [
+        part(a.id, "sub-1", T0),
+        part(a.id, "sub-0", T0),
+        part(b.id, "sub-9", T0),
+    ];
+    assert_eq!(ledger.record_job_parts(&first).await.unwrap(), 3);
+    // Read again with a new one (a retry of a's run): only that is new.
+    let again = [part(a.id, "sub-0", T0), part(a.id, "sub-2", T0 + HOUR)];
+    assert_eq!(ledger.record_job_parts(&again).await.unwrap(), 1);
+    assert_eq!(ledger.record_job_parts(&[]).await.unwrap(), 0);
+
+    assert_eq!(
+        ledger.job_parts(&[a.id]).await.unwrap(),
+        [
+            part(a.id, "sub-0", T0),
+            part(a.id, "sub-1", T0),
+            part(a.id, "sub-2", T0 + HOUR)
+        ]
+    );
+    assert_eq!(ledger.job_parts(&[b.id, a.id]).await.unwrap().len(), 4);
+    assert!(ledger.job_parts(&[]).await.unwrap().is_empty());
+    assert!(ledger.job_parts(&[b.id + 1]).await.unwrap().is_empty());
 }

@@ -50,8 +50,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bursar_ledger::{
-    AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JobRow, LedgerError,
-    NewAdmission, NewApiJob, NewHold, ViewRead, RERUN_STATES, SUBMIT_SKEW_SECS,
+    AdmitOutcome, ApiJob, ApiJobsPage, ForwardedJob, HoldRow, HoldState, JobPart, JobRow,
+    LedgerError, NewAdmission, NewApiJob, NewHold, ViewRead, RERUN_STATES, SUBMIT_SKEW_SECS,
 };
 use bursar_pricing::{format_micros, Currency};
 use serde_json::{json, Value};
@@ -1359,10 +1359,23 @@ impl Admission {
                 })
                 .or_else(|| job.cluster_job_id.clone())
         };
-        let pairs: Vec<(String, String)> = jobs
+        // The other records of jobs that have several (a dstack run's every submission).
+        let job_ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+        let mut parts: HashMap<i64, Vec<JobPart>> = HashMap::new();
+        for part in ledger.job_parts(&job_ids).await? {
+            parts.entry(part.api_job_id).or_default().push(part);
+        }
+        let mut pairs: Vec<(String, String)> = jobs
             .iter()
             .filter_map(|job| Some((job.cluster.clone(), settle_ref(job)?)))
             .collect();
+        for job in &jobs {
+            for part in parts.get(&job.id).into_iter().flatten() {
+                pairs.push((job.cluster.clone(), part.job_id.clone()));
+            }
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
         // The usage posted under each (cluster, job id).
         let mut usage: HashMap<(String, String), Vec<UsageEntry>> = HashMap::new();
         for e in ledger.jobs_journal(&pairs).await? {
@@ -1418,9 +1431,26 @@ impl Admission {
                 }
                 None => BTreeSet::new(),
             };
+            // With the job's other parts: each record (job id, submit) it is a part of, once.
+            let others = parts
+                .get(&job.id)
+                .into_iter()
+                .flatten()
+                .filter(|p| {
+                    !(charged_as.as_deref() == Some(p.job_id.as_str()) && own.contains(&p.submit))
+                })
+                .flat_map(|p| {
+                    usage
+                        .get(&(job.cluster.clone(), p.job_id.clone()))
+                        .into_iter()
+                        .flatten()
+                        .filter(move |e| e.submit == p.submit)
+                });
             let charge = entries
                 .iter()
-                .filter(|e| own.contains(&e.submit) && e.currency == job.currency)
+                .filter(|e| own.contains(&e.submit))
+                .chain(others)
+                .filter(|e| e.currency == job.currency)
                 .fold(None, |sum: Option<i64>, e| {
                     Some(sum.unwrap_or(0).saturating_add(e.amount))
                 });

@@ -7,7 +7,7 @@ use sqlx::SqliteConnection;
 
 use super::{col, db};
 use crate::error::{LedgerError, Result};
-use crate::model::{ApiJob, ApiJobsPage, AuditEntry, NewApiJob, NewAudit};
+use crate::model::{ApiJob, ApiJobsPage, AuditEntry, JobPart, NewApiJob, NewAudit};
 
 pub(super) async fn audit(conn: &mut SqliteConnection, entry: &NewAudit) -> Result<i64> {
     sqlx::query_scalar(
@@ -264,6 +264,54 @@ pub(super) async fn api_jobs_holding(
         .await
         .map_err(db)?;
     rows.iter().map(api_job_row).collect()
+}
+
+pub(super) async fn record_job_parts(
+    conn: &mut SqliteConnection,
+    parts: &[JobPart],
+) -> Result<u64> {
+    let mut added = 0;
+    for part in parts {
+        added += sqlx::query(
+            "insert into api_job_parts (api_job_id, job_id, submit) values (?, ?, ?)
+             on conflict do nothing",
+        )
+        .bind(part.api_job_id)
+        .bind(&part.job_id)
+        .bind(part.submit)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?
+        .rows_affected();
+    }
+    Ok(added)
+}
+
+/// The parts of the jobs in the JSON array `?1`, through the table's key.
+pub(super) fn job_parts_sql() -> &'static str {
+    "select api_job_id, job_id, submit from api_job_parts
+     where api_job_id in (select value from json_each(?1))
+     order by api_job_id, job_id, submit"
+}
+
+pub(super) async fn job_parts(
+    conn: &mut SqliteConnection,
+    api_job_ids: &[i64],
+) -> Result<Vec<JobPart>> {
+    let rows = sqlx::query(job_parts_sql())
+        .bind(super::json_ints(api_job_ids.iter().copied()))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|r| {
+            Ok(JobPart {
+                api_job_id: col(r, 0)?,
+                job_id: col(r, 1)?,
+                submit: col(r, 2)?,
+            })
+        })
+        .collect()
 }
 
 /// The API jobs still `held` without a hold (an estimate of 0) whose latest record under the
