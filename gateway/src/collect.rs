@@ -23,7 +23,7 @@ use bursar_collectors::slurmrestd::{
     ApiSelection, LegacyTimes, SlurmAuth, SlurmRestClient, SlurmRestConfig, Window,
 };
 use bursar_collectors::RawQuarantine;
-use bursar_ledger::{JobPart, QuarantineItem, SUBMIT_SKEW_SECS};
+use bursar_ledger::{ApiJob, JobPart, QuarantineItem, SUBMIT_SKEW_SECS};
 use bursar_pricing::{JobState, UsageRecord};
 use serde::{Deserialize, Serialize};
 
@@ -476,7 +476,6 @@ async fn dstack_pass(
         ..PassSummary::default()
     };
     let source = format!("dstack:{}", collector.cluster);
-    let map = |records| charge_to(app, &collector.cluster, records, account, user_accounts);
     // New runs, page by page; the cursor moves after each page is posted.
     loop {
         let runs = cursor.runs.clone();
@@ -487,8 +486,18 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
-        let (mut records, parts) = map(page.records).await?;
+        let (mut records, parts) = charge_to(
+            app,
+            &collector.cluster,
+            page.records,
+            &page.runs,
+            account,
+            user_accounts,
+        )
+        .await?;
         records.extend(never_provisioned(app, &collector.cluster, &page.runs, &records).await?);
+        // Before posting: a part without its charge yet adds nothing to a job's view.
+        app.ledger.record_job_parts(&parts).await?;
         post(
             app,
             &collector.cluster,
@@ -499,7 +508,6 @@ async fn dstack_pass(
             &mut summary,
         )
         .await?;
-        app.ledger.record_job_parts(&parts).await?;
         cursor.unfinished.extend(page.unfinished_run_ids);
         cursor.runs = page.next_cursor;
         app.ledger
@@ -520,9 +528,18 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
-        let (mut records, parts) = map(refreshed.records).await?;
+        let (mut records, parts) = charge_to(
+            app,
+            &collector.cluster,
+            refreshed.records,
+            &refreshed.runs,
+            account,
+            user_accounts,
+        )
+        .await?;
         records
             .extend(never_provisioned(app, &collector.cluster, &refreshed.runs, &records).await?);
+        app.ledger.record_job_parts(&parts).await?;
         post(
             app,
             &collector.cluster,
@@ -533,7 +550,6 @@ async fn dstack_pass(
             &mut summary,
         )
         .await?;
-        app.ledger.record_job_parts(&parts).await?;
         cursor.unfinished = refreshed.still_unfinished.into_iter().collect();
         app.ledger
             .set_cursor(&key, &serde_json::to_string(&cursor)?)
@@ -557,39 +573,40 @@ fn going_on(runs: &[RunSummary]) -> HashSet<String> {
 /// Sets who pays for each dstack record: runs submitted through bursar are charged to the
 /// account (and user) that holds their money, whoever's token dstack ran them under; other
 /// runs to their user's account in the configured mapping, else `account`. Looks up only the
-/// records' runs. Returns the records and, for runs submitted through bursar, which of their
-/// jobs each record is a part of (every submission of the run: [`JobPart`]).
+/// records' runs (`runs`: the runs they were read with). Returns the records and, for runs
+/// submitted through bursar, which of their jobs each record is a part of (every submission of
+/// the run: [`JobPart`]).
 async fn charge_to(
     app: &App,
     cluster: &str,
     mut records: Vec<UsageRecord>,
+    runs: &[RunSummary],
     account: &str,
     user_accounts: &HashMap<String, String>,
 ) -> anyhow::Result<(Vec<UsageRecord>, Vec<JobPart>)> {
-    let run = |r: &UsageRecord| {
-        r.display_id
-            .split('/')
-            .next()
-            .unwrap_or_default()
-            .to_string()
-    };
-    let runs: BTreeSet<String> = records.iter().map(run).collect();
-    let runs: Vec<String> = runs.into_iter().collect();
-    app.ledger.forwarded_settled().await;
-    let submitted: HashMap<String, (i64, String, String)> = app
-        .ledger
-        .api_jobs_on(cluster, &runs)
-        .await?
-        .into_iter()
-        .filter_map(|j| j.cluster_job_id.map(|run| (run, (j.id, j.account, j.user))))
+    let run_of: HashMap<&str, &RunSummary> = runs
+        .iter()
+        .flat_map(|run| run.submission_ids.iter().map(move |id| (id.as_str(), run)))
         .collect();
+    let names: BTreeSet<String> = records
+        .iter()
+        .filter_map(|r| run_of.get(r.job_id.as_str()))
+        .map(|run| run.run_name.clone())
+        .collect();
+    let names: Vec<String> = names.into_iter().collect();
+    app.ledger.forwarded_settled().await;
+    let jobs = app.ledger.api_jobs_on(cluster, &names).await?;
+    let namesakes = by_run_name(&jobs);
     let mut parts = Vec::new();
     for r in &mut records {
-        if let Some((job, holder, user)) = submitted.get(&run(r)) {
-            r.account = holder.clone();
-            r.user = user.clone();
+        let owner = run_of
+            .get(r.job_id.as_str())
+            .and_then(|run| run_owner(run, namesakes.get(run.run_name.as_str())?));
+        if let Some(job) = owner {
+            r.account = job.account.clone();
+            r.user = job.user.clone();
             parts.push(JobPart {
-                api_job_id: *job,
+                api_job_id: job.id,
                 job_id: r.job_id.clone(),
                 submit: r.submit,
             });
@@ -601,6 +618,41 @@ async fn charge_to(
         }
     }
     Ok((records, parts))
+}
+
+/// The jobs bursar submitted, by the run name dstack knows each by.
+fn by_run_name(jobs: &[ApiJob]) -> HashMap<&str, Vec<&ApiJob>> {
+    let mut by_name: HashMap<&str, Vec<&ApiJob>> = HashMap::new();
+    for job in jobs {
+        if let Some(name) = job.cluster_job_id.as_deref() {
+            by_name.entry(name).or_default().push(job);
+        }
+    }
+    by_name
+}
+
+/// The job bursar submitted as `run`, among the jobs it knows by the run's name: the one whose
+/// first submission the run lists, else — dstack deleted it (never placed, superseded by a
+/// retry for capacity), or the job predates bursar keeping it — the one submitted closest to
+/// the run, within [`SUBMIT_SKEW_SECS`]. dstack lets a new run take a finished run's name, so
+/// the name alone does not tell.
+fn run_owner<'j>(run: &RunSummary, namesakes: &[&'j ApiJob]) -> Option<&'j ApiJob> {
+    let apart = |job: &ApiJob| (job.submitted_at - run.submitted_at.timestamp()).abs();
+    namesakes
+        .iter()
+        .copied()
+        .find(|job| {
+            job.settle_ref
+                .as_ref()
+                .is_some_and(|first| run.submission_ids.contains(first))
+        })
+        .or_else(|| {
+            namesakes
+                .iter()
+                .copied()
+                .filter(|job| apart(job) <= SUBMIT_SKEW_SECS)
+                .min_by_key(|job| apart(job))
+        })
 }
 
 /// Final records, costing 0, for the submissions of finished runs that never got an instance
@@ -616,8 +668,9 @@ async fn charge_to(
 /// The same goes for the submission a job's hold was linked to (the run's first) when it is no
 /// longer in the finished run: dstack 0.22.5 deletes the submissions of a run retrying for
 /// capacity that never got an instance, all but the latest two
-/// (`delete_superseded_no_capacity_job_submissions`). Not when some submission of the run
-/// could not be read: the missing one may be it. The records are charged to the job's account
+/// (`delete_superseded_no_capacity_job_submissions`); the job is the run's by
+/// [`run_owner`]. Not when some submission of the run could not be read: the missing one may
+/// be it. The records are charged to the job's account
 /// and user, as `charge_to` charges the run's others.
 async fn never_provisioned(
     app: &App,
@@ -625,37 +678,35 @@ async fn never_provisioned(
     runs: &[RunSummary],
     records: &[UsageRecord],
 ) -> anyhow::Result<Vec<UsageRecord>> {
-    let finished: HashMap<&str, &RunSummary> = runs
-        .iter()
-        .filter(|run| run.finished)
-        .map(|run| (run.run_name.as_str(), run))
-        .collect();
+    let finished: Vec<&RunSummary> = runs.iter().filter(|run| run.finished).collect();
     if finished.is_empty() {
         return Ok(Vec::new());
     }
     let recorded: BTreeSet<&str> = records.iter().map(|r| r.job_id.as_str()).collect();
     let mut candidates: Vec<(&RunSummary, &String)> = finished
-        .values()
+        .iter()
         .flat_map(|run| run.never_placed.iter().map(move |id| (*run, id)))
         .filter(|(_, id)| !recorded.contains(id.as_str()))
         .collect();
-    let mut names: Vec<String> = finished.keys().map(|name| name.to_string()).collect();
-    names.sort_unstable();
+    let names: BTreeSet<String> = finished.iter().map(|run| run.run_name.clone()).collect();
+    let names: Vec<String> = names.into_iter().collect();
     app.ledger.forwarded_settled().await;
     let jobs = app.ledger.api_jobs_on(cluster, &names).await?;
-    for job in jobs.iter().filter(|j| j.state == "held") {
-        let (Some(name), Some(settle_ref)) = (&job.cluster_job_id, &job.settle_ref) else {
+    let namesakes = by_run_name(&jobs);
+    for run in finished.iter().filter(|run| run.unreadable == 0) {
+        // The job bursar submitted as this run, if still waiting for it.
+        let Some(job) = namesakes
+            .get(run.run_name.as_str())
+            .and_then(|jobs| run_owner(run, jobs))
+            .filter(|job| job.state == "held")
+        else {
             continue;
         };
-        // The run bursar submitted, not an older one of the same name, read whole.
-        let Some(run) = finished.get(name.as_str()).filter(|run| {
-            run.unreadable == 0
-                && run.submitted_at.timestamp() >= job.submitted_at - SUBMIT_SKEW_SECS
-        }) else {
+        let Some(settle_ref) = &job.settle_ref else {
             continue;
         };
         if !run.submission_ids.contains(settle_ref) && !recorded.contains(settle_ref.as_str()) {
-            candidates.push((run, settle_ref));
+            candidates.push((*run, settle_ref));
         }
     }
     if candidates.is_empty() {

@@ -266,6 +266,9 @@ async fn a_run_submitted_through_bursar_is_charged_to_the_account_that_holds_its
         .unwrap();
     assert_eq!(run["user"], "admin");
     run["run_spec"]["run_name"] = applied["run_spec"]["run_name"].clone();
+    run["id"] = applied["id"].clone();
+    run["jobs"][0]["job_submissions"][0]["id"] =
+        applied["jobs"][0]["job_submissions"][0]["id"].clone();
     run["deleted"] = json!(false);
     list_answers(&server, json!([run])).await;
     pass(&f).await;
@@ -468,11 +471,9 @@ async fn a_hold_due_to_expire_is_kept_while_its_run_goes_on() {
     assert!(kept.expires_at > due, "{kept:?}");
 
     // Finished, gone (dstack 0.22.5: 400 `resource_not_exists`), or another run under the
-    // name, submitted a day before this job: left to expire.
+    // name (its own first submission): left to expire.
     let mut namesake = applied_run();
-    namesake["submitted_at"] = json!(bursar_gateway::timefmt::format_instant(
-        bursar_gateway::timefmt::now() - 86_400
-    ));
+    namesake["jobs"][0]["job_submissions"][0]["id"] = json!("5e0c0b1e-0000-4000-8000-00000000000d");
     for answer in [
         ResponseTemplate::new(200).set_body_json(failed_run()),
         ResponseTemplate::new(200).set_body_json(namesake),
@@ -560,4 +561,74 @@ async fn a_run_whose_first_submission_dstack_deleted_settles_its_hold_at_zero_wh
             assert_eq!(quarantined, 1);
         }
     }
+}
+
+/// `run` as another run of the same name: its id and its submissions' ids replaced.
+fn another_run(mut run: Value, id: &str, submissions: [&str; 2]) -> Value {
+    run["id"] = json!(id);
+    for (n, sub) in submissions.iter().enumerate() {
+        run["jobs"][0]["job_submissions"][n]["id"] = json!(sub);
+    }
+    run["latest_job_submission"]["id"] = json!(submissions[1]);
+    run
+}
+
+/// dstack lets a new run take a finished run's name (and bursar's suffix is short): two jobs
+/// bursar submitted under one name each get their own run's charges, found by the run's
+/// first submission.
+#[tokio::test]
+async fn two_jobs_under_one_run_name_are_each_charged_their_own_run() {
+    let server = MockServer::start().await;
+    let f = fixture(&server).await;
+    let first = f.admission.submit(&alice(), task(), None).await.unwrap();
+    // The second apply names its run the same, with its own ids.
+    let mut applied: Value = serde_json::from_str(APPLIED).unwrap();
+    let second_ids = [
+        "5e0c0b1e-0000-4000-8000-00000000000b",
+        "5e0c0b1e-0000-4000-8000-00000000000c",
+    ];
+    applied["id"] = json!("5e0c0b1e-0000-4000-8000-00000000000a");
+    applied["jobs"][0]["job_submissions"][0]["id"] = json!(second_ids[0]);
+    server.reset().await;
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get_plan"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(PLAN, "application/json"))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/apply"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&applied))
+        .mount(&server)
+        .await;
+    let second = f.admission.submit(&alice(), task(), None).await.unwrap();
+    f.admission.settled().await;
+    let (a, b) = (
+        f.admission.job(&alice(), first.id).await.unwrap(),
+        f.admission.job(&alice(), second.id).await.unwrap(),
+    );
+    assert_eq!(a.job.cluster_job_id, b.job.cluster_job_id);
+    assert_ne!(a.job.settle_ref, b.job.settle_ref);
+
+    // The first job's run ended (both submissions charged); the second's goes on, its first
+    // submission lost after 24 min and the second running.
+    let ended = retried_run(("failed", "interrupted_by_no_capacity"), false);
+    let going = another_run(
+        retried_run(("failed", "interrupted_by_no_capacity"), true),
+        "5e0c0b1e-0000-4000-8000-00000000000a",
+        second_ids,
+    );
+    answers(&server, json!([ended, going]), &going).await;
+    // As `bursar serve` runs it: the first job's lost spot instance makes it ask dstack about
+    // the run by name, and dstack shows the second job's run.
+    serve_pass(&f).await;
+
+    let (a, b) = (
+        f.admission.job(&alice(), first.id).await.unwrap(),
+        f.admission.job(&alice(), second.id).await.unwrap(),
+    );
+    assert_eq!(
+        (a.state.as_str(), a.charge),
+        ("settled", Some(63_120 + 118_873))
+    );
+    assert_eq!((b.state.as_str(), b.charge), ("held", Some(63_120)));
 }

@@ -836,8 +836,8 @@ impl Ledger {
     }
 
     /// Records usage records of API jobs that have several (a dstack run's job submissions,
-    /// [`JobPart`]) so that a job's charge sums them all; a part recorded before is left as it
-    /// is. Returns how many were new.
+    /// [`JobPart`]) so that a job's charge sums them all. A record is a part of one job: one
+    /// recorded before for another job moves to this one. Returns how many were new or moved.
     pub async fn record_job_parts(&self, parts: &[JobPart]) -> Result<u64> {
         if parts.is_empty() {
             return Ok(0);

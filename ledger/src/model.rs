@@ -580,7 +580,8 @@ pub struct ApiJob {
 }
 
 /// One usage record of an API job that has several (a dstack run's job submissions): the
-/// record `(job's cluster, job_id, submit)` ([`crate::Ledger::record_job_parts`]).
+/// record `(job's cluster, job_id, submit)` ([`crate::Ledger::record_job_parts`]). dstack's
+/// job ids (submission UUIDs) are unique across clusters, so a record is a part of one job.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobPart {
     pub api_job_id: i64,

@@ -208,7 +208,8 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     async fn api_jobs_on(&self, cluster: &str, cluster_job_ids: &[String]) -> Result<Vec<ApiJob>>;
     /// The API jobs whose hold is one of `hold_ids` (see [`crate::Ledger::api_jobs_holding`]).
     async fn api_jobs_holding(&self, hold_ids: &[i64]) -> Result<Vec<ApiJob>>;
-    /// Records the parts not recorded yet, in one transaction; returns how many were new.
+    /// Records the parts, each as the part of its job only, in one transaction; returns how
+    /// many were new or moved.
     async fn record_job_parts(&self, parts: &[JobPart]) -> Result<u64>;
     /// The parts of the API jobs `api_job_ids`, by job, job id and submit.
     async fn job_parts(&self, api_job_ids: &[i64]) -> Result<Vec<JobPart>>;

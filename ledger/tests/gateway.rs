@@ -423,4 +423,21 @@ async fn a_job_s_parts_are_recorded_once_and_read_by_job() {
     assert_eq!(ledger.job_parts(&[b.id, a.id]).await.unwrap().len(), 4);
     assert!(ledger.job_parts(&[]).await.unwrap().is_empty());
     assert!(ledger.job_parts(&[b.id + 1]).await.unwrap().is_empty());
+
+    // A record is a part of one job: listed for b, it is no longer a's.
+    assert_eq!(
+        ledger
+            .record_job_parts(&[part(b.id, "sub-1", T0)])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        ledger.job_parts(&[a.id]).await.unwrap(),
+        [part(a.id, "sub-0", T0), part(a.id, "sub-2", T0 + HOUR)]
+    );
+    assert_eq!(
+        ledger.job_parts(&[b.id]).await.unwrap(),
+        [part(b.id, "sub-1", T0), part(b.id, "sub-9", T0)]
+    );
 }

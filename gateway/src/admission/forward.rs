@@ -78,8 +78,8 @@ pub struct ForwardedRef<'a> {
     pub cluster_job_id: Option<&'a str>,
     /// [`Forwarded::settle_ref`]: the id the job's usage records carry.
     pub settle_ref: &'a str,
-    /// When bursar submitted it (epoch seconds): a dstack run of the same name submitted
-    /// before that is another run.
+    /// When bursar submitted it (epoch seconds): to tell the job's dstack run from another of
+    /// the same name.
     pub submitted_at: i64,
 }
 
@@ -429,6 +429,32 @@ fn first_submission_id(raw: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Whether the run dstack shows under a job's run name (`raw`, submitted at `submitted_at`) is
+/// the job's own: it lists the job's first submission (`job.settle_ref`), or dstack deleted
+/// that one — the run's first job has lost its submission 0 (never placed, superseded by a
+/// retry for capacity) — and the run was submitted within [`SUBMIT_SKEW_SECS`] of the job.
+/// dstack lets a new run take a finished run's name.
+fn is_run_of(raw: &str, submitted_at: i64, job: ForwardedRef<'_>) -> bool {
+    let Ok(run) = serde_json::from_str::<Value>(raw) else {
+        return false;
+    };
+    let submissions = run
+        .pointer("/jobs/0/job_submissions")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if submissions
+        .iter()
+        .any(|s| s.get("id").and_then(Value::as_str) == Some(job.settle_ref))
+    {
+        return true;
+    }
+    let lowest = submissions
+        .iter()
+        .filter_map(|s| s.get("submission_num").and_then(Value::as_u64))
+        .min();
+    lowest.is_some_and(|n| n > 0) && (submitted_at - job.submitted_at).abs() <= SUBMIT_SKEW_SECS
+}
+
 #[async_trait]
 impl Forwarder for DstackForwarder {
     fn check(&self, request: &JobRequest) -> Result<(), String> {
@@ -463,8 +489,7 @@ impl Forwarder for DstackForwarder {
     /// retries — for capacity, after a lost spot instance or a failure — goes on under new
     /// submissions, and dstack deletes the earlier ones that never got an instance, so the run
     /// is asked about, not the submission its hold was linked to. A run dstack no longer finds
-    /// (deleted), or finds under the name a run submitted before this job (another run, since
-    /// dstack lets a new run take a finished one's name), does not wait.
+    /// (deleted), or another run under the name ([`is_run_of`]), does not wait.
     async fn still_waiting(&self, job: ForwardedRef<'_>) -> Result<bool, ForwardError> {
         let Some(run_name) = job.cluster_job_id else {
             return Ok(false);
@@ -475,7 +500,7 @@ impl Forwarder for DstackForwarder {
             .await
         {
             Ok(run) => Ok(!DSTACK_RUN_FINISHED.contains(&run.status.as_str())
-                && run.submitted_at.timestamp() >= job.submitted_at - SUBMIT_SKEW_SECS),
+                && is_run_of(&run.raw, run.submitted_at.timestamp(), job)),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(dstack_error(e)),
         }

@@ -273,8 +273,9 @@ pub(super) async fn record_job_parts(
     let mut added = 0;
     for part in parts {
         added += sqlx::query(
-            "insert into api_job_parts (api_job_id, job_id, submit) values (?, ?, ?)
-             on conflict do nothing",
+            "insert into api_job_parts (api_job_id, job_id, submit) values (?1, ?2, ?3)
+             on conflict (job_id, submit) do update set api_job_id = ?1
+             where api_job_id <> ?1",
         )
         .bind(part.api_job_id)
         .bind(&part.job_id)
@@ -287,7 +288,7 @@ pub(super) async fn record_job_parts(
     Ok(added)
 }
 
-/// The parts of the jobs in the JSON array `?1`, through the table's key.
+/// The parts of the jobs in the JSON array `?1`, through `api_job_parts_by_job`.
 pub(super) fn job_parts_sql() -> &'static str {
     "select api_job_id, job_id, submit from api_job_parts
      where api_job_id in (select value from json_each(?1))
