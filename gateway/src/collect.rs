@@ -632,12 +632,13 @@ fn by_run_name(jobs: &[ApiJob]) -> HashMap<&str, Vec<&ApiJob>> {
 }
 
 /// The job bursar submitted as `run`, among the jobs it knows by the run's name: the one whose
-/// first submission the run lists, else — dstack deleted it (never placed, superseded by a
-/// retry for capacity), or the job predates bursar keeping it — the one submitted closest to
-/// the run, within [`SUBMIT_SKEW_SECS`]. dstack lets a new run take a finished run's name, so
-/// the name alone does not tell.
+/// first submission the run lists; else, when dstack deleted the run's first submissions
+/// (never placed, superseded by a retry for capacity) or for a job recorded before bursar kept
+/// its first submission, the one submitted closest to the run, within [`SUBMIT_SKEW_SECS`].
+/// dstack lets a new run take a finished run's name, so the name alone does not tell.
 fn run_owner<'j>(run: &RunSummary, namesakes: &[&'j ApiJob]) -> Option<&'j ApiJob> {
     let apart = |job: &ApiJob| (job.submitted_at - run.submitted_at.timestamp()).abs();
+    let lost_its_first = run.first_job_lowest.is_some_and(|n| n > 0);
     namesakes
         .iter()
         .copied()
@@ -650,6 +651,7 @@ fn run_owner<'j>(run: &RunSummary, namesakes: &[&'j ApiJob]) -> Option<&'j ApiJo
             namesakes
                 .iter()
                 .copied()
+                .filter(|job| lost_its_first || job.settle_ref.is_none())
                 .filter(|job| apart(job) <= SUBMIT_SKEW_SECS)
                 .min_by_key(|job| apart(job))
         })

@@ -2484,6 +2484,7 @@ mod tests {
             submission_ids: submissions.iter().map(|s| s.to_string()).collect(),
             never_placed: Vec::new(),
             unreadable: 0,
+            first_job_lowest: Some(0),
         };
         let records = vec![
             // 1 of 4 blocks of a 2 $/h instance for an hour, and a submission still going.

@@ -617,7 +617,18 @@ async fn two_jobs_under_one_run_name_are_each_charged_their_own_run() {
         "5e0c0b1e-0000-4000-8000-00000000000a",
         second_ids,
     );
-    answers(&server, json!([ended, going]), &going).await;
+    // And a run someone applied under the name on dstack itself, with a submission 0 of its
+    // own: no job's, whenever it was submitted.
+    let stranger_ids = [
+        "5e0c0b1e-0000-4000-8000-0000000000e1",
+        "5e0c0b1e-0000-4000-8000-0000000000e2",
+    ];
+    let stranger = another_run(
+        retried_run(("failed", "interrupted_by_no_capacity"), false),
+        "5e0c0b1e-0000-4000-8000-0000000000e0",
+        stranger_ids,
+    );
+    answers(&server, json!([ended, going, stranger]), &going).await;
     // As `bursar serve` runs it: the first job's lost spot instance makes it ask dstack about
     // the run by name, and dstack shows the second job's run.
     serve_pass(&f).await;
@@ -631,4 +642,11 @@ async fn two_jobs_under_one_run_name_are_each_charged_their_own_run() {
         ("settled", Some(63_120 + 118_873))
     );
     assert_eq!((b.state.as_str(), b.charge), ("held", Some(63_120)));
+    let entries = f.app.ledger.journal(&Default::default()).await.unwrap();
+    let strangers: Vec<(&str, i64)> = entries
+        .iter()
+        .filter(|e| stranger_ids.contains(&e.job_id.as_deref().unwrap_or_default()))
+        .map(|e| (e.account.as_str(), e.amount))
+        .collect();
+    assert_eq!(strangers, [("hpc", 63_120), ("hpc", 118_873)]);
 }

@@ -83,6 +83,9 @@ pub struct RunSummary {
     /// How many submissions in the response could not be read at all (quarantined): their
     /// ids are in neither list.
     pub unreadable: usize,
+    /// The lowest submission number read for the run's first job: above 0 when dstack deleted
+    /// the earlier ones (never placed, superseded by a retry for capacity) or the list cut them.
+    pub first_job_lowest: Option<u32>,
 }
 
 /// The outcome of reading one run.
@@ -176,7 +179,8 @@ pub fn map_run(raw: &str, ctx: &MapContext<'_>) -> RunMapping {
     let mut submission_ids = Vec::new();
     let mut never_placed = Vec::new();
     let mut unreadable = 0;
-    for job in &run.jobs {
+    let mut first_job_lowest: Option<u32> = None;
+    for (job_index, job) in run.jobs.iter().enumerate() {
         let mut expected_num = 0u32;
         for raw_submission in &job.job_submissions {
             let submission: SubmissionWire = match serde_json::from_str(raw_submission.get()) {
@@ -198,6 +202,11 @@ pub fn map_run(raw: &str, ctx: &MapContext<'_>) -> RunMapping {
                 mapping.truncated = true;
             }
             expected_num = submission.submission_num.saturating_add(1);
+            if job_index == 0 {
+                first_job_lowest = Some(first_job_lowest.map_or(submission.submission_num, |n| {
+                    n.min(submission.submission_num)
+                }));
+            }
             submission_ids.push(submission.id.clone());
             if !JOB_FINISHED.contains(&submission.status.as_str()) {
                 mapping.unfinished = true;
@@ -228,6 +237,7 @@ pub fn map_run(raw: &str, ctx: &MapContext<'_>) -> RunMapping {
         submission_ids,
         never_placed,
         unreadable,
+        first_job_lowest,
     });
     mapping
 }

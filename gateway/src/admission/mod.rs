@@ -364,7 +364,8 @@ struct Inner {
 impl Admission {
     /// Keeps a lifetime longer each hold due to expire at `now` whose job its cluster says
     /// still waits: slurmdbd reports no held job, so the collector cannot keep its hold alive.
-    /// A cluster that cannot be asked leaves the hold to expire. Returns how many were kept.
+    /// A cluster that cannot be asked leaves the hold to expire; one that is down or too slow
+    /// is not asked again in this call. Returns how many were kept.
     pub async fn keep_waiting(&self, now: i64) -> u64 {
         let holds = match self.inner.app.ledger.holds_due(now).await {
             Ok(holds) => holds,
@@ -374,6 +375,7 @@ impl Admission {
             }
         };
         let names = self.cluster_job_ids(&holds).await;
+        let mut unreachable = BTreeSet::new();
         let mut kept = 0;
         for hold in &holds {
             let (Some(job), Some(forwarder)) = (
@@ -382,6 +384,9 @@ impl Admission {
             ) else {
                 continue;
             };
+            if unreachable.contains(&hold.cluster) {
+                continue;
+            }
             let asked = ForwardedRef {
                 cluster_job_id: names.get(&hold.id).map(String::as_str),
                 settle_ref: job,
@@ -398,8 +403,13 @@ impl Admission {
                     Err(e) => tracing::error!(hold = hold.id, "keeping a hold: {e}"),
                 },
                 Ok(false) => {}
-                Err(e) => tracing::warn!(hold = hold.id, cluster = %hold.cluster, job,
-                    "cannot ask whether the job still waits; its hold expires: {e}"),
+                Err(e) => {
+                    if matches!(e, ForwardError::Unavailable(_)) {
+                        unreachable.insert(hold.cluster.clone());
+                    }
+                    tracing::warn!(hold = hold.id, cluster = %hold.cluster, job,
+                        "cannot ask whether the job still waits; its hold expires: {e}");
+                }
             }
         }
         kept
