@@ -68,6 +68,12 @@ async fn fixture(server: &MockServer) -> Fixture {
 
 /// The fixture with partition `any` priced by `weights`.
 async fn fixture_priced(server: &MockServer, weights: &str) -> Fixture {
+    fixture_with(server, weights, "").await
+}
+
+/// The fixture with partition `any` priced by `weights`, and `submit_extra` (indented lines)
+/// in the cluster's `submit` section.
+async fn fixture_with(server: &MockServer, weights: &str, submit_extra: &str) -> Fixture {
     accept_runs(server).await;
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("dstack.token");
@@ -80,7 +86,7 @@ async fn fixture_priced(server: &MockServer, weights: &str) -> Fixture {
          \x20   partitions:\n      any: {{weights: \"{weights}\"}}\n\
          \x20   collect:\n      dstack: {{url: \"{url}\", token_file: \"{token}\", project: hpc}}\n\
          \x20     attempts: 1\n\
-         \x20   submit:\n      default_partition: any\n\
+         \x20   submit:\n      default_partition: any\n{submit_extra}\
          \x20     partitions:\n        any: {{max_time: 1d, default_time: 2h}}\n",
         db = dir.path().join("ledger.db").display(),
         url = server.uri(),
@@ -649,4 +655,32 @@ async fn two_jobs_under_one_run_name_are_each_charged_their_own_run() {
         .map(|e| (e.account.as_str(), e.amount))
         .collect();
     assert_eq!(strangers, [("hpc", 63_120), ("hpc", 118_873)]);
+}
+
+/// dstack too slow to answer: `keep_waiting` asks about one due hold, then leaves that
+/// cluster's other due holds to expire without asking again in that tick.
+#[tokio::test]
+async fn a_cluster_too_slow_to_answer_is_asked_once_per_tick() {
+    let server = MockServer::start().await;
+    let f = fixture_with(&server, "CPU=0.05,GRES/gpu=2.0", "      timeout: 1s\n").await;
+    for _ in 0..3 {
+        f.admission.submit(&alice(), task(), None).await.unwrap();
+    }
+    f.admission.settled().await;
+    let holds = f.app.ledger.holds(true).await.unwrap();
+    assert_eq!(holds.len(), 3);
+    let due = holds.iter().map(|h| h.expires_at).max().unwrap();
+    let slow = Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(applied_run())
+                .set_delay(std::time::Duration::from_secs(3)),
+        )
+        .expect(1)
+        .named("runs/get, slower than the 1 s timeout")
+        .mount_as_scoped(&server)
+        .await;
+    assert_eq!(f.admission.keep_waiting(due).await, 0);
+    drop(slow);
 }
