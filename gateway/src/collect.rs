@@ -486,16 +486,11 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
-        let (mut records, parts) = charge_to(
-            app,
-            &collector.cluster,
-            page.records,
-            &page.runs,
-            account,
-            user_accounts,
-        )
-        .await?;
-        records.extend(never_provisioned(app, &collector.cluster, &page.runs, &records).await?);
+        let jobs = bursar_jobs(app, &collector.cluster, &page.runs).await?;
+        let (mut records, parts) =
+            charge_to(page.records, &page.runs, &jobs, account, user_accounts);
+        records
+            .extend(never_provisioned(app, &collector.cluster, &page.runs, &jobs, &records).await?);
         // Before posting: a part without its charge yet adds nothing to a job's view.
         app.ledger.record_job_parts(&parts).await?;
         post(
@@ -528,17 +523,17 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
+        let jobs = bursar_jobs(app, &collector.cluster, &refreshed.runs).await?;
         let (mut records, parts) = charge_to(
-            app,
-            &collector.cluster,
             refreshed.records,
             &refreshed.runs,
+            &jobs,
             account,
             user_accounts,
-        )
-        .await?;
-        records
-            .extend(never_provisioned(app, &collector.cluster, &refreshed.runs, &records).await?);
+        );
+        records.extend(
+            never_provisioned(app, &collector.cluster, &refreshed.runs, &jobs, &records).await?,
+        );
         app.ledger.record_job_parts(&parts).await?;
         post(
             app,
@@ -570,33 +565,33 @@ fn going_on(runs: &[RunSummary]) -> HashSet<String> {
         .collect()
 }
 
-/// Sets who pays for each dstack record: runs submitted through bursar are charged to the
-/// account (and user) that holds their money, whoever's token dstack ran them under; other
-/// runs to their user's account in the configured mapping, else `account`. Looks up only the
-/// records' runs (`runs`: the runs they were read with). Returns the records and, for runs
-/// submitted through bursar, which of their jobs each record is a part of (every submission of
-/// the run: [`JobPart`]).
-async fn charge_to(
-    app: &App,
-    cluster: &str,
+/// The jobs bursar submitted under the names of `runs` (one read for a page of runs), once
+/// every job admission has answered is recorded.
+async fn bursar_jobs(app: &App, cluster: &str, runs: &[RunSummary]) -> anyhow::Result<Vec<ApiJob>> {
+    let names: BTreeSet<String> = runs.iter().map(|run| run.run_name.clone()).collect();
+    let names: Vec<String> = names.into_iter().collect();
+    app.ledger.forwarded_settled().await;
+    Ok(app.ledger.api_jobs_on(cluster, &names).await?)
+}
+
+/// Sets who pays for each dstack record: runs submitted through bursar (`jobs`, by
+/// [`run_owner`]) are charged to the account (and user) that holds their money, whoever's
+/// token dstack ran them under; other runs to their user's account in the configured mapping,
+/// else `account`. `runs` are the runs the records were read with. Returns the records and,
+/// for runs submitted through bursar, which of their jobs each record is a part of (every
+/// submission of the run: [`JobPart`]).
+fn charge_to(
     mut records: Vec<UsageRecord>,
     runs: &[RunSummary],
+    jobs: &[ApiJob],
     account: &str,
     user_accounts: &HashMap<String, String>,
-) -> anyhow::Result<(Vec<UsageRecord>, Vec<JobPart>)> {
+) -> (Vec<UsageRecord>, Vec<JobPart>) {
     let run_of: HashMap<&str, &RunSummary> = runs
         .iter()
         .flat_map(|run| run.submission_ids.iter().map(move |id| (id.as_str(), run)))
         .collect();
-    let names: BTreeSet<String> = records
-        .iter()
-        .filter_map(|r| run_of.get(r.job_id.as_str()))
-        .map(|run| run.run_name.clone())
-        .collect();
-    let names: Vec<String> = names.into_iter().collect();
-    app.ledger.forwarded_settled().await;
-    let jobs = app.ledger.api_jobs_on(cluster, &names).await?;
-    let namesakes = by_run_name(&jobs);
+    let namesakes = by_run_name(jobs);
     let mut parts = Vec::new();
     for r in &mut records {
         let owner = run_of
@@ -617,7 +612,7 @@ async fn charge_to(
                 .unwrap_or_else(|| account.to_string());
         }
     }
-    Ok((records, parts))
+    (records, parts)
 }
 
 /// The jobs bursar submitted, by the run name dstack knows each by.
@@ -631,30 +626,48 @@ fn by_run_name(jobs: &[ApiJob]) -> HashMap<&str, Vec<&ApiJob>> {
     by_name
 }
 
-/// The job bursar submitted as `run`, among the jobs it knows by the run's name: the one whose
-/// first submission the run lists; else, when dstack deleted the run's first submissions
-/// (never placed, superseded by a retry for capacity) or for a job recorded before bursar kept
-/// its first submission, the one submitted closest to the run, within [`SUBMIT_SKEW_SECS`].
-/// dstack lets a new run take a finished run's name, so the name alone does not tell.
-fn run_owner<'j>(run: &RunSummary, namesakes: &[&'j ApiJob]) -> Option<&'j ApiJob> {
-    let apart = |job: &ApiJob| (job.submitted_at - run.submitted_at.timestamp()).abs();
+/// How a job bursar submitted under a dstack run's name matches that run. dstack lets a new
+/// run take a finished run's name, so the name alone does not tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum RunMatch {
+    /// The run lists the job's first submission (`settle_ref`).
+    Listed,
+    /// The run was submitted this many seconds from the job, within [`SUBMIT_SKEW_SECS`], and
+    /// cannot list the job's first submission: dstack deleted the run's first submissions
+    /// (never placed, superseded by a retry for capacity), or the job was recorded before
+    /// bursar kept its first submission.
+    Near(i64),
+}
+
+/// How the job whose first submission is `first`, submitted at `submitted_at`, matches `run`;
+/// `None`: the run is not the job's.
+pub(crate) fn run_match(
+    run: &RunSummary,
+    first: Option<&str>,
+    submitted_at: i64,
+) -> Option<RunMatch> {
+    if first.is_some_and(|first| run.submission_ids.iter().any(|id| id == first)) {
+        return Some(RunMatch::Listed);
+    }
     let lost_its_first = run.first_job_lowest.is_some_and(|n| n > 0);
+    let apart = (submitted_at - run.submitted_at.timestamp()).abs();
+    ((lost_its_first || first.is_none()) && apart <= SUBMIT_SKEW_SECS)
+        .then_some(RunMatch::Near(apart))
+}
+
+/// The job bursar submitted as `run`, among the jobs it knows by the run's name: the best
+/// [`run_match`], a listed first submission before the closest submit time.
+fn run_owner<'j>(run: &RunSummary, namesakes: &[&'j ApiJob]) -> Option<&'j ApiJob> {
     namesakes
         .iter()
-        .copied()
-        .find(|job| {
-            job.settle_ref
-                .as_ref()
-                .is_some_and(|first| run.submission_ids.contains(first))
+        .filter_map(|job| {
+            Some((
+                run_match(run, job.settle_ref.as_deref(), job.submitted_at)?,
+                *job,
+            ))
         })
-        .or_else(|| {
-            namesakes
-                .iter()
-                .copied()
-                .filter(|job| lost_its_first || job.settle_ref.is_none())
-                .filter(|job| apart(job) <= SUBMIT_SKEW_SECS)
-                .min_by_key(|job| apart(job))
-        })
+        .min_by_key(|(matched, _)| *matched)
+        .map(|(_, job)| job)
 }
 
 /// Final records, costing 0, for the submissions of finished runs that never got an instance
@@ -678,6 +691,7 @@ async fn never_provisioned(
     app: &App,
     cluster: &str,
     runs: &[RunSummary],
+    jobs: &[ApiJob],
     records: &[UsageRecord],
 ) -> anyhow::Result<Vec<UsageRecord>> {
     let finished: Vec<&RunSummary> = runs.iter().filter(|run| run.finished).collect();
@@ -690,11 +704,7 @@ async fn never_provisioned(
         .flat_map(|run| run.never_placed.iter().map(move |id| (*run, id)))
         .filter(|(_, id)| !recorded.contains(id.as_str()))
         .collect();
-    let names: BTreeSet<String> = finished.iter().map(|run| run.run_name.clone()).collect();
-    let names: Vec<String> = names.into_iter().collect();
-    app.ledger.forwarded_settled().await;
-    let jobs = app.ledger.api_jobs_on(cluster, &names).await?;
-    let namesakes = by_run_name(&jobs);
+    let namesakes = by_run_name(jobs);
     for run in finished.iter().filter(|run| run.unreadable == 0) {
         // The job bursar submitted as this run, if still waiting for it.
         let Some(job) = namesakes

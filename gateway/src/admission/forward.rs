@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use async_trait::async_trait;
-use bursar_collectors::dstack::{DstackClient, DstackConfig, DstackError, RunRef};
+use bursar_collectors::dstack::{
+    map_run, DstackClient, DstackConfig, DstackError, MapContext, RunRef,
+};
 use bursar_collectors::slurmrestd::{
     ApiSelection, GpuRequest as SlurmGpus, JobSubmission, RestError, SlurmAuth, SlurmRestClient,
     SlurmRestConfig,
 };
-use bursar_ledger::SUBMIT_SKEW_SECS;
 use serde_json::Value;
 
 use crate::config::{ClusterKind, Config};
@@ -429,30 +430,17 @@ fn first_submission_id(raw: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Whether the run dstack shows under a job's run name (`raw`, submitted at `submitted_at`) is
-/// the job's own: it lists the job's first submission (`job.settle_ref`), or dstack deleted
-/// that one — the run's first job has lost its submission 0 (never placed, superseded by a
-/// retry for capacity) — and the run was submitted within [`SUBMIT_SKEW_SECS`] of the job.
-/// dstack lets a new run take a finished run's name.
-fn is_run_of(raw: &str, submitted_at: i64, job: ForwardedRef<'_>) -> bool {
-    let Ok(run) = serde_json::from_str::<Value>(raw) else {
-        return false;
+/// Whether the run dstack shows under a job's run name (`raw`) is the job's own
+/// ([`crate::collect::run_match`], the rule the collector charges runs to jobs by): dstack
+/// lets a new run take a finished run's name.
+fn is_run_of(raw: &str, cluster: &str, job: ForwardedRef<'_>) -> bool {
+    let context = MapContext {
+        cluster,
+        now: chrono::Utc::now(),
     };
-    let submissions = run
-        .pointer("/jobs/0/job_submissions")
-        .and_then(Value::as_array)
-        .map_or(&[][..], Vec::as_slice);
-    if submissions
-        .iter()
-        .any(|s| s.get("id").and_then(Value::as_str) == Some(job.settle_ref))
-    {
-        return true;
-    }
-    let lowest = submissions
-        .iter()
-        .filter_map(|s| s.get("submission_num").and_then(Value::as_u64))
-        .min();
-    lowest.is_some_and(|n| n > 0) && (submitted_at - job.submitted_at).abs() <= SUBMIT_SKEW_SECS
+    map_run(raw, &context).summary.is_some_and(|run| {
+        crate::collect::run_match(&run, Some(job.settle_ref), job.submitted_at).is_some()
+    })
 }
 
 #[async_trait]
@@ -500,7 +488,7 @@ impl Forwarder for DstackForwarder {
             .await
         {
             Ok(run) => Ok(!DSTACK_RUN_FINISHED.contains(&run.status.as_str())
-                && is_run_of(&run.raw, run.submitted_at.timestamp(), job)),
+                && is_run_of(&run.raw, self.client.cluster(), job)),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(dstack_error(e)),
         }
