@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bursar_collectors::slurmrestd::{
-    submit_body, ApiSelection, ApiVersion, GpuRequest, JobSubmission, RestError, SlurmAuth,
-    SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
+    mail_events, submit_body, ApiSelection, ApiVersion, GpuRequest, JobSubmission, RestError,
+    SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
 };
 use common::*;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -160,25 +160,84 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
             "{version}"
         );
     }
-    // what 22.05 needs beyond the fixture: nodes as [min, max], GPUs as gres
+    // what 22.05 needs beyond the fixture: nodes as a plain number (22.05 reads the spec's
+    // `[min, max]` but never marks the count set: the job got 1 node), GPUs as gres
     let more = JobSubmission {
         nodes: Some(2),
         gpus_per_node: Some(GpuRequest {
             count: 2,
             kind: Some("h100".into()),
         }),
+        other_gres: vec!["shard:1".into()],
         ..fixture_job()
     };
     let v38 = submit_body(ApiVersion::V0_0_38, &more).unwrap();
     assert_eq!(
         (&v38["job"]["nodes"], &v38["job"]["gres"]),
-        (&json!([2, 2]), &json!("gpu:h100:2"))
+        (&json!(2), &json!("gpu:h100:2,shard:1"))
     );
     let v42 = submit_body(ApiVersion::V0_0_42, &more).unwrap();
     assert_eq!(
         (&v42["job"]["nodes"], &v42["job"]["tres_per_node"]),
-        (&json!("2"), &json!("gres/gpu:h100:2"))
+        (&json!("2"), &json!("gres/gpu:h100:2,gres/shard:1"))
     );
+
+    // --ntasks-per-node, --mem-per-cpu, --gpus (per job) and --mail-* as sbatch sends them
+    let shaped = JobSubmission {
+        nodes: Some(2),
+        tasks: Some(4),
+        tasks_per_node: Some(2),
+        memory_per_node_mb: None,
+        memory_per_cpu_mb: Some(1500),
+        gpus_per_node: None,
+        gpus_per_job: Some(GpuRequest {
+            count: 3,
+            kind: Some("h100".into()),
+        }),
+        mail_type: mail_events("end,FAIL,time_limit_90").unwrap(),
+        mail_user: Some("alice@example.org".into()),
+        ..fixture_job()
+    };
+    let v38 = submit_body(ApiVersion::V0_0_38, &shaped).unwrap();
+    let job = &v38["job"];
+    assert_eq!(job["tasks_per_node"], json!(2));
+    assert_eq!(job["memory_per_cpu"], json!(1500));
+    assert_eq!(job.get("memory_per_node"), None);
+    assert_eq!(job["gpus"], json!("h100:3"));
+    assert_eq!(job.get("gres"), None);
+    assert_eq!(job["mail_type"], json!("END,FAIL,TIME_LIMIT_90"));
+    assert_eq!(job["mail_user"], json!("alice@example.org"));
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
+        let body = submit_body(version, &shaped).unwrap();
+        let job = &body["job"];
+        assert_eq!(job["tasks_per_node"], json!(2), "{version}");
+        assert_eq!(
+            job["memory_per_cpu"],
+            json!({"set": true, "infinite": false, "number": 1500}),
+            "{version}"
+        );
+        assert_eq!(job["tres_per_job"], json!("gres/gpu:h100:3"), "{version}");
+        assert_eq!(job.get("tres_per_node"), None, "{version}");
+        assert_eq!(
+            job["mail_type"],
+            json!(["END", "FAIL", "TIME=90%"]),
+            "{version}"
+        );
+    }
+    // per node and per CPU (or per node and per job) at once is not a job sbatch would send
+    let both = JobSubmission {
+        memory_per_cpu_mb: Some(1),
+        ..fixture_job()
+    };
+    assert!(submit_body(ApiVersion::V0_0_38, &both).is_err());
+    let both = JobSubmission {
+        gpus_per_job: Some(GpuRequest {
+            count: 1,
+            kind: None,
+        }),
+        ..fixture_job()
+    };
+    assert!(submit_body(ApiVersion::V0_0_41, &both).is_err());
 
     // --hold and --constraint: `hold` and `constraints` in the job of every generation, absent
     // unless asked for
@@ -212,6 +271,20 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         standard_error: Some("/home/alice/%j.err".into()),
         constraints: Some("skylake&ib".into()),
         hold: true,
+        tasks_per_node: Some(1),
+        mail_type: mail_events("ALL").unwrap(),
+        mail_user: Some("alice@example.org".into()),
+        ..fixture_job()
+    };
+    // the fields that exclude those above, in a second body
+    let others = JobSubmission {
+        memory_per_node_mb: None,
+        memory_per_cpu_mb: Some(1000),
+        gpus_per_node: None,
+        gpus_per_job: Some(GpuRequest {
+            count: 2,
+            kind: None,
+        }),
         ..fixture_job()
     };
     let json_type = |value: &Value| match value {
@@ -228,8 +301,15 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 18, "{version}: {job:?}");
-        for (key, value) in job {
+        assert_eq!(job.len(), 21, "{version}: {job:?}");
+        let second = submit_body(version, &others).unwrap();
+        let other_job = second["job"].as_object().unwrap();
+        let extra: Vec<(&String, &Value)> = other_job
+            .iter()
+            .filter(|(k, _)| !job.contains_key(*k))
+            .collect();
+        assert_eq!(extra.len(), 2, "{version}: {extra:?}");
+        for (key, value) in job.iter().chain(extra) {
             assert_eq!(
                 fields[key].as_str(),
                 Some(json_type(value)),
@@ -254,7 +334,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 18 * 6);
+    assert_eq!(checked, 23 * 6);
 }
 
 #[tokio::test]

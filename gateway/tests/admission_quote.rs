@@ -83,6 +83,42 @@ async fn qos_factors_and_explicit_limits_price_as_charges_do() {
 }
 
 #[tokio::test]
+async fn no_time_limit_takes_the_default_and_unlimited_the_maximum() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 1_000_000_000).await;
+    let minutes = |request| {
+        let f = &f;
+        async move {
+            let quote = f.admission.quote(&alice(), &request).await.unwrap();
+            let onprem = quote.cluster("onprem").unwrap();
+            assert!(onprem.fits(), "{:?}", onprem.reasons);
+            (onprem.time_limit_min, onprem.estimate)
+        }
+    };
+    // batch on onprem: default_time 1h, max_time 2d, as Slurm's DefaultTime and MaxTime.
+    let (default, at_default) = minutes(job_with(json!({"clusters": ["onprem"]}))).await;
+    assert_eq!(default, Some(60));
+    let unlimited = job_with(json!({"clusters": ["onprem"], "time_unlimited": true}));
+    let (max, at_max) = minutes(unlimited.clone()).await;
+    assert_eq!(
+        max,
+        Some(2 * 24 * 60),
+        "-t UNLIMITED runs as long as the partition allows"
+    );
+    assert_eq!(
+        at_max,
+        Some(f.estimate("onprem", "batch", &unlimited, Some(1000), 2 * 24 * 60))
+    );
+    // 48 hours, rounded once (not 48 rounded hours)
+    assert_eq!(at_default, Some(4_976_562), "4.9765625 half to even");
+    assert_eq!(at_max, Some(238_875_000));
+    // Both at once is not a request.
+    let both: bursar_gateway::request::JobRequest =
+        serde_json::from_value(json!({"time_unlimited": true, "time_limit_min": 5})).unwrap();
+    assert!(both.validate().is_err());
+}
+
+#[tokio::test]
 async fn every_rejection_is_explained() {
     let f = fixture().await;
     f.allocate("physics", "su", 1_000_000).await;
@@ -125,6 +161,18 @@ async fn every_rejection_is_explained() {
     assert_eq!(
         q.cluster("onprem").unwrap().reasons,
         ["no time limit given and partition debug on onprem has no maximum; pass -t"]
+    );
+    // An explicit UNLIMITED has no price where the partition has no maximum.
+    let q = quote(job_with(
+        json!({"partition": "debug", "clusters": ["onprem"], "time_unlimited": true}),
+    ))
+    .await;
+    assert_eq!(
+        q.cluster("onprem").unwrap().reasons,
+        [
+            "the job asks for no time limit (UNLIMITED) and partition debug on onprem has no \
+          maximum, so it has no price; pass -t"
+        ]
     );
 
     // Limits.

@@ -120,7 +120,7 @@ async fn submits_the_v0_0_38_body_as_the_user_and_links_the_hold() {
                 "name": "train",
                 "account": "physics",
                 "partition": "batch",
-                "nodes": [1, 1],
+                "nodes": 1,
                 "tasks": 4,
                 "cpus_per_task": 1,
                 "time_limit": 60,
@@ -226,7 +226,7 @@ async fn a_hanging_slurmrestd_times_out_as_a_503() {
 }
 
 #[test]
-fn options_slurmrestd_cannot_carry_are_refused_not_dropped() {
+fn every_option_reaches_slurm_as_the_user_gave_it() {
     let job = |extra: Value| {
         let mut base = json!({"ntasks": 2, "script": "#!/bin/sh\ntrue\n"});
         for (k, v) in extra.as_object().unwrap() {
@@ -243,26 +243,47 @@ fn options_slurmrestd_cannot_carry_are_refused_not_dropped() {
             request: serde_json::from_value(base).unwrap(),
         }
     };
-    for (extra, option) in [
-        (json!({"exclusive": true}), "--exclusive"),
-        (json!({"mail_type": "END"}), "--mail-type"),
-        (json!({"other_gres": ["shard:1"]}), "--gres=shard:1"),
-        (
-            json!({"nodes": 2, "gpus": {"count": 3, "per": "job"}}),
-            "--gpus",
-        ),
-    ] {
-        let err = slurm_submission(&job(extra)).unwrap_err();
-        assert!(err.starts_with(option), "{err}");
-    }
-    // Per-CPU memory over evenly spread CPUs, and per-job GPUs that divide: exact.
-    let s = slurm_submission(&job(json!({"nodes": 2, "memory": {"per_cpu_mb": 1000},
-        "gpus": {"count": 4, "per": "job"}, "wrap": "hostname", "script": null})))
+    // --exclusive: Slurm would charge whole nodes while the hold covers what was asked for.
+    let err = slurm_submission(&job(json!({"exclusive": true}))).unwrap_err();
+    assert!(
+        err.starts_with("--exclusive gives the job whole nodes"),
+        "{err}"
+    );
+    let err = slurm_submission(&job(json!({"mail_type": "END,SOON"}))).unwrap_err();
+    assert!(err.starts_with("--mail-type: \"SOON\""), "{err}");
+    // Per-CPU memory, per-job GPUs and tasks per node go as given, not converted: Slurm
+    // places them (a per-node conversion turned MinMemoryCPU into MinMemoryNode and
+    // TresPerJob into TresPerNode, and dropped --ntasks-per-node).
+    let s = slurm_submission(&job(json!({"nodes": 2, "ntasks": 3, "ntasks_per_node": 2,
+        "memory": {"per_cpu_mb": 1000}, "gpus": {"count": 3, "per": "job", "kind": "h100"},
+        "mail_type": "END,FAIL", "mail_user": "alice@example.org", "other_gres": ["shard:1"],
+        "wrap": "hostname", "script": null})))
     .unwrap();
-    assert_eq!(s.memory_per_node_mb, Some(1000));
-    assert_eq!(s.gpus_per_node.unwrap().count, 2);
+    assert_eq!(
+        (s.nodes, s.tasks, s.tasks_per_node),
+        (Some(2), Some(3), Some(2))
+    );
+    assert_eq!(
+        (s.memory_per_node_mb, s.memory_per_cpu_mb),
+        (None, Some(1000))
+    );
+    assert_eq!(s.gpus_per_node, None);
+    let per_job = s.gpus_per_job.unwrap();
+    assert_eq!((per_job.count, per_job.kind.as_deref()), (3, Some("h100")));
+    assert_eq!(s.mail_type, ["END", "FAIL"]);
+    assert_eq!(s.mail_user.as_deref(), Some("alice@example.org"));
+    assert_eq!(s.other_gres, ["shard:1"]);
     assert!(s.script.starts_with("#!/bin/sh"));
     assert_eq!(s.time_limit_min, Some(30));
+    let s = slurm_submission(&job(json!({"memory": {"per_node_mb": 4000},
+        "gpus": {"count": 1, "per": "node"}})))
+    .unwrap();
+    assert_eq!(
+        (s.memory_per_node_mb, s.memory_per_cpu_mb),
+        (Some(4000), None)
+    );
+    assert_eq!(s.gpus_per_node.map(|g| g.count), Some(1));
+    assert_eq!(s.gpus_per_job, None);
     // Node features go as given: slurmctld reads sbatch's syntax.
     let s = slurm_submission(&job(json!({"constraint": "[skylake|icelake]&ib"}))).unwrap();
     assert_eq!(s.constraints.as_deref(), Some("[skylake|icelake]&ib"));
@@ -278,7 +299,9 @@ async fn a_quote_says_which_option_cannot_be_forwarded() {
     let quote = f.admission.quote(&alice(), &constrained).await.unwrap();
     assert_eq!(
         quote.cluster("onprem").unwrap().reasons,
-        ["onprem: --exclusive cannot be forwarded through slurmrestd yet; leave it out or submit with sbatch"]
+        ["onprem: --exclusive gives the job whole nodes, which Slurm charges whole, while bursar \
+          prices and holds only the resources requested; ask for the nodes' CPUs and memory \
+          with -c and --mem instead"]
     );
     let err = f
         .admission

@@ -101,7 +101,7 @@ async fn each_invocation_sends_a_fresh_idempotency_key() {
 }
 
 #[tokio::test]
-async fn parsable_prints_jobid_and_cluster_only() {
+async fn parsable_prints_the_job_id_and_the_cluster_only_when_named() {
     let server = accepting_server().await;
     let home = Home::new();
     let run = bursar(
@@ -118,12 +118,121 @@ async fn parsable_prints_jobid_and_cluster_only() {
     )
     .await;
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.stdout, "4242;onprem\n");
+    // As sbatch: `jid=$(sbatch --parsable job.sh)` is a bare id unless -M named clusters.
+    assert_eq!(run.stdout, "4242\n");
     assert_eq!(run.stderr, "");
+    let named = bursar(
+        &[
+            "submit",
+            "--parsable",
+            "-M",
+            "onprem",
+            "--wrap=hostname",
+            "-t",
+            "5",
+        ],
+        &home,
+        &server.uri(),
+    )
+    .await;
+    assert_eq!(named.stdout, "4242;onprem\n", "{named:?}");
     let body = &bodies(&server, "POST", "/v1/jobs").await[0];
     assert_eq!(body["wrap"], "hostname");
+    assert_eq!(body["job_name"], "wrap", "sbatch's name for a --wrap job");
     assert_eq!(body["export"], "NONE");
-    assert!(body.get("environment").is_none(), "{body}");
+    // --export=NONE: none of the shell's variables, but what sbatch always adds, and the
+    // request that slurmd load the user's login environment.
+    let env = body["environment"].as_object().unwrap();
+    assert!(
+        env.get("MY_VAR").is_none() && env.get("HOME").is_none(),
+        "{body}"
+    );
+    assert_eq!(env["SLURM_GET_USER_ENV"], "1");
+    assert_eq!(
+        env["SLURM_SUBMIT_DIR"],
+        home.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    assert!(env.contains_key("SLURM_SUBMIT_HOST"), "{body}");
+    assert!(
+        env["SLURM_UMASK"].as_str().unwrap().len() == 4,
+        "{}",
+        env["SLURM_UMASK"]
+    );
+}
+
+#[tokio::test]
+async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
+    let server = accepting_server().await;
+    let home = Home::new();
+    home.write("job.sh", SCRIPT);
+    let url = server.uri();
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "-A", "physics", "job.sh"],
+        &home,
+        &[
+            ("BURSAR_URL", url.as_str()),
+            ("SBATCH_ACCOUNT", "chemistry"),
+            ("SBATCH_TIMELIMIT", "20"),
+            ("SBATCH_QOS", "premium"),
+            ("SBATCH_PARTITION", ""),
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let body = &bodies(&server, "POST", "/v1/jobs").await[0];
+    assert_eq!(body["account"], "physics", "the command line wins");
+    assert_eq!(body["time_limit_min"], 20, "over #SBATCH --time=30");
+    assert_eq!(body["qos"], "premium");
+    assert!(
+        body.get("partition").is_none(),
+        "an empty variable is unset"
+    );
+    assert_eq!(body["job_name"], "train", "the script's -J");
+    assert_eq!(
+        body["environment"]["SBATCH_QOS"], "premium",
+        "still exported"
+    );
+
+    // Without -J anywhere, sbatch names the job after the script file.
+    home.write("plain.sh", "#!/bin/sh\nhostname\n");
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "-t", "5", "plain.sh"],
+        &home,
+        &[("BURSAR_URL", url.as_str()), ("SBATCH_JOB_NAME", "")],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        bodies(&server, "POST", "/v1/jobs").await[1]["job_name"],
+        "plain.sh"
+    );
+
+    // A variable bursar cannot carry is refused, not ignored; a bad value names its variable.
+    for (var, value, says) in [
+        (
+            "SBATCH_RESERVATION",
+            "maint",
+            "SBATCH_RESERVATION is set in the environment",
+        ),
+        (
+            "SBATCH_TIMELIMIT",
+            "soon",
+            "SBATCH_TIMELIMIT in the environment",
+        ),
+    ] {
+        let run = run_program(
+            &bursar_exe(),
+            &["submit", "-t", "5", "plain.sh"],
+            &home,
+            &[("BURSAR_URL", url.as_str()), (var, value)],
+        )
+        .await;
+        assert_eq!(run.code, 1, "{run:?}");
+        assert!(run.stderr.contains(says), "{}", run.stderr);
+    }
+    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 2);
 }
 
 #[tokio::test]
@@ -415,5 +524,8 @@ async fn invoked_as_sbatch_the_binary_submits() {
         &[("BURSAR_URL", &server.uri())],
     )
     .await;
-    assert_eq!(run.stdout, "4242;onprem\n");
+    assert_eq!(
+        run.stdout, "4242\n",
+        "jid=$(sbatch --parsable job.sh) stays a job id"
+    );
 }

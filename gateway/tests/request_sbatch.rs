@@ -147,7 +147,7 @@ fn every_option_in_every_form() {
         (&["-t", "10"], |r| r.time_limit_min = Some(10)),
         (&["-t10"], |r| r.time_limit_min = Some(10)),
         (&["--time=1-02:30"], |r| r.time_limit_min = Some(1590)),
-        (&["--time", "UNLIMITED"], |_| {}),
+        (&["--time", "UNLIMITED"], |r| r.time_unlimited = true),
         // names, files, directory
         (&["-J", "my job"], |r| r.job_name = Some("my job".into())),
         (&["--job-name=x"], |r| r.job_name = Some("x".into())),
@@ -752,6 +752,18 @@ fn validate_explains() {
         "--mem-per-cpu must be at least 1",
     );
     check(|r| r.time_limit_min = Some(0), "at least 1 minute");
+    check(
+        |r| (r.time_limit_min, r.time_unlimited) = (Some(5), true),
+        "exclude each other",
+    );
+    check(
+        |r| r.mail_type = Some("END,SOMETIMES".into()),
+        "\"SOMETIMES\" is not a mail type",
+    );
+    check(
+        |r| r.partition = Some("batch,debug".into()),
+        "is a list: bursar prices and submits a job to one partition",
+    );
     check(|r| r.other_gres = vec!["gpu:2".into()], "non-GPU GRES");
     check(
         |r| r.clusters = vec!["a".into(), "a".into()],
@@ -787,6 +799,24 @@ fn text() -> impl Strategy<Value = String> {
     "[a-zA-Z0-9 #'\"\\\\/%.,=&@:_-]{1,16}"
 }
 
+/// A `--mail-type` list sbatch takes: its words, in any case, in any order.
+fn mail_types() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            Just("NONE"),
+            Just("BEGIN"),
+            Just("end"),
+            Just("Fail"),
+            Just("ALL"),
+            Just("TIME_LIMIT_90"),
+            Just("INVALID_DEPEND"),
+            Just("ARRAY_TASKS"),
+        ],
+        1..4,
+    )
+    .prop_map(|words| words.join(","))
+}
+
 fn request() -> impl Strategy<Value = JobRequest> {
     let shape = (
         1u32..5,
@@ -803,7 +833,11 @@ fn request() -> impl Strategy<Value = JobRequest> {
             proptest::option::of("[a-z][a-z0-9_.]{0,6}"),
         )),
         proptest::collection::vec("(shard|nvme|mps)(:[0-9]{1,2})?", 0..3),
-        proptest::option::of(1u64..100_000),
+        prop_oneof![
+            (1u64..100_000).prop_map(|m| (Some(m), false)),
+            Just((None, false)),
+            Just((None, true)),
+        ],
     );
     let names = (
         proptest::option::of(name()),
@@ -817,7 +851,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
         proptest::option::of(text()),
         proptest::option::of(text()),
         proptest::option::of(text()),
-        proptest::option::of(text()),
+        proptest::option::of(mail_types()),
         proptest::option::of(text()),
         proptest::option::of(text()),
         proptest::option::of(text()),
@@ -853,7 +887,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
             memory,
             gpus: gpu.map(|(count, per, kind)| GpuRequest { count, per, kind }),
             other_gres,
-            time_limit_min: time,
+            time_limit_min: time.0,
+            time_unlimited: time.1,
             job_name,
             output,
             error,

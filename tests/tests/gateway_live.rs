@@ -21,6 +21,7 @@
 //! stopped with SIGTERM. The node-failure test takes a node down, so it runs alone.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -848,6 +849,78 @@ fn node_features_reach_the_cluster_and_one_it_lacks_is_refused_with_nothing_held
         cost_micros(&ONPREM, 1, 1000, 0, 60)
     );
     println!("refused: {}", stderr.trim());
+}
+
+/// `scontrol show job -o ID` as `field → value`.
+fn scontrol_job(gw: &Gateway, cluster: &str, id: &str) -> BTreeMap<String, String> {
+    let line = gw
+        .dev
+        .slurm("scontrol", cluster, &["show", "job", "-o", id]);
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+    let field = |job: &BTreeMap<String, String>, key: &str| -> String {
+        job.get(key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key} in {job:?}"))
+    };
+
+    // Nodes, tasks per node and memory per CPU as given (22.05 ignored a `[min, max]` node
+    // list: such a job was created with one node; --mem-per-cpu was sent per node, and
+    // --ntasks-per-node dropped).
+    let sub = gw.submit(&[
+        "-H",
+        "-M",
+        "onprem",
+        "-N",
+        "2",
+        "-n",
+        "4",
+        "--ntasks-per-node=2",
+        "--mem-per-cpu=500",
+        "-t",
+        "10",
+        script,
+    ]);
+    let job = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
+    println!("onprem job {}: {job:?}", sub.cluster_job_id);
+    assert_eq!(field(&job, "NumNodes"), "2-2", "as sbatch -N 2: {job:?}");
+    assert!(field(&job, "TRES").contains("node=2"), "{job:?}");
+    assert_eq!(field(&job, "NumTasks"), "4");
+    assert!(field(&job, "NtasksPerN:B:S:C").starts_with("2:"), "{job:?}");
+    assert_eq!(field(&job, "MinMemoryCPU"), "500M");
+    assert_eq!(field(&job, "TimeLimit"), "00:10:00");
+    assert_eq!(field(&job, "JobName"), "bursar-live", "the script's -J");
+
+    // -t UNLIMITED runs at the partition's maximum (1 day here), not its default; without -J
+    // the job is named after its script, as sbatch names it.
+    let plain = gw.site.dir.path().join("plain.sh");
+    std::fs::write(&plain, "#!/bin/sh\n#SBATCH -o /dev/null\nsleep 10\n").unwrap();
+    let sub = gw.submit(&[
+        "-H",
+        "-M",
+        "onprem",
+        "-t",
+        "UNLIMITED",
+        plain.to_str().unwrap(),
+    ]);
+    let job = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
+    assert_eq!(field(&job, "TimeLimit"), "1-00:00:00", "{job:?}");
+    assert_eq!(field(&job, "JobName"), "plain.sh");
+
+    // --gpus is GPUs for the job, not per node.
+    let sub = gw.submit(&["-H", "-M", "cloud", "--gpus=h100:1", "-t", "10", script]);
+    let job = scontrol_job(&gw, "cloud", &sub.cluster_job_id);
+    println!("cloud job {}: {job:?}", sub.cluster_job_id);
+    assert_eq!(field(&job, "TresPerJob"), "gres:gpu:h100:1", "{job:?}");
+    assert!(!job.contains_key("TresPerNode"), "{job:?}");
 }
 
 #[test]

@@ -108,7 +108,9 @@ use url::Url;
 pub use auth::{mint_token, SlurmAuth, SlurmClaims};
 pub use error::RestError;
 pub use jobs::RawQuarantine;
-pub use submit::{submit_body, ControllerPing, GpuRequest, JobSubmission, Ping, SubmittedJob};
+pub use submit::{
+    mail_events, submit_body, ControllerPing, GpuRequest, JobSubmission, Ping, SubmittedJob,
+};
 pub use version::{ApiSelection, ApiVersion, UnknownApiVersion};
 pub use window::{LegacyTimes, ServerTimeZone, UnknownServerZone, Window};
 

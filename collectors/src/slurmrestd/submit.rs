@@ -20,13 +20,26 @@ pub struct JobSubmission {
     pub qos: Option<String>,
     pub nodes: Option<u32>,
     pub tasks: Option<u32>,
+    /// `--ntasks-per-node`.
+    pub tasks_per_node: Option<u32>,
     pub cpus_per_task: Option<u32>,
     /// Memory per node in megabytes (`--mem`).
     pub memory_per_node_mb: Option<u64>,
+    /// Memory per allocated CPU in megabytes (`--mem-per-cpu`).
+    pub memory_per_cpu_mb: Option<u64>,
     /// Minutes (`--time`).
     pub time_limit_min: Option<u32>,
-    /// GPUs per node, optionally of one type (`--gres=gpu[:type]:N`).
+    /// GPUs per node, optionally of one type (`--gres=gpu[:type]:N`, `--gpus-per-node`).
     pub gpus_per_node: Option<GpuRequest>,
+    /// GPUs for the whole job (`--gpus`).
+    pub gpus_per_job: Option<GpuRequest>,
+    /// Other GRES per node as sbatch's `--gres` takes them (`shard:1`, `nic:mlx:2`), sent
+    /// beside the GPUs (`gres` in v0.0.38, `tres_per_node` as `gres/…` from v0.0.40).
+    pub other_gres: Vec<String>,
+    /// `--mail-type` events as Slurm names them in v0.0.40+ (`BEGIN`, `END`, `FAIL`,
+    /// `REQUEUE`, `TIME=100%`, …; see [`mail_events`]).
+    pub mail_type: Vec<String>,
+    pub mail_user: Option<String>,
     /// Must exist on the compute node and be writable by the user.
     pub current_working_directory: String,
     pub standard_output: Option<String>,
@@ -57,6 +70,96 @@ impl GpuRequest {
             None => format!("gpu:{}", self.count),
         }
     }
+
+    /// `h100:2` / `2`, the `--gpus` form.
+    fn typed_count(&self) -> String {
+        match &self.kind {
+            Some(kind) => format!("{kind}:{}", self.count),
+            None => self.count.to_string(),
+        }
+    }
+}
+
+/// sbatch's `--mail-type` list (`END,FAIL`, `ALL`, `TIME_LIMIT_90`, `NONE`, any case) as the
+/// event names of v0.0.40+ (`v0.0.40_job_mail_flags`), in Slurm's order, without repeats; an
+/// empty list for `NONE`. `Err` names a word sbatch would not take.
+pub fn mail_events(list: &str) -> Result<Vec<String>, String> {
+    const ORDER: [&str; 11] = [
+        "BEGIN",
+        "END",
+        "FAIL",
+        "REQUEUE",
+        "TIME=100%",
+        "TIME=90%",
+        "TIME=80%",
+        "TIME=50%",
+        "STAGE_OUT",
+        "ARRAY_TASKS",
+        "INVALID_DEPENDENCY",
+    ];
+    let mut wanted = [false; ORDER.len()];
+    let mut mark = |name: &str| {
+        if let Some(i) = ORDER.iter().position(|o| *o == name) {
+            wanted[i] = true;
+        }
+    };
+    for word in list.split(',') {
+        match word.trim().to_ascii_uppercase().as_str() {
+            "NONE" => {}
+            // sbatch's ALL: BEGIN, END, FAIL, INVALID_DEPEND, REQUEUE and STAGE_OUT.
+            "ALL" => [
+                "BEGIN",
+                "END",
+                "FAIL",
+                "INVALID_DEPENDENCY",
+                "REQUEUE",
+                "STAGE_OUT",
+            ]
+            .into_iter()
+            .for_each(&mut mark),
+            "BEGIN" => mark("BEGIN"),
+            "END" => mark("END"),
+            "FAIL" => mark("FAIL"),
+            "REQUEUE" => mark("REQUEUE"),
+            "TIME_LIMIT" => mark("TIME=100%"),
+            "TIME_LIMIT_90" => mark("TIME=90%"),
+            "TIME_LIMIT_80" => mark("TIME=80%"),
+            "TIME_LIMIT_50" => mark("TIME=50%"),
+            "STAGE_OUT" => mark("STAGE_OUT"),
+            "ARRAY_TASKS" => mark("ARRAY_TASKS"),
+            "INVALID_DEPEND" => mark("INVALID_DEPENDENCY"),
+            _ => {
+                return Err(format!(
+                    "{:?} is not a mail type: use NONE, BEGIN, END, FAIL, REQUEUE, ALL, \
+                     INVALID_DEPEND, STAGE_OUT, TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, \
+                     TIME_LIMIT_50 or ARRAY_TASKS",
+                    word.trim()
+                ))
+            }
+        }
+    }
+    Ok(ORDER
+        .iter()
+        .zip(wanted)
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| name.to_string())
+        .collect())
+}
+
+/// v0.0.40+ event names back in sbatch's words, for v0.0.38's `mail_type` string.
+fn mail_type_words(events: &[String]) -> String {
+    events
+        .iter()
+        .map(|e| match e.as_str() {
+            "TIME=100%" => "TIME_LIMIT",
+            "TIME=90%" => "TIME_LIMIT_90",
+            "TIME=80%" => "TIME_LIMIT_80",
+            "TIME=50%" => "TIME_LIMIT_50",
+            "INVALID_DEPENDENCY" => "INVALID_DEPEND",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// What slurmctld said to an accepted submission.
@@ -73,11 +176,14 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 ///
 /// - v0.0.38: `{"script": …, "job": {…}}` with `environment` an object (22.05 answers 400
 ///   "environment must be a dictionary" to a list), `time_limit` and `memory_per_node` plain
-///   integers, `nodes` as `[min, max]`, GPUs as `gres`.
+///   integers, `nodes` a plain integer (22.05 reads the spec's `[min, max]` form but never
+///   marks the count as set, so the job got one node), GPUs as `gres` (per node) and `gpus`
+///   (per job), `mail_type` sbatch's comma-separated words.
 /// - v0.0.40+: `{"job": {"script": …, …}}` (v0.0.40 also the top-level `script`, which
 ///   23.11.0 – 23.11.4 require; it is deprecated from v0.0.41),
 ///   `environment` a list of `K=V`, `time_limit`/`memory_per_node` as `{set, infinite,
-///   number}`, `nodes` a string, GPUs as `tres_per_node` (`gres/gpu:h100:2`).
+///   number}`, `nodes` a string, GPUs as `tres_per_node` / `tres_per_job` (`gres/gpu:h100:2`),
+///   `mail_type` a list of event names.
 pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, RestError> {
     validate(job)?;
     let mut env = job.environment.clone();
@@ -111,12 +217,15 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
             if modern {
                 json!(nodes.to_string())
             } else {
-                json!([nodes, nodes])
+                json!(nodes)
             },
         );
     }
     if let Some(tasks) = job.tasks {
         put("tasks", json!(tasks));
+    }
+    if let Some(per_node) = job.tasks_per_node {
+        put("tasks_per_node", json!(per_node));
     }
     if let Some(cpus) = job.cpus_per_task {
         put("cpus_per_task", json!(cpus));
@@ -137,12 +246,41 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
             if modern { no_val(mem) } else { json!(mem) },
         );
     }
-    if let Some(gpus) = &job.gpus_per_node {
+    if let Some(mem) = job.memory_per_cpu_mb {
+        put(
+            "memory_per_cpu",
+            if modern { no_val(mem) } else { json!(mem) },
+        );
+    }
+    let mut per_node: Vec<String> = job.gpus_per_node.iter().map(GpuRequest::gres).collect();
+    per_node.extend(job.other_gres.iter().cloned());
+    if !per_node.is_empty() {
         if modern {
-            put("tres_per_node", json!(format!("gres/{}", gpus.gres())));
+            let tres: Vec<String> = per_node.iter().map(|g| format!("gres/{g}")).collect();
+            put("tres_per_node", json!(tres.join(",")));
         } else {
-            put("gres", json!(gpus.gres()));
+            put("gres", json!(per_node.join(",")));
         }
+    }
+    if let Some(gpus) = &job.gpus_per_job {
+        if modern {
+            put("tres_per_job", json!(format!("gres/{}", gpus.gres())));
+        } else {
+            put("gpus", json!(gpus.typed_count()));
+        }
+    }
+    if !job.mail_type.is_empty() {
+        put(
+            "mail_type",
+            if modern {
+                json!(job.mail_type)
+            } else {
+                json!(mail_type_words(&job.mail_type))
+            },
+        );
+    }
+    if let Some(user) = &job.mail_user {
+        put("mail_user", json!(user));
     }
     put(
         "current_working_directory",
@@ -201,7 +339,28 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
             return bad(format!("environment variable {key} is set twice"));
         }
     }
-    if let Some(gpus) = &job.gpus_per_node {
+    if job.memory_per_node_mb.is_some() && job.memory_per_cpu_mb.is_some() {
+        return bad("memory per node and memory per CPU exclude each other".into());
+    }
+    if job.gpus_per_node.is_some() && job.gpus_per_job.is_some() {
+        return bad("GPUs per node and GPUs per job exclude each other".into());
+    }
+    for entry in &job.other_gres {
+        let name = entry.split(':').next().unwrap_or("");
+        if name.is_empty()
+            || name.eq_ignore_ascii_case("gpu")
+            || entry.contains(',')
+            || !entry
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+        {
+            return bad(format!("{entry:?} is not one non-GPU GRES such as shard:1"));
+        }
+    }
+    for gpus in [&job.gpus_per_node, &job.gpus_per_job]
+        .into_iter()
+        .flatten()
+    {
         if gpus.count == 0 {
             return bad("a GPU request of 0 GPUs".into());
         }
@@ -424,6 +583,34 @@ const ESLURM_INVALID_JOB_ID: i64 = 2017;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mail_types_read_as_sbatch_reads_them() {
+        let events = |list: &str| mail_events(list).unwrap();
+        assert_eq!(
+            events("all"),
+            [
+                "BEGIN",
+                "END",
+                "FAIL",
+                "REQUEUE",
+                "STAGE_OUT",
+                "INVALID_DEPENDENCY"
+            ]
+        );
+        assert_eq!(events("FAIL,end,END"), ["END", "FAIL"]);
+        assert_eq!(
+            events("TIME_LIMIT,TIME_LIMIT_50,ARRAY_TASKS"),
+            ["TIME=100%", "TIME=50%", "ARRAY_TASKS"]
+        );
+        assert!(events("NONE").is_empty());
+        let e = mail_events("END,SOMETIMES").unwrap_err();
+        assert!(e.contains("\"SOMETIMES\" is not a mail type"), "{e}");
+        assert_eq!(
+            mail_type_words(&events("ALL")),
+            "BEGIN,END,FAIL,REQUEUE,STAGE_OUT,INVALID_DEPEND"
+        );
+    }
 
     fn job() -> JobSubmission {
         JobSubmission {

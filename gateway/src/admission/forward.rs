@@ -18,8 +18,8 @@ use bursar_collectors::dstack::{
     map_run, DstackClient, DstackConfig, DstackError, MapContext, RunRef,
 };
 use bursar_collectors::slurmrestd::{
-    ApiSelection, GpuRequest as SlurmGpus, JobSubmission, RestError, SlurmAuth, SlurmRestClient,
-    SlurmRestConfig,
+    mail_events, ApiSelection, GpuRequest as SlurmGpus, JobSubmission, RestError, SlurmAuth,
+    SlurmRestClient, SlurmRestConfig,
 };
 use serde_json::Value;
 
@@ -189,44 +189,27 @@ impl SlurmForwarder {
     }
 }
 
-/// What slurmrestd's submit body (bursar's [`JobSubmission`]) cannot carry, named as the user
-/// wrote it. (A missing script is not checked here: a quote needs none. `--export` is not
-/// either: the client resolves it into `environment`, which is exactly what the job gets.)
+/// What bursar cannot send to Slurm as quoted, named as the user wrote it. (A missing script
+/// is not checked here: a quote needs none. `--export` is not either: the client resolves it
+/// into `environment`, which is exactly what the job gets.)
 pub fn slurm_unsupported(request: &JobRequest) -> Result<(), String> {
-    let not_yet = |option: &str| {
-        Err(format!(
-            "{option} cannot be forwarded through slurmrestd yet; leave it out or submit with sbatch"
-        ))
-    };
-    if !request.other_gres.is_empty() {
-        return not_yet(&format!("--gres={}", request.other_gres.join(",")));
-    }
     if request.exclusive {
-        return not_yet("--exclusive");
+        return Err(
+            "--exclusive gives the job whole nodes, which Slurm charges whole, while \
+                    bursar prices and holds only the resources requested; ask for the nodes' \
+                    CPUs and memory with -c and --mem instead"
+                .into(),
+        );
     }
-    if request.mail_type.is_some() || request.mail_user.is_some() {
-        return not_yet("--mail-type/--mail-user");
-    }
-    if let Some(per_node) = request.ntasks_per_node {
-        if u64::from(per_node) * u64::from(request.nodes) != u64::from(request.ntasks) {
-            return not_yet("--ntasks-per-node with a different --ntasks");
-        }
-    }
-    if let Some(MemoryRequest::PerCpu(_)) = request.memory {
-        if !request.cpus().is_multiple_of(u64::from(request.nodes)) {
-            return not_yet("--mem-per-cpu with CPUs not spread evenly over the nodes");
-        }
-    }
-    if let Some(g) = &request.gpus {
-        if g.per == GpuPer::PerJob && g.count % request.nodes != 0 {
-            return not_yet("--gpus that is not a multiple of --nodes (use --gpus-per-node)");
-        }
+    if let Some(types) = &request.mail_type {
+        mail_events(types).map_err(|why| format!("--mail-type: {why}"))?;
     }
     Ok(())
 }
 
-/// The slurmrestd submission of `job`: every resource the hold was priced for, the resolved
-/// partition and time limit, the script, and the environment (`PATH` added when missing).
+/// The slurmrestd submission of `job`: every resource the hold was priced for, as the user
+/// asked for it (per node or per CPU, per node or per job), the resolved partition and time
+/// limit, the script, and the environment (`PATH` added when missing).
 pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
     let r = &job.request;
     slurm_unsupported(r)?;
@@ -234,22 +217,17 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         .batch_script()
         .ok_or("a job needs a batch script or --wrap")?
         .into_owned();
-    let nodes = r.nodes.max(1);
-    let memory_per_node_mb = match r.memory {
-        Some(MemoryRequest::PerNode(mb)) => Some(mb),
-        Some(MemoryRequest::PerCpu(mb)) => Some(
-            mb.checked_mul(r.cpus() / u64::from(nodes))
-                .ok_or("the memory request is too large")?,
-        ),
-        None => None,
+    let (memory_per_node_mb, memory_per_cpu_mb) = match r.memory {
+        Some(MemoryRequest::PerNode(mb)) => (Some(mb), None),
+        Some(MemoryRequest::PerCpu(mb)) => (None, Some(mb)),
+        None => (None, None),
     };
-    let gpus_per_node = r.gpus.as_ref().map(|g| SlurmGpus {
-        count: match g.per {
-            GpuPer::PerNode => g.count,
-            GpuPer::PerJob => g.count / nodes,
-        },
-        kind: g.kind.clone(),
-    });
+    let gpus = |per: GpuPer| {
+        r.gpus.as_ref().filter(|g| g.per == per).map(|g| SlurmGpus {
+            count: g.count,
+            kind: g.kind.clone(),
+        })
+    };
     let mut environment: Vec<(String, String)> = r
         .environment
         .iter()
@@ -258,6 +236,10 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
     if !environment.iter().any(|(k, _)| k == "PATH") {
         environment.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
     }
+    let mail_type = match &r.mail_type {
+        Some(types) => mail_events(types).map_err(|why| format!("--mail-type: {why}"))?,
+        None => Vec::new(),
+    };
     Ok(JobSubmission {
         script,
         name: r.job_name.clone(),
@@ -266,12 +248,18 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         qos: job.qos.clone(),
         nodes: Some(r.nodes),
         tasks: Some(r.ntasks),
+        tasks_per_node: r.ntasks_per_node,
         cpus_per_task: Some(r.cpus_per_task),
         memory_per_node_mb,
+        memory_per_cpu_mb,
         time_limit_min: Some(
             u32::try_from(job.time_limit_min).map_err(|_| "the time limit is too large")?,
         ),
-        gpus_per_node,
+        gpus_per_node: gpus(GpuPer::PerNode),
+        gpus_per_job: gpus(GpuPer::PerJob),
+        other_gres: r.other_gres.clone(),
+        mail_type,
+        mail_user: r.mail_user.clone(),
         current_working_directory: job.working_dir.clone(),
         standard_output: r.output.clone(),
         standard_error: r.error.clone(),

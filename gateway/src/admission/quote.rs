@@ -293,10 +293,16 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
             }
             Some(m)
         }
+        // An explicit UNLIMITED runs as long as the partition lets it: its maximum.
+        TimeLimit::Unlimited if request.time_unlimited => limits.max_time,
         TimeLimit::Unlimited => limits.default_time.or(limits.max_time),
     };
     match minutes {
         Some(m) => quote.time_limit_min = Some(m),
+        None if request.time_unlimited => quote.reasons.push(format!(
+            "the job asks for no time limit (UNLIMITED) and partition {partition} on {name} has \
+             no maximum, so it has no price; pass -t"
+        )),
         None => quote.reasons.push(format!(
             "no time limit given and partition {partition} on {name} has no maximum; pass -t"
         )),

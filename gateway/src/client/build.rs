@@ -9,7 +9,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 
 use crate::request::{
-    parse_dstack_task, parse_sbatch_command, split_sbatch_args, JobRequest, RequestError,
+    parse_dstack_task, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args,
+    JobRequest, RequestError,
 };
 
 /// Never sent to a cluster, whatever `--export` says: the job does not need the user's bursar
@@ -37,17 +38,34 @@ pub struct Submission {
     pub dstack: bool,
 }
 
-/// What the submitting shell provides: its environment and folder. Taken from the process by
-/// [`Shell::current`]; built by hand in tests.
+/// What the submitting shell provides: its environment, folder, host name and umask. Taken
+/// from the process by [`Shell::current`]; built by hand in tests.
 #[derive(Debug, Clone, Default)]
 pub struct Shell {
     pub vars: BTreeMap<String, String>,
     pub cwd: Option<String>,
+    pub host: Option<String>,
+    /// As sbatch writes it into `SLURM_UMASK`: `0022`.
+    pub umask: Option<String>,
 }
 
 impl Shell {
-    /// This process's environment (variables that are not UTF-8 are skipped) and folder.
+    /// This process's environment (variables that are not UTF-8 are skipped), folder, host
+    /// name and umask (both read from `/proc`: Linux only, left out elsewhere).
     pub fn current() -> Shell {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty());
+        let umask = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .map(|m| m.trim().to_string())
+            })
+            .filter(|m| m.len() == 4 && m.bytes().all(|b| (b'0'..=b'7').contains(&b)));
         Shell {
             vars: std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
@@ -55,6 +73,8 @@ impl Shell {
             cwd: std::env::current_dir()
                 .ok()
                 .and_then(|d| d.to_str().map(str::to_string)),
+            host,
+            umask,
         }
     }
 }
@@ -79,10 +99,10 @@ pub fn read_command_line(
                 dstack_submission(&split.options, &text)
                     .with_context(|| format!("{path}: dstack task file"))?
             } else {
-                sbatch_submission(&split.options, Some(&text))?
+                sbatch_submission(&split.options, &shell.vars, Some(&text))?
             }
         }
-        None => match sbatch_submission(&split.options, None) {
+        None => match sbatch_submission(&split.options, &shell.vars, None) {
             // No script and no --wrap: sbatch reads the script from standard input.
             Err(e) if is_no_script(&e) && !std::io::stdin().is_terminal() => {
                 let mut text = String::new();
@@ -92,7 +112,7 @@ pub fn read_command_line(
                 if text.is_empty() {
                     return Err(e);
                 }
-                sbatch_submission(&split.options, Some(&text))?
+                sbatch_submission(&split.options, &shell.vars, Some(&text))?
             }
             other => other?,
         },
@@ -107,11 +127,147 @@ pub fn read_command_line(
             split.script_args.join(" ")
         );
     }
+    if !job.dstack && job.request.job_name.is_none() {
+        // sbatch's default name: the script's file name, `wrap`, or `sbatch` for a script
+        // read from standard input.
+        job.request.job_name = Some(match (&job.request.wrap, &split.script) {
+            (Some(_), _) => "wrap".to_string(),
+            (None, Some(path)) => Path::new(path)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("sbatch")
+                .to_string(),
+            (None, None) => "sbatch".to_string(),
+        });
+    }
     if for_submit && !job.dstack {
         job.request.environment = job_environment(job.request.export.as_deref(), &shell.vars);
+        submit_variables(
+            &mut job.request.environment,
+            job.request.export.as_deref(),
+            shell,
+        );
         job.request.working_dir = working_dir(job.request.working_dir.take(), shell.cwd.as_deref());
     }
     Ok(Parsed::Job(job))
+}
+
+/// sbatch's input environment variables that `bursar submit` reads, and the option each one
+/// stands for. As in sbatch, they override `#SBATCH` lines and the command line overrides
+/// them.
+const SBATCH_ENV: &[(&str, &str)] = &[
+    ("SBATCH_ACCOUNT", "--account"),
+    ("SBATCH_PARTITION", "--partition"),
+    ("SBATCH_QOS", "--qos"),
+    ("SBATCH_CLUSTERS", "--clusters"),
+    ("SLURM_CLUSTERS", "--clusters"),
+    ("SBATCH_TIMELIMIT", "--time"),
+    ("SBATCH_JOB_NAME", "--job-name"),
+    ("SBATCH_MEM_PER_NODE", "--mem"),
+    ("SBATCH_MEM_PER_CPU", "--mem-per-cpu"),
+    ("SBATCH_GRES", "--gres"),
+    ("SBATCH_GPUS", "--gpus"),
+    ("SBATCH_GPUS_PER_NODE", "--gpus-per-node"),
+    ("SBATCH_CONSTRAINT", "--constraint"),
+    ("SBATCH_EXPORT", "--export"),
+];
+
+/// sbatch's input environment variables bursar does not carry: set, they would change the job
+/// sbatch submits, so `bursar submit` refuses rather than ignore them.
+const SBATCH_ENV_REFUSED: &[&str] = &[
+    "SBATCH_ACCTG_FREQ",
+    "SBATCH_ARRAY_INX",
+    "SBATCH_CONTAINER",
+    "SBATCH_CORE_SPEC",
+    "SBATCH_CPU_FREQ_REQ",
+    "SBATCH_CPUS_PER_GPU",
+    "SBATCH_DELAY_BOOT",
+    "SBATCH_DISTRIBUTION",
+    "SBATCH_EXCLUSIVE",
+    "SBATCH_GET_USER_ENV",
+    "SBATCH_GPU_BIND",
+    "SBATCH_GPU_FREQ",
+    "SBATCH_GPUS_PER_TASK",
+    "SBATCH_GRES_FLAGS",
+    "SBATCH_HINT",
+    "SBATCH_MEM_BIND",
+    "SBATCH_MEM_PER_GPU",
+    "SBATCH_NETWORK",
+    "SBATCH_NO_KILL",
+    "SBATCH_NO_REQUEUE",
+    "SBATCH_OPEN_MODE",
+    "SBATCH_OVERCOMMIT",
+    "SBATCH_POWER",
+    "SBATCH_PROFILE",
+    "SBATCH_REQ_SWITCH",
+    "SBATCH_REQUEUE",
+    "SBATCH_RESERVATION",
+    "SBATCH_SIGNAL",
+    "SBATCH_SPREAD_JOB",
+    "SBATCH_THREAD_SPEC",
+    "SBATCH_USE_MIN_NODES",
+    "SBATCH_WAIT",
+    "SBATCH_WAIT_ALL_NODES",
+    "SBATCH_WAIT4SWITCH",
+    "SBATCH_WCKEY",
+];
+
+/// The options the shell's `SBATCH_*` variables stand for (see [`SBATCH_ENV`]): each
+/// variable's name and its `--option=value` word; an error names a variable bursar cannot
+/// honour. An empty variable counts as unset, as in sbatch.
+pub fn sbatch_env_options(
+    vars: &BTreeMap<String, String>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    if let Some(name) = SBATCH_ENV_REFUSED
+        .iter()
+        .find(|name| vars.get(**name).is_some_and(|v| !v.is_empty()))
+    {
+        bail!(
+            "{name} is set in the environment, and bursar does not carry what it asks for; \
+             unset it to submit through bursar"
+        );
+    }
+    let mut words = Vec::new();
+    for (name, option) in SBATCH_ENV {
+        // SBATCH_CLUSTERS wins over SLURM_CLUSTERS, as in sbatch.
+        if *name == "SLURM_CLUSTERS" && vars.contains_key("SBATCH_CLUSTERS") {
+            continue;
+        }
+        if let Some(value) = vars.get(*name).filter(|v| !v.is_empty()) {
+            words.push((name.to_string(), format!("{option}={value}")));
+        }
+    }
+    Ok(words)
+}
+
+/// What sbatch adds to every job's environment, whatever `--export` says: the submitting
+/// folder and host, the umask, and for `--export=NONE` (or a list without `ALL`) the shell's
+/// `SLURM_*` variables and `SLURM_GET_USER_ENV=1` for `NONE`, which makes slurmd load the
+/// user's login environment.
+fn submit_variables(env: &mut BTreeMap<String, String>, export: Option<&str>, shell: &Shell) {
+    let entries: Vec<&str> = export.unwrap_or("ALL").split(',').map(str::trim).collect();
+    let all = entries.iter().any(|e| e.eq_ignore_ascii_case("ALL"));
+    if !all {
+        for (k, v) in shell.vars.iter().filter(|(k, _)| k.starts_with("SLURM_")) {
+            env.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        if entries
+            .iter()
+            .any(|e| e.eq_ignore_ascii_case("NONE") || e.eq_ignore_ascii_case("NIL"))
+        {
+            env.insert("SLURM_GET_USER_ENV".into(), "1".into());
+        }
+    }
+    if let Some(cwd) = &shell.cwd {
+        env.insert("SLURM_SUBMIT_DIR".into(), cwd.clone());
+    }
+    if let Some(host) = &shell.host {
+        env.insert("SLURM_SUBMIT_HOST".into(), host.clone());
+    }
+    if let Some(umask) = &shell.umask {
+        env.entry("SLURM_UMASK".into())
+            .or_insert_with(|| umask.clone());
+    }
 }
 
 fn is_no_script(e: &anyhow::Error) -> bool {
@@ -128,8 +284,13 @@ fn read_script(path: &Path) -> anyhow::Result<String> {
         .map_err(|_| anyhow::anyhow!("the job script {} is not UTF-8 text", path.display()))
 }
 
-fn sbatch_submission(options: &[String], script: Option<&str>) -> anyhow::Result<Parsed> {
-    match parse_sbatch_command(options, script) {
+fn sbatch_submission(
+    options: &[String],
+    vars: &BTreeMap<String, String>,
+    script: Option<&str>,
+) -> anyhow::Result<Parsed> {
+    let from_env = sbatch_env_options(vars)?;
+    match parse_sbatch_command_with_env(options, &from_env, script) {
         Ok(command) => Ok(Parsed::Job(Box::new(Submission {
             request: command.request,
             parsable: command.parsable,

@@ -82,7 +82,8 @@ pub async fn submit(
     let answer = client.post("/v1/jobs", &job.request, Some(&key)).await?;
     let submitted: Submitted = client.decode("the submitted job", answer)?;
     if job.parsable {
-        writeln!(out, "{}", submitted.parsable_line())?;
+        let named = !job.request.clusters.is_empty();
+        writeln!(out, "{}", submitted.parsable_line(named))?;
     } else if !job.quiet {
         writeln!(out, "{}", submitted.sbatch_line())?;
         // On standard error, so scripts reading sbatch's one line from standard output

@@ -55,9 +55,15 @@ impl Submitted {
         )
     }
 
-    /// `--parsable`: `1234;onprem`, as sbatch prints it with `-M`.
-    pub fn parsable_line(&self) -> String {
-        format!("{};{}", text(&self.cluster_job_id), self.cluster)
+    /// `--parsable`: `1234`, or `1234;onprem` when the user named clusters with `-M`, as
+    /// sbatch prints it (so `jid=$(bursar submit --parsable job.sh)` gives a bare id, as it
+    /// does with sbatch).
+    pub fn parsable_line(&self, clusters_named: bool) -> String {
+        if clusters_named {
+            format!("{};{}", text(&self.cluster_job_id), self.cluster)
+        } else {
+            text(&self.cluster_job_id)
+        }
     }
 
     /// `bursar job 17: held 4.00 su (estimate) — onprem: first choice, affordable`.
@@ -313,7 +319,8 @@ mod tests {
             s.sbatch_line(),
             "Submitted batch job 4242 on cluster onprem"
         );
-        assert_eq!(s.parsable_line(), "4242;onprem");
+        assert_eq!(s.parsable_line(true), "4242;onprem");
+        assert_eq!(s.parsable_line(false), "4242");
         assert_eq!(
             s.bursar_line(),
             "bursar job 17: held 4.00 su (estimate) — onprem: first choice"

@@ -49,7 +49,8 @@ pub use dstack::{parse_dstack_task, DstackResources, DstackTask, MaxDuration, Sp
 pub use error::RequestError;
 pub use gpu::{is_gres_type_name, normalize_model, GpuSpec, GpuVendor};
 pub use sbatch::{
-    parse_sbatch, parse_sbatch_command, split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
+    parse_sbatch, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args,
+    SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
@@ -135,9 +136,14 @@ pub struct JobRequest {
     /// Non-GPU `--gres` entries (`shard:1`), forwarded as given and not priced.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub other_gres: Vec<String>,
-    /// Whole minutes; `None` = no limit given (or `UNLIMITED`): the partition's applies.
+    /// Whole minutes; `None` = no limit given: the partition's default applies (its
+    /// maximum when it has no default), as in Slurm.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit_min: Option<u64>,
+    /// `-t UNLIMITED` (`INFINITE`, `0`): no limit asked for. The job is priced and run at the
+    /// partition's maximum; a partition without one refuses it (an endless job has no price).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub time_unlimited: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -195,6 +201,7 @@ impl Default for JobRequest {
             gpus: None,
             other_gres: Vec::new(),
             time_limit_min: None,
+            time_unlimited: false,
             job_name: None,
             output: None,
             error: None,
@@ -242,6 +249,8 @@ struct JobRequestWire {
     other_gres: Vec<String>,
     #[serde(default)]
     time_limit_min: Option<u64>,
+    #[serde(default)]
+    time_unlimited: bool,
     #[serde(default)]
     job_name: Option<String>,
     #[serde(default)]
@@ -298,6 +307,7 @@ impl From<JobRequestWire> for JobRequest {
             gpus: w.gpus.or(base.gpus),
             other_gres: w.other_gres,
             time_limit_min: w.time_limit_min.or(base.time_limit_min),
+            time_unlimited: w.time_unlimited,
             job_name: w.job_name.or(base.job_name),
             output: w.output,
             error: w.error,
@@ -373,7 +383,8 @@ impl JobRequest {
         tres
     }
 
-    /// The time limit as a [`TimeLimit`] (`None` minutes → unlimited/partition default).
+    /// The time limit as a [`TimeLimit`] (`None` minutes → the partition's; see
+    /// [`JobRequest::time_unlimited`] for an explicit `UNLIMITED`).
     pub fn time_limit(&self) -> TimeLimit {
         TimeLimit::from_minutes(self.time_limit_min)
     }
@@ -466,6 +477,16 @@ impl JobRequest {
                     "other_gres entry {entry:?} must be one non-GPU GRES such as shard:1"
                 ));
             }
+        }
+        if self.time_unlimited && self.time_limit_min.is_some() {
+            return invalid(
+                "time_unlimited and time_limit_min exclude each other: give one or the other"
+                    .into(),
+            );
+        }
+        if let Some(types) = &self.mail_type {
+            bursar_collectors::slurmrestd::mail_events(types)
+                .map_err(|why| RequestError::invalid_value("--mail-type", types, &why))?;
         }
         match self.time_limit_min {
             Some(0) => {
@@ -612,8 +633,11 @@ impl JobRequest {
         );
         put(
             "time",
-            self.time_limit_min
-                .map(|m| TimeLimit::Minutes(m).to_string()),
+            match (self.time_limit_min, self.time_unlimited) {
+                (Some(m), _) => Some(TimeLimit::Minutes(m).to_string()),
+                (None, true) => Some(TimeLimit::Unlimited.to_string()),
+                (None, false) => None,
+            },
         );
         put("job-name", self.job_name.clone());
         put("output", self.output.clone());
@@ -636,6 +660,12 @@ impl JobRequest {
 
 /// Account, partition, QOS and cluster names: Slurm names, no spaces, commas or controls.
 fn check_name(field: &str, value: &str) -> Result<(), RequestError> {
+    if field == "partition" && value.contains(',') {
+        return Err(RequestError::Invalid(format!(
+            "partition {value:?} is a list: bursar prices and submits a job to one partition; \
+             name one (bursar quote shows each cluster's)"
+        )));
+    }
     if value.is_empty()
         || value
             .chars()

@@ -15,18 +15,17 @@
 //! | `-M/--clusters`, `--cluster` | allowed clusters, comma-separated; `all` = any cluster |
 //! | `-N/--nodes=N` or `N-M` | nodes; a range is narrowed to its minimum (priced and forwarded as the minimum, with a note) |
 //! | `-n/--ntasks` | tasks; without it, one task per node (or `--ntasks-per-node` per node), as sbatch; fewer tasks than nodes shrinks the nodes to the tasks, as sbatch does (with a note) |
-//! | `--ntasks-per-node` | recorded; sets the tasks when `-n` is absent |
+//! | `--ntasks-per-node` | forwarded; sets the tasks when `-n` is absent |
 //! | `-c/--cpus-per-task` | CPUs per task |
 //! | `--mem=SIZE` / `--mem-per-cpu=SIZE` | memory per node / per CPU; SIZE is `4000`, `4000M`, `4G`, `1T`, `512K` (default MB; `4GB` accepted as sbatch does); mutually exclusive |
 //! | `--gres=LIST` | `gpu`, `gpu:N`, `gpu:TYPE`, `gpu:TYPE:N` entries → GPUs per node; other GRES (`shard:1`) are kept in `other_gres`, forwarded and not priced (with a note); `none` clears |
 //! | `-G/--gpus=[TYPE:]N` | GPUs for the whole job |
 //! | `--gpus-per-node=[TYPE:]N` | GPUs per node |
-//! | `-t/--time` | [`TimeLimit`] (all Slurm formats) |
+//! | `-t/--time` | [`TimeLimit`] (all Slurm formats); `UNLIMITED`/`INFINITE`/`0` is [`JobRequest::time_unlimited`]: priced and run at the partition's maximum, refused where there is none |
 //! | `-J/--job-name`, `-o/--output`, `-e/--error`, `-D/--chdir` | as given |
 //! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
-//! | `--export`, `--comment`, `-C/--constraint` | recorded as given and forwarded; not priced |
-//! | `--mail-type`, `--mail-user` | recorded; a Slurm cluster cannot be sent them yet and is not eligible ([`slurm_unsupported`](crate::admission::forward::slurm_unsupported)) |
-//! | `--exclusive` | recorded, with a note that Slurm charges whole nodes (`--exclusive=MODE` is refused); a Slurm cluster cannot be sent it yet and is not eligible |
+//! | `--export`, `--comment`, `-C/--constraint`, `--mail-type`, `--mail-user` | recorded as given and forwarded; not priced (`--mail-type` is checked against sbatch's words) |
+//! | `--exclusive` | recorded, with a note that Slurm charges whole nodes (`--exclusive=MODE` is refused); a Slurm cluster is not eligible for it, since bursar prices requested resources, not whole nodes ([`slurm_unsupported`](crate::admission::forward::slurm_unsupported)) |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
 //! | `--parsable`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
 //! | `-v/--verbose` | accepted and ignored: it only changes sbatch's own chatter |
@@ -56,7 +55,9 @@
 //!   starting with `:` is an error.
 //! - Each `#SBATCH` line is parsed on its own, so an option's value must be on its line.
 //! - **Command-line options win over `#SBATCH` ones**, option by option, and within one place
-//!   the last occurrence wins. As in sbatch, giving `--mem` or `--mem-per-cpu` on the command
+//!   the last occurrence wins; sbatch's input variables (`SBATCH_ACCOUNT`, …, read by the
+//!   client: [`parse_sbatch_command_with_env`]) sit between the two. As in newer sbatch
+//!   versions (22.05's refuses the mix), giving `--mem` or `--mem-per-cpu` on the command
 //!   line replaces both from the script; bursar treats GPUs the same way (a GPU option on the
 //!   command line replaces the script's GPU options), and a command-line `--gres` replaces the
 //!   script's `--gres` entirely.
@@ -96,13 +97,18 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --mail-user=ADDRESS       mail recipient
       --comment=TEXT            job comment
   -C, --constraint=FEATURES     node features
-      --exclusive               whole nodes (charged whole by Slurm)
+      --exclusive               whole nodes (not on Slurm clusters: bursar prices
+                                what is requested, Slurm would charge whole nodes)
   -H, --hold                    submit the job held (release it with scontrol release)
       --parsable                print only the job id
   -Q, --quiet                   print nothing but errors
       --test-only               quote the job, do not submit it
   -v, --verbose                 accepted and ignored
   -h, --help, --usage           this help
+
+SBATCH_ACCOUNT, SBATCH_PARTITION, SBATCH_QOS, SBATCH_TIMELIMIT, SBATCH_JOB_NAME and
+sbatch's other input variables for these options are read as sbatch reads them (the
+command line wins over them, they win over #SBATCH lines).
 
 Other sbatch options are refused rather than dropped: bursar would not be able to
 forward them, and the job would not run as quoted.
@@ -204,6 +210,25 @@ pub fn parse_sbatch_command(
     args: &[String],
     script: Option<&str>,
 ) -> Result<SbatchCommand, RequestError> {
+    parse_sbatch_command_with_env(args, &[], script)
+}
+
+/// [`parse_sbatch_command`] with sbatch's input environment variables: `(variable,
+/// "--option=value")` pairs, which override the script's `#SBATCH` lines and yield to the
+/// command line, as in sbatch. An error in one names its variable.
+pub fn parse_sbatch_command_with_env(
+    args: &[String],
+    env: &[(String, String)],
+    script: Option<&str>,
+) -> Result<SbatchCommand, RequestError> {
+    let mut from_env = Directives::default();
+    for (name, word) in env {
+        parse_words([word.as_str()], &mut from_env, Place::Script)
+            .map_err(|e| RequestError::Invalid(format!("{name} in the environment: {e}")))?;
+    }
+    from_env
+        .check_exclusive()
+        .map_err(|e| RequestError::Invalid(format!("in the environment: {e}")))?;
     let mut cli = Directives::default();
     parse_words(
         args.iter().map(String::as_str),
@@ -236,7 +261,7 @@ pub fn parse_sbatch_command(
         }
         (None, Some(_)) => {}
     }
-    let merged = Directives::merge(cli, from_script);
+    let merged = Directives::merge(cli, Directives::merge(from_env, from_script));
     let mut command = merged.resolve()?;
     command.request.script = script.map(str::to_string);
     command.request.validate()?;
@@ -947,6 +972,13 @@ impl Directives {
                     .into(),
             );
         }
+        if self.time == Some(TimeLimit::Unlimited) {
+            notes.push(
+                "--time=UNLIMITED: the job is priced and run at the partition's maximum time \
+                 (refused where the partition has none)"
+                    .into(),
+            );
+        }
         if memory.is_some_and(|m| m.is_whole_node()) {
             notes.push(
                 "--mem=0 asks for all the memory of each node; the estimate cannot include it"
@@ -966,6 +998,7 @@ impl Directives {
             gpus,
             other_gres,
             time_limit_min: self.time.and_then(TimeLimit::minutes),
+            time_unlimited: self.time == Some(TimeLimit::Unlimited),
             job_name: self.job_name,
             output: self.output,
             error: self.error,
