@@ -661,6 +661,9 @@ pub struct AdmissionView {
     pub associated: bool,
     /// `account`, its parent, …, `root` (empty when the account does not exist).
     pub chain: Vec<String>,
+    /// The nearest closed account on `chain` (the account itself or an ancestor), if any: a
+    /// closed account takes no new holds.
+    pub closed: Option<String>,
     /// The allocations on the chain active at the moment, as balance rows (`allocated`,
     /// `charged`, `held`, `remaining` and `period` set; `available` is the least remaining
     /// of the row's own chain in its currency).

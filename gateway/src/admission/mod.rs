@@ -31,6 +31,11 @@
 //! - **Nothing left behind.** The hold is placed (with the job's record) before forwarding
 //!   and released when forwarding fails; the work runs in its own task, so a client that
 //!   hangs up does not cut it short between hold and forwarding.
+//! - **Closed accounts.** An account that is closed, or under a closed one, takes no new
+//!   jobs: a submission is refused with 409 `account_closed` (the ledger refuses the hold;
+//!   a job that holds nothing, or one refused anyway, is refused from the admission view,
+//!   which names the nearest closed account of the chain), and its quote has no eligible
+//!   cluster, each giving the closure as a reason.
 //! - **Idempotency.** A retry with the same `Idempotency-Key` (per user) and the same request
 //!   gets the first 201 again; with another request, 409. A key whose first submission failed
 //!   is spent (409): nothing was held, submit again with a new key.
@@ -87,6 +92,10 @@ pub enum AdmissionError {
     /// 409 `conflict`.
     #[error("{0}")]
     Conflict(String),
+    /// 409 `account_closed`: the account charged, or `closed`, its nearest closed ancestor,
+    /// is closed and takes no new jobs (`details = {account, closed}`).
+    #[error("account {account} is closed{}: it takes no new jobs", closed_by(.account, .closed))]
+    AccountClosed { account: String, closed: String },
     /// 402 `insufficient_allocation`: `details.clusters[] = {cluster, account, currency,
     /// estimate, remaining}`.
     #[error("{message}")]
@@ -116,7 +125,7 @@ impl AdmissionError {
             AdmissionError::Invalid { .. } => 422,
             AdmissionError::NoAssociation { .. } | AdmissionError::Forbidden(_) => 403,
             AdmissionError::NotFound(_) => 404,
-            AdmissionError::Conflict(_) => 409,
+            AdmissionError::Conflict(_) | AdmissionError::AccountClosed { .. } => 409,
             AdmissionError::InsufficientAllocation { .. } => 402,
             AdmissionError::UpstreamRefused(_) => 502,
             AdmissionError::UpstreamUnavailable(_) => 503,
@@ -132,6 +141,7 @@ impl AdmissionError {
             AdmissionError::Forbidden(_) => "forbidden",
             AdmissionError::NotFound(_) => "not_found",
             AdmissionError::Conflict(_) => "conflict",
+            AdmissionError::AccountClosed { .. } => "account_closed",
             AdmissionError::InsufficientAllocation { .. } => "insufficient_allocation",
             AdmissionError::UpstreamRefused(_) => "upstream_refused",
             AdmissionError::UpstreamUnavailable(_) => "upstream_unavailable",
@@ -147,6 +157,9 @@ impl AdmissionError {
             AdmissionError::NoAssociation { user, account } => {
                 json!({"user": user, "account": account})
             }
+            AdmissionError::AccountClosed { account, closed } => {
+                json!({"account": account, "closed": closed})
+            }
             _ => json!({}),
         }
     }
@@ -156,8 +169,21 @@ impl From<LedgerError> for AdmissionError {
     fn from(e: LedgerError) -> AdmissionError {
         match e {
             LedgerError::NotFound { .. } => AdmissionError::NotFound(e.to_string()),
+            LedgerError::AccountClosed { account, closed_by } => AdmissionError::AccountClosed {
+                closed: closed_by.unwrap_or_else(|| account.clone()),
+                account,
+            },
             other => AdmissionError::Internal(other.to_string()),
         }
+    }
+}
+
+/// ` (its ancestor org is)` when the closed account is not the one charged.
+fn closed_by(account: &str, closed: &str) -> String {
+    if account == closed {
+        String::new()
+    } else {
+        format!(" (its ancestor {closed} is)")
     }
 }
 
@@ -192,6 +218,8 @@ pub struct Quote {
     pub account: String,
     /// The account, its parent, …, `root`.
     pub chain: Vec<String>,
+    /// The nearest closed account on `chain`, if any: the account takes no new jobs.
+    pub closed: Option<String>,
     pub order: RouteOrder,
     /// Every cluster quoted, in route order.
     pub clusters: Vec<ClusterQuote>,
@@ -628,9 +656,22 @@ impl Admission {
     // --- quote --------------------------------------------------------------------------------
 
     /// Quotes every configured cluster (only the pinned ones when the request pins some).
+    /// When the account or an ancestor is closed no cluster is eligible, each saying why.
     pub async fn quote(&self, principal: &Principal, request: &JobRequest) -> Result<Quote> {
-        self.quote_at(principal, request, now(), ViewRead::Preview)
-            .await
+        let mut quote = self
+            .quote_at(principal, request, now(), ViewRead::Preview)
+            .await?;
+        if let Some(closed) = quote.closed.clone() {
+            let why = AdmissionError::AccountClosed {
+                account: quote.account.clone(),
+                closed,
+            }
+            .to_string();
+            for q in &mut quote.clusters {
+                q.reasons.push(why.clone());
+            }
+        }
+        Ok(quote)
     }
 
     /// The quote at `at`, from balances as fresh as `read` asks (see [`ViewRead`]).
@@ -702,6 +743,7 @@ impl Admission {
             user: principal.user.clone(),
             account,
             chain,
+            closed: view.closed,
             order,
             clusters,
         })
@@ -807,6 +849,19 @@ impl Admission {
             chosen.choose(&q.cluster, chosen_reason(q));
             let route = chosen.finish();
             let admission = self.admission(&quote, q, request_json, &stored_key, &route, at)?;
+            // The ledger refuses a hold on a closed account; a job that holds nothing is
+            // looked at here (a retry still gets its first answer).
+            if admission.hold.is_none() {
+                if let Some(closed) = quote.closed.clone() {
+                    if let Some(earlier) = self.earlier(stored_key.as_deref()).await? {
+                        return Ok(earlier);
+                    }
+                    return Err(AdmissionError::AccountClosed {
+                        account: quote.account.clone(),
+                        closed,
+                    });
+                }
+            }
             // A twin with the same key in the same batch: once it is written, ask again.
             let ledger = &self.inner.app.ledger;
             let mut outcome = ledger.admit_queued(admission.clone(), now()).await;
@@ -848,9 +903,7 @@ impl Admission {
                     lost.push(lost_race(q, &account, 0, &why));
                     explanation.skip(&q.cluster, why);
                 }
-                Err(e @ LedgerError::AccountClosed { .. }) => {
-                    return Err(AdmissionError::Conflict(e.to_string()))
-                }
+                Err(e @ LedgerError::AccountClosed { .. }) => return Err(e.into()),
                 Err(e) => {
                     return Err(AdmissionError::Internal(format!(
                         "placing the hold and recording the job: {e}"
@@ -862,6 +915,13 @@ impl Admission {
             if let Some(earlier) = self.earlier(stored_key.as_deref()).await? {
                 return Ok(earlier);
             }
+        }
+        // A closed account is refused as closed, whatever else stood in the way.
+        if let Some(closed) = quote.closed.clone() {
+            return Err(AdmissionError::AccountClosed {
+                account: quote.account.clone(),
+                closed,
+            });
         }
         Err(refusal(&quote, lost))
     }

@@ -43,13 +43,16 @@ fn optional_instant(name: &str, text: &Option<String>) -> Result<Option<i64>, Ap
 pub(super) struct AccountBody {
     name: String,
     /// The parent; `root` or absent for a new top-level account. Absent for an existing
-    /// account: it stays where it is.
+    /// account: 200 and nothing changes when it is a top-level account, else 409 (a move
+    /// names the parent).
     #[serde(default)]
     parent: Option<String>,
 }
 
 /// `POST /v1/accounts {"name", "parent"}`: create, or move under another parent. 201 when
-/// created.
+/// created. Without `parent`, an existing account is created again under `root`
+/// ([`admin::create_account`]): a no-op for a top-level account, a 409 `conflict` for one
+/// under another parent.
 pub(super) async fn upsert_account(
     State(state): State<ServerState>,
     Authenticated(caller): Authenticated,
@@ -359,6 +362,8 @@ pub(super) async fn audit_log(
     ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> Result<Json<Value>, ApiError> {
     caller.require(Needed::ReadAll)?;
+    // A limit out of range is a bad query parameter (400), as one that does not parse is.
+    crate::output::page_limit(query.limit).map_err(ApiError::bad_request)?;
     let page = admin::audit_page(&state.app, query.before, query.limit).await?;
     Ok(Json(
         json!({ "audit": page.entries, "next_before": page.next_before }),

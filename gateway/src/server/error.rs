@@ -40,7 +40,7 @@ impl ApiError {
         self
     }
 
-    /// 400 `bad_request`: unreadable JSON, a bad query parameter.
+    /// 400 `bad_request`: a body that is not JSON, a bad query or path parameter.
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
@@ -191,9 +191,11 @@ impl From<LedgerError> for ApiError {
     }
 }
 
-/// A body that is not the JSON the endpoint reads: 400 `bad_request` when it cannot be read
-/// (syntax, wrong content type, too large), 422 `invalid_request` when it is JSON of the wrong
-/// shape (a missing or unknown field, a number where a string belongs).
+/// A body that is not the JSON the endpoint reads: `bad_request` when it cannot be read (400
+/// for a body that is not JSON, 415 without a JSON `Content-Type`, 413 over the body limit),
+/// 422 `invalid_request` when it is JSON of the wrong shape (a missing or unknown field, a
+/// number where a string belongs; [`super::extract::ApiJson`] also sends here the shape errors
+/// serde_json reports as syntax).
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> ApiError {
         let message = rejection.body_text();

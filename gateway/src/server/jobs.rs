@@ -67,12 +67,26 @@ pub(super) async fn submit(
     Ok((StatusCode::CREATED, Json(answer?)))
 }
 
+/// The states a job can be in, as `GET /v1/jobs?state=` takes them.
+pub const JOB_STATES: [&str; 5] = ["held", "settled", "cancelled", "expired", "failed"];
+
 /// `GET /v1/jobs?user=&account=&state=&limit=&before=`: a page of the newest jobs that match.
+/// A `state` no job can be in and a `limit` out of range are bad query parameters (400), as
+/// one that does not parse is.
 pub(super) async fn list(
     State(state): State<ServerState>,
     Authenticated(caller): Authenticated,
     ApiQuery(filter): ApiQuery<JobsFilter>,
 ) -> Result<Json<Value>, ApiError> {
+    if let Some(wanted) = filter.state.as_deref() {
+        if !JOB_STATES.contains(&wanted) {
+            return Err(ApiError::bad_request(format!(
+                "state must be one of {}, not {wanted:?}",
+                JOB_STATES.join(", ")
+            )));
+        }
+    }
+    crate::output::page_limit(filter.limit).map_err(ApiError::bad_request)?;
     Ok(Json(admission(&state)?.jobs(&caller, filter).await?))
 }
 

@@ -29,17 +29,19 @@ use crate::posting::{hold_entry, OpenHold};
 use crate::tree::AccountTree;
 
 /// One statement: a header row (kind 0: the account, whether the user is associated), the
-/// chain (kind 1, by depth) and the chain's allocations covering `at` (kind 2).
+/// chain (kind 1, by depth, with whether each is closed) and the chain's allocations covering
+/// `at` (kind 2).
 const VIEW_SQL: &str = "with recursive
     target (name) as materialized (
         select coalesce(?1, (select a.name from users u join accounts a
                              on a.id = u.default_account_id where u.name = ?2))
     ),
-    chain (id, name, parent_id, depth) as materialized (
-        select a.id, a.name, a.parent_id, 0 from accounts a join target t on a.name = t.name
+    chain (id, name, parent_id, depth, closed) as materialized (
+        select a.id, a.name, a.parent_id, 0, a.closed_at is not null
+        from accounts a join target t on a.name = t.name
         union all
-        select p.id, p.name, p.parent_id, c.depth + 1 from accounts p join chain c
-            on p.id = c.parent_id
+        select p.id, p.name, p.parent_id, c.depth + 1, p.closed_at is not null
+        from accounts p join chain c on p.id = c.parent_id
     )
     select 0, 0, t.name,
            exists (select 1 from associations s join chain c on c.id = s.account_id
@@ -47,7 +49,7 @@ const VIEW_SQL: &str = "with recursive
            null, null, null, null, null
     from target t
     union all
-    select 1, depth, name, null, null, null, null, null, null from chain
+    select 1, depth, name, closed, null, null, null, null, null from chain
     union all
     select 2, c.depth, c.name, cur.value, al.amount, al.charged, al.held, al.period_start,
            al.period_end
@@ -72,9 +74,10 @@ pub(super) async fn view(
         account: None,
         associated: false,
         chain: Vec::new(),
+        closed: None,
         allocations: Vec::new(),
     };
-    let mut chain: Vec<(i64, String)> = Vec::new();
+    let mut chain: Vec<(i64, String, bool)> = Vec::new();
     // (depth, row) of each allocation, for `available`.
     let mut allocations: Vec<(i64, BalanceRow)> = Vec::new();
     for row in &rows {
@@ -85,7 +88,7 @@ pub(super) async fn view(
                 view.account = col(row, 2)?;
                 view.associated = col::<i64>(row, 3)? != 0;
             }
-            1 => chain.push((depth, col(row, 2)?)),
+            1 => chain.push((depth, col(row, 2)?, col::<i64>(row, 3)? != 0)),
             _ => {
                 let amount: i64 = col(row, 4)?;
                 let charged: i64 = col(row, 5)?;
@@ -110,8 +113,12 @@ pub(super) async fn view(
             }
         }
     }
-    chain.sort_unstable_by_key(|(depth, _)| *depth);
-    view.chain = chain.into_iter().map(|(_, name)| name).collect();
+    chain.sort_unstable_by_key(|(depth, _, _)| *depth);
+    view.closed = chain
+        .iter()
+        .find(|(_, _, closed)| *closed)
+        .map(|(_, name, _)| name.clone());
+    view.chain = chain.into_iter().map(|(_, name, _)| name).collect();
     // An account's ancestors are deeper in the chain: available = the least remaining of the
     // row itself and every allocation above it in the same currency.
     let available: Vec<Option<i64>> = allocations
