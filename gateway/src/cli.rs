@@ -419,10 +419,12 @@ pub struct CollectArgs {
     /// Only this cluster (default: every cluster with a `collect` section).
     #[arg(long, short = 'M')]
     pub cluster: Option<String>,
-    /// Start of the window (default: the cluster's cursor minus its overlap).
+    /// Start of the window (default: the cluster's cursor minus its overlap). For a dstack
+    /// cluster: read again every run submitted since then.
     #[arg(long)]
     pub since: Option<String>,
-    /// End of the window (default: now).
+    /// End of the window (default: now). Slurm clusters only: a dstack pass reads to the end
+    /// of the runs list.
     #[arg(long)]
     pub until: Option<String>,
     /// Keep collecting on each cluster's interval until interrupted.

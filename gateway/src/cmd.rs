@@ -782,7 +782,7 @@ async fn quarantine_list(app: &App, format: Format, out: &mut impl Write) -> any
 /// One row per job identity: what it costs now (the sum of its journal entries).
 async fn collect(app: App, args: CollectArgs, out: &mut impl Write) -> anyhow::Result<ExitCode> {
     use crate::collect::{
-        collect_loop, describe_lag, load_status, run_pass, Collector, PassWindow,
+        collect_loop, describe_lag, load_status, run_pass, Collector, PassWindow, Source,
     };
 
     let mut collectors = Vec::new();
@@ -886,6 +886,12 @@ async fn collect(app: App, args: CollectArgs, out: &mut impl Write) -> anyhow::R
     let mut failed = 0;
     for collector in &collectors {
         let name = collector.cluster.clone();
+        if window.until.is_some() && matches!(collector.source, Source::Dstack { .. }) {
+            eprintln!(
+                "note: {name}: --until applies to Slurm clusters; a dstack pass reads to the end \
+                 of the runs list"
+            );
+        }
         let progress = move |done: u64, total: u64, until: i64| {
             if interactive && done < total {
                 let width = 30;

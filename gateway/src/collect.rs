@@ -25,6 +25,7 @@ use bursar_collectors::slurmrestd::{
 use bursar_collectors::RawQuarantine;
 use bursar_ledger::{ApiJob, JobPart, QuarantineItem, SUBMIT_SKEW_SECS};
 use bursar_pricing::{JobState, UsageRecord};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::app::App;
@@ -235,8 +236,8 @@ pub struct PassSummary {
     pub windows: u64,
 }
 
-/// An explicit window for a Slurm pass (`--since`/`--until`); `None` parts come from the cursor
-/// and the clock.
+/// An explicit window for a pass (`--since`/`--until`); `None` parts come from the cursor and
+/// the clock. A dstack pass reads `since` only: the runs submitted from then on.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PassWindow {
     pub since: Option<i64>,
@@ -265,7 +266,7 @@ pub async fn run_pass(
             client,
             account,
             user_accounts,
-        } => dstack_pass(app, collector, client, account, user_accounts).await,
+        } => dstack_pass(app, collector, client, account, user_accounts, window.since).await,
         _ => slurm_pass(app, collector, window, progress, &mut status).await,
     };
     match &result {
@@ -458,12 +459,16 @@ fn next_slice(planned: i64, actual: i64, fresh: usize, max: i64) -> i64 {
     next.clamp(1, max.max(1))
 }
 
+/// `since` (`bursar collect --since`) re-reads the runs submitted from then on, whatever the
+/// cursor says (posting is idempotent: what was charged stays charged once); the cursor only
+/// ever moves forward.
 async fn dstack_pass(
     app: &App,
     collector: &Collector,
     client: &DstackClient,
     account: &str,
     user_accounts: &HashMap<String, String>,
+    since: Option<i64>,
 ) -> anyhow::Result<PassSummary> {
     let key = cursor_key(&collector.cluster);
     let mut cursor: DstackCursor = match app.ledger.get_cursor(&key).await? {
@@ -476,9 +481,16 @@ async fn dstack_pass(
         ..PassSummary::default()
     };
     let source = format!("dstack:{}", collector.cluster);
+    let mut position = match since {
+        Some(at) => Some(RunCursor::before(
+            DateTime::<Utc>::from_timestamp(at, 0)
+                .ok_or_else(|| anyhow!("--since {at} is out of range"))?,
+        )),
+        None => cursor.runs.clone(),
+    };
     // New runs, page by page; the cursor moves after each page is posted.
     loop {
-        let runs = cursor.runs.clone();
+        let runs = position.clone();
         let page = with_retries(
             collector,
             "dstack",
@@ -504,7 +516,15 @@ async fn dstack_pass(
         )
         .await?;
         cursor.unfinished.extend(page.unfinished_run_ids);
-        cursor.runs = page.next_cursor;
+        position = page.next_cursor;
+        let ahead = match (&position, &cursor.runs) {
+            (Some(p), Some(stored)) => p.is_past(stored),
+            (p, None) => p.is_some(),
+            (None, Some(_)) => false,
+        };
+        if ahead {
+            cursor.runs = position.clone();
+        }
         app.ledger
             .set_cursor(&key, &serde_json::to_string(&cursor)?)
             .await?;

@@ -684,3 +684,62 @@ async fn a_cluster_too_slow_to_answer_is_asked_once_per_tick() {
     assert_eq!(f.admission.keep_waiting(due).await, 0);
     drop(slow);
 }
+
+/// The `runs/list` request bodies the server received, in order.
+async fn list_requests(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path() == "/api/runs/list")
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn collect_since_reads_dstack_runs_again_and_never_moves_the_cursor_back() {
+    let server = MockServer::start().await;
+    let f = fixture(&server).await;
+    f.admission.submit(&alice(), task(), None).await.unwrap();
+    let run = failed_run();
+    let run_id = run["id"].as_str().unwrap().to_string();
+    list_answers(&server, json!([run])).await;
+    pass(&f).await;
+    let charged = usage(&f).await;
+    assert_eq!(charged.len(), 1, "{charged:?}");
+
+    // --since an hour ago: the list is read from then, before every run submitted since
+    // (within one submitted_at dstack lists ids descending, so the greatest UUID first).
+    let since = bursar_gateway::timefmt::now() - 3600;
+    Mock::given(method("POST"))
+        .and(path("/api/runs/list"))
+        .and(body_partial_json(json!({
+            "prev_submitted_at": bursar_gateway::timefmt::format_instant(since),
+            "prev_run_id": "ffffffff-ffff-ffff-ffff-ffffffffffff",
+        })))
+        // (nothing listed from there, as if the run were gone: the pass ends where it started)
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .expect(1)
+        .mount(&server)
+        .await;
+    let window = PassWindow {
+        since: Some(since),
+        until: None,
+    };
+    run_pass(&f.app, &f.collector, window, &|_, _, _| {})
+        .await
+        .unwrap();
+    server.verify().await; // the list was read from `since`
+    assert_eq!(usage(&f).await, charged, "nothing charged twice");
+
+    // The next pass goes on from the run, not from an hour ago: a backfill that ends
+    // before the cursor leaves it where it was.
+    pass(&f).await;
+    let bodies = list_requests(&server).await;
+    let last = bodies.last().unwrap();
+    assert_eq!(last["prev_run_id"], json!(run_id), "{bodies:#?}");
+    assert_eq!(bodies.len(), 3, "{bodies:#?}");
+}

@@ -70,6 +70,23 @@ pub struct RunCursor {
     pub run_id: String,
 }
 
+impl RunCursor {
+    /// The position just before every run submitted at or after `at`: within one
+    /// `submitted_at` the list runs by descending id, so the greatest UUID comes first.
+    pub fn before(at: DateTime<Utc>) -> RunCursor {
+        RunCursor {
+            submitted_at: at,
+            run_id: "ffffffff-ffff-ffff-ffff-ffffffffffff".into(),
+        }
+    }
+
+    /// Whether `self` is further down the list than `other`.
+    pub fn is_past(&self, other: &RunCursor) -> bool {
+        self.submitted_at > other.submitted_at
+            || (self.submitted_at == other.submitted_at && self.run_id < other.run_id)
+    }
+}
+
 /// Which run `runs/get` should return.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunRef {
