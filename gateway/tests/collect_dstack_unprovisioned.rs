@@ -298,13 +298,19 @@ const SEEDED_RETRY: &str = "seed-spot-retry";
 /// `first` the first submission's `(status, termination_reason)`; while `going_on`, the run
 /// and its second submission are still running.
 fn retried_run(first: (&str, &str), going_on: bool) -> Value {
+    retried_run_at(first, going_on, bursar_gateway::timefmt::now())
+}
+
+/// [`retried_run`] submitted at `t`: the same run read twice must carry the same times (a
+/// record's identity is its submission's id and submit time), whatever the clock did between
+/// the two reads.
+fn retried_run_at(first: (&str, &str), going_on: bool, t: i64) -> Value {
     let applied: Value = serde_json::from_str(APPLIED).unwrap();
     let seeded: Vec<Value> = serde_json::from_str(SEEDED).unwrap();
     let mut run = seeded
         .into_iter()
         .find(|r| r["run_spec"]["run_name"] == SEEDED_RETRY)
         .unwrap();
-    let t = bursar_gateway::timefmt::now();
     let at = |offset: i64| json!(bursar_gateway::timefmt::format_instant(t + offset));
     run["id"] = applied["id"].clone();
     run["project_name"] = applied["project_name"].clone();
@@ -375,7 +381,8 @@ async fn a_run_dstack_retries_keeps_its_hold_until_the_run_ends() {
         assert!(submitted.estimate > 0);
 
         // Its first submission ended and dstack runs the job again under a second one.
-        let going_on = retried_run(first, true);
+        let t = bursar_gateway::timefmt::now();
+        let going_on = retried_run_at(first, true, t);
         answers(&server, json!([going_on]), &going_on).await;
         serve_pass(&f).await;
         let view = f.admission.job(&alice(), submitted.id).await.unwrap();
@@ -392,7 +399,7 @@ async fn a_run_dstack_retries_keeps_its_hold_until_the_run_ends() {
         assert_eq!(view.charge, Some(63_120), "{first:?}");
 
         // The run ends: its records, final now, settle the hold.
-        answers(&server, json!([]), &retried_run(first, false)).await;
+        answers(&server, json!([]), &retried_run_at(first, false, t)).await;
         serve_pass(&f).await;
         // A lost spot instance's record (`PREEMPTED`) waits for the question after the pass:
         // dstack is asked about the run, by its name, which has ended.
