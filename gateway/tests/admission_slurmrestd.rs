@@ -120,7 +120,6 @@ async fn submits_the_v0_0_38_body_as_the_user_and_links_the_hold() {
                 "name": "train",
                 "account": "physics",
                 "partition": "batch",
-                "nodes": 1,
                 "tasks": 4,
                 "cpus_per_task": 1,
                 "time_limit": 60,
@@ -278,6 +277,19 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     let s = slurm_submission(&job(json!({"memory": {"per_node_mb": 4000},
         "gpus": {"count": 1, "per": "node"}})))
     .unwrap();
+    // One node is left to Slurm, as sbatch leaves it without -N (a job whose tasks need more
+    // is spread, not refused); more are pinned.
+    assert_eq!(s.nodes, None);
+    // --export=NONE: the login environment's PATH, not bursar's default.
+    let login =
+        slurm_submission(&job(json!({"environment": {"SLURM_GET_USER_ENV": "1"}}))).unwrap();
+    assert!(
+        !login.environment.iter().any(|(k, _)| k == "PATH"),
+        "{:?}",
+        login.environment
+    );
+    let plain = slurm_submission(&job(json!({}))).unwrap();
+    assert!(plain.environment.iter().any(|(k, _)| k == "PATH"));
     assert_eq!(
         (s.memory_per_node_mb, s.memory_per_cpu_mb),
         (Some(4000), None)

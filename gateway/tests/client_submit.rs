@@ -148,6 +148,7 @@ async fn parsable_prints_the_job_id_and_the_cluster_only_when_named() {
         "{body}"
     );
     assert_eq!(env["SLURM_GET_USER_ENV"], "1");
+    assert_eq!(env["SLURM_EXPORT_ENV"], "NONE", "for the job's steps");
     assert_eq!(
         env["SLURM_SUBMIT_DIR"],
         home.path().canonicalize().unwrap().to_str().unwrap()
@@ -209,12 +210,43 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         "plain.sh"
     );
 
-    // A variable bursar cannot carry is refused, not ignored; a bad value names its variable.
+    // Memory from the script wins over memory from a variable, as in sbatch; output files and
+    // SLURM_CLUSTERS (over SBATCH_CLUSTERS) are read too.
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "job.sh"],
+        &home,
+        &[
+            ("BURSAR_URL", url.as_str()),
+            ("SBATCH_MEM_PER_CPU", "2G"),
+            ("SBATCH_OUTPUT", "out-%j.log"),
+            ("SBATCH_CLUSTERS", "cloud"),
+            ("SLURM_CLUSTERS", "onprem"),
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let body = &bodies(&server, "POST", "/v1/jobs").await[2];
+    assert_eq!(
+        body["memory"],
+        json!({"per_node_mb": 4096}),
+        "#SBATCH --mem=4G"
+    );
+    assert_eq!(body["output"], "out-%j.log");
+    assert_eq!(body["clusters"], json!(["onprem"]));
+
+    // A variable bursar cannot carry is refused, not ignored (even empty: sbatch turns an
+    // on/off option on for an empty one); a bad value names its variable.
     for (var, value, says) in [
         (
             "SBATCH_RESERVATION",
             "maint",
             "SBATCH_RESERVATION is set in the environment",
+        ),
+        (
+            "SBATCH_EXCLUSIVE",
+            "",
+            "SBATCH_EXCLUSIVE is set in the environment",
         ),
         (
             "SBATCH_TIMELIMIT",
@@ -232,7 +264,20 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         assert_eq!(run.code, 1, "{run:?}");
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
-    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 2);
+    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 3);
+    // --help still prints the usage.
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "--help"],
+        &home,
+        &[
+            ("BURSAR_URL", url.as_str()),
+            ("SBATCH_RESERVATION", "maint"),
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("Usage: bursar submit"), "{run:?}");
 }
 
 #[tokio::test]

@@ -83,6 +83,13 @@ fn every_option_in_every_form() {
         (&["-n", "3", "--ntasks-per-node", "4"], |r| {
             (r.ntasks, r.ntasks_per_node) = (3, Some(4))
         }),
+        // without -N, the nodes the tasks need at --ntasks-per-node each, as Slurm gives them
+        (&["-n", "8", "--ntasks-per-node=2"], |r| {
+            (r.nodes, r.ntasks, r.ntasks_per_node) = (4, 8, Some(2))
+        }),
+        (&["-n", "7", "--ntasks-per-node=2"], |r| {
+            (r.nodes, r.ntasks, r.ntasks_per_node) = (4, 7, Some(2))
+        }),
         (&["-c", "4"], |r| r.cpus_per_task = 4),
         (&["-c4"], |r| r.cpus_per_task = 4),
         (&["--cpus-per-task=4"], |r| r.cpus_per_task = 4),
@@ -761,6 +768,10 @@ fn validate_explains() {
         "\"SOMETIMES\" is not a mail type",
     );
     check(
+        |r| (r.nodes, r.ntasks, r.ntasks_per_node) = (2, 16, Some(4)),
+        "--ntasks=16 does not fit on 2 node(s) at --ntasks-per-node=4",
+    );
+    check(
         |r| r.partition = Some("batch,debug".into()),
         "is a list: bursar prices and submits a job to one partition",
     );
@@ -882,7 +893,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
             clusters: clusters.into_iter().collect(),
             nodes,
             ntasks: nodes + extra_tasks,
-            ntasks_per_node: per_node,
+            // at least what the tasks need on these nodes
+            ntasks_per_node: per_node.map(|p| p.max((nodes + extra_tasks).div_ceil(nodes))),
             cpus_per_task: cpus,
             memory,
             gpus: gpu.map(|(count, per, kind)| GpuRequest { count, per, kind }),

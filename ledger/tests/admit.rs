@@ -603,11 +603,20 @@ async fn closed_accounts_and_accounts_under_them_are_refused() {
                 admission(1, "physics", 1, None),
                 admission(2, "theory", 1, None),
                 admission(3, "chemistry", 1, None),
+                // a job that holds nothing (an estimate of 0) is refused all the same
+                admission(4, "theory", 0, None),
             ],
             T0 + HOUR,
         )
         .await
         .unwrap();
+    match &out[3] {
+        Err(LedgerError::AccountClosed { account, closed_by }) => assert_eq!(
+            (account.as_str(), closed_by.as_deref()),
+            ("theory", Some("physics"))
+        ),
+        other => panic!("expected the free job refused, got {other:?}"),
+    }
     match &out[0] {
         Err(LedgerError::AccountClosed { account, closed_by }) => {
             assert_eq!((account.as_str(), closed_by), ("physics", &None))

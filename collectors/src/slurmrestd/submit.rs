@@ -45,7 +45,8 @@ pub struct JobSubmission {
     pub standard_output: Option<String>,
     pub standard_error: Option<String>,
     /// In order. slurmctld refuses a batch job without environment, so `PATH` is added
-    /// (`/usr/local/bin:/usr/bin:/bin`) when missing.
+    /// (`/usr/local/bin:/usr/bin:/bin`) when missing, unless `SLURM_GET_USER_ENV` asks slurmd
+    /// for the user's login environment (which has one).
     pub environment: Vec<(String, String)>,
     pub comment: Option<String>,
     /// `-C/--constraint`: node features as sbatch takes them (`a100`, `skylake&ib`, `[a|b]`);
@@ -82,7 +83,7 @@ impl GpuRequest {
 
 /// sbatch's `--mail-type` list (`END,FAIL`, `ALL`, `TIME_LIMIT_90`, `NONE`, any case) as the
 /// event names of v0.0.40+ (`v0.0.40_job_mail_flags`), in Slurm's order, without repeats; an
-/// empty list for `NONE`. `Err` names a word sbatch would not take.
+/// empty list when it names `NONE` anywhere (words before it are still checked). `Err` names a word sbatch would not take.
 pub fn mail_events(list: &str) -> Result<Vec<String>, String> {
     const ORDER: [&str; 11] = [
         "BEGIN",
@@ -105,7 +106,8 @@ pub fn mail_events(list: &str) -> Result<Vec<String>, String> {
     };
     for word in list.split(',') {
         match word.trim().to_ascii_uppercase().as_str() {
-            "NONE" => {}
+            // As sbatch: NONE means no mail at all, whatever the list says around it.
+            "NONE" => return Ok(Vec::new()),
             // sbatch's ALL: BEGIN, END, FAIL, INVALID_DEPEND, REQUEUE and STAGE_OUT.
             "ALL" => [
                 "BEGIN",
@@ -187,7 +189,10 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, RestError> {
     validate(job)?;
     let mut env = job.environment.clone();
-    if !env.iter().any(|(k, _)| k == "PATH") {
+    // With SLURM_GET_USER_ENV slurmd loads the user's login environment, PATH included, and
+    // merges these variables over it: a PATH here would replace the login one.
+    let login_env = env.iter().any(|(k, _)| k == "SLURM_GET_USER_ENV");
+    if !login_env && !env.iter().any(|(k, _)| k == "PATH") {
         env.push(("PATH".into(), DEFAULT_PATH.into()));
     }
 
@@ -604,6 +609,10 @@ mod tests {
             ["TIME=100%", "TIME=50%", "ARRAY_TASKS"]
         );
         assert!(events("NONE").is_empty());
+        assert!(
+            events("END,NONE").is_empty(),
+            "as sbatch: NONE clears the list"
+        );
         let e = mail_events("END,SOMETIMES").unwrap_err();
         assert!(e.contains("\"SOMETIMES\" is not a mail type"), "{e}");
         assert_eq!(

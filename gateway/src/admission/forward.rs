@@ -201,9 +201,6 @@ pub fn slurm_unsupported(request: &JobRequest) -> Result<(), String> {
                 .into(),
         );
     }
-    if let Some(types) = &request.mail_type {
-        mail_events(types).map_err(|why| format!("--mail-type: {why}"))?;
-    }
     Ok(())
 }
 
@@ -233,7 +230,10 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if !environment.iter().any(|(k, _)| k == "PATH") {
+    // A job that loads the user's login environment (`--export=NONE`) takes its PATH from
+    // it: slurmd merges the submitted variables over the login ones.
+    let login_env = environment.iter().any(|(k, _)| k == "SLURM_GET_USER_ENV");
+    if !login_env && !environment.iter().any(|(k, _)| k == "PATH") {
         environment.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
     }
     let mail_type = match &r.mail_type {
@@ -246,7 +246,9 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         account: job.account.clone(),
         partition: Some(job.partition.clone()),
         qos: job.qos.clone(),
-        nodes: Some(r.nodes),
+        // One node is left to Slurm, as sbatch leaves it without -N: a job whose tasks need
+        // more nodes gets them rather than a refusal.
+        nodes: (r.nodes > 1).then_some(r.nodes),
         tasks: Some(r.ntasks),
         tasks_per_node: r.ntasks_per_node,
         cpus_per_task: Some(r.cpus_per_task),

@@ -32,10 +32,10 @@
 //!   and released when forwarding fails; the work runs in its own task, so a client that
 //!   hangs up does not cut it short between hold and forwarding.
 //! - **Closed accounts.** An account that is closed, or under a closed one, takes no new
-//!   jobs: a submission is refused with 409 `account_closed` (the ledger refuses the hold;
-//!   a job that holds nothing, or one refused anyway, is refused from the admission view,
-//!   which names the nearest closed account of the chain), and its quote has no eligible
-//!   cluster, each giving the closure as a reason.
+//!   jobs: a submission is refused with 409 `account_closed` (the admission writer refuses
+//!   it in its transaction, held or not; one refused for other reasons first is refused as
+//!   closed from the admission view, which names the nearest closed account of the chain),
+//!   and its quote has no eligible cluster, each giving the closure as a reason.
 //! - **Idempotency.** A retry with the same `Idempotency-Key` (per user) and the same request
 //!   gets the first 201 again; with another request, 409. A key whose first submission failed
 //!   is spent (409): nothing was held, submit again with a new key.
@@ -849,19 +849,6 @@ impl Admission {
             chosen.choose(&q.cluster, chosen_reason(q));
             let route = chosen.finish();
             let admission = self.admission(&quote, q, request_json, &stored_key, &route, at)?;
-            // The ledger refuses a hold on a closed account; a job that holds nothing is
-            // looked at here (a retry still gets its first answer).
-            if admission.hold.is_none() {
-                if let Some(closed) = quote.closed.clone() {
-                    if let Some(earlier) = self.earlier(stored_key.as_deref()).await? {
-                        return Ok(earlier);
-                    }
-                    return Err(AdmissionError::AccountClosed {
-                        account: quote.account.clone(),
-                        closed,
-                    });
-                }
-            }
             // A twin with the same key in the same batch: once it is written, ask again.
             let ledger = &self.inner.app.ledger;
             let mut outcome = ledger.admit_queued(admission.clone(), now()).await;

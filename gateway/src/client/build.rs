@@ -163,6 +163,8 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SLURM_CLUSTERS", "--clusters"),
     ("SBATCH_TIMELIMIT", "--time"),
     ("SBATCH_JOB_NAME", "--job-name"),
+    ("SBATCH_OUTPUT", "--output"),
+    ("SBATCH_ERROR", "--error"),
     ("SBATCH_MEM_PER_NODE", "--mem"),
     ("SBATCH_MEM_PER_CPU", "--mem-per-cpu"),
     ("SBATCH_GRES", "--gres"),
@@ -172,12 +174,17 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SBATCH_EXPORT", "--export"),
 ];
 
-/// sbatch's input environment variables bursar does not carry: set, they would change the job
+/// sbatch's input environment variables bursar does not carry (22.05's and later ones): set,
+/// even empty (sbatch turns an on/off option on for an empty one), they would change the job
 /// sbatch submits, so `bursar submit` refuses rather than ignore them.
 const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_ACCTG_FREQ",
     "SBATCH_ARRAY_INX",
+    "SBATCH_BATCH",
+    "SBATCH_BURST_BUFFER",
+    "SBATCH_CLUSTER_CONSTRAINT",
     "SBATCH_CONTAINER",
+    "SBATCH_CONTAINER_ID",
     "SBATCH_CORE_SPEC",
     "SBATCH_CPU_FREQ_REQ",
     "SBATCH_CPUS_PER_GPU",
@@ -187,9 +194,11 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_GET_USER_ENV",
     "SBATCH_GPU_BIND",
     "SBATCH_GPU_FREQ",
+    "SBATCH_GPUS_PER_SOCKET",
     "SBATCH_GPUS_PER_TASK",
     "SBATCH_GRES_FLAGS",
     "SBATCH_HINT",
+    "SBATCH_INPUT",
     "SBATCH_MEM_BIND",
     "SBATCH_MEM_PER_GPU",
     "SBATCH_NETWORK",
@@ -203,24 +212,30 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_REQUEUE",
     "SBATCH_RESERVATION",
     "SBATCH_SIGNAL",
+    "SBATCH_SEGMENT_SIZE",
     "SBATCH_SPREAD_JOB",
     "SBATCH_THREAD_SPEC",
+    "SBATCH_THREADS_PER_CORE",
+    "SBATCH_TRES_BIND",
+    "SBATCH_TRES_PER_TASK",
     "SBATCH_USE_MIN_NODES",
     "SBATCH_WAIT",
     "SBATCH_WAIT_ALL_NODES",
     "SBATCH_WAIT4SWITCH",
     "SBATCH_WCKEY",
+    "SLURM_HINT",
 ];
 
 /// The options the shell's `SBATCH_*` variables stand for (see [`SBATCH_ENV`]): each
 /// variable's name and its `--option=value` word; an error names a variable bursar cannot
-/// honour. An empty variable counts as unset, as in sbatch.
+/// honour. An empty variable of [`SBATCH_ENV`] counts as unset (sbatch would refuse the empty
+/// value); one of [`SBATCH_ENV_REFUSED`] counts as set.
 pub fn sbatch_env_options(
     vars: &BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<(String, String)>> {
     if let Some(name) = SBATCH_ENV_REFUSED
         .iter()
-        .find(|name| vars.get(**name).is_some_and(|v| !v.is_empty()))
+        .find(|name| vars.contains_key(**name))
     {
         bail!(
             "{name} is set in the environment, and bursar does not carry what it asks for; \
@@ -229,8 +244,9 @@ pub fn sbatch_env_options(
     }
     let mut words = Vec::new();
     for (name, option) in SBATCH_ENV {
-        // SBATCH_CLUSTERS wins over SLURM_CLUSTERS, as in sbatch.
-        if *name == "SLURM_CLUSTERS" && vars.contains_key("SBATCH_CLUSTERS") {
+        // sbatch reads SBATCH_CLUSTERS, then SLURM_CLUSTERS over it.
+        let slurm_clusters = vars.get("SLURM_CLUSTERS").is_some_and(|v| !v.is_empty());
+        if *name == "SBATCH_CLUSTERS" && slurm_clusters {
             continue;
         }
         if let Some(value) = vars.get(*name).filter(|v| !v.is_empty()) {
@@ -241,20 +257,25 @@ pub fn sbatch_env_options(
 }
 
 /// What sbatch adds to every job's environment, whatever `--export` says: the submitting
-/// folder and host, the umask, and for `--export=NONE` (or a list without `ALL`) the shell's
-/// `SLURM_*` variables and `SLURM_GET_USER_ENV=1` for `NONE`, which makes slurmd load the
-/// user's login environment.
+/// folder and host, the umask; for an `--export` list without `ALL` the shell's `SLURM_*`
+/// variables; for any `--export` but `ALL`, `SLURM_EXPORT_ENV` (for the steps) and, but for
+/// `NIL`, `SLURM_GET_USER_ENV=1`, which makes slurmd load the user's login environment.
 fn submit_variables(env: &mut BTreeMap<String, String>, export: Option<&str>, shell: &Shell) {
-    let entries: Vec<&str> = export.unwrap_or("ALL").split(',').map(str::trim).collect();
-    let all = entries.iter().any(|e| e.eq_ignore_ascii_case("ALL"));
+    let given = export.map(str::trim).unwrap_or("ALL");
+    let all = given
+        .split(',')
+        .any(|e| e.trim().eq_ignore_ascii_case("ALL"));
     if !all {
         for (k, v) in shell.vars.iter().filter(|(k, _)| k.starts_with("SLURM_")) {
             env.entry(k.clone()).or_insert_with(|| v.clone());
         }
-        if entries
-            .iter()
-            .any(|e| e.eq_ignore_ascii_case("NONE") || e.eq_ignore_ascii_case("NIL"))
-        {
+    }
+    if !given.eq_ignore_ascii_case("ALL") {
+        // For the job's steps (srun reads it), as sbatch passes it on.
+        env.insert("SLURM_EXPORT_ENV".into(), given.to_string());
+        // Every --export but plain ALL (and NIL: no login environment either) has slurmd load
+        // the user's login environment under the variables sent, as sbatch asks it to.
+        if !given.eq_ignore_ascii_case("NIL") {
             env.insert("SLURM_GET_USER_ENV".into(), "1".into());
         }
     }
@@ -289,6 +310,13 @@ fn sbatch_submission(
     vars: &BTreeMap<String, String>,
     script: Option<&str>,
 ) -> anyhow::Result<Parsed> {
+    // --help wins over anything the environment says, as in sbatch.
+    if matches!(
+        parse_sbatch_command(options, None),
+        Err(RequestError::HelpRequested)
+    ) {
+        return Ok(Parsed::Help);
+    }
     let from_env = sbatch_env_options(vars)?;
     match parse_sbatch_command_with_env(options, &from_env, script) {
         Ok(command) => Ok(Parsed::Job(Box::new(Submission {
@@ -464,6 +492,47 @@ mod tests {
         );
         let plus = job_environment(Some("ALL,X=1"), &vars());
         assert_eq!(plus.len(), 3);
+    }
+
+    #[test]
+    fn sbatch_adds_its_variables_as_export_says() {
+        let shell = Shell {
+            vars: [("SLURM_CONF", "/etc/slurm.conf"), ("HOME", "/home/alice")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cwd: Some("/work".into()),
+            host: Some("login1".into()),
+            umask: Some("0027".into()),
+        };
+        let added = |export: Option<&str>| {
+            let mut env = job_environment(export, &shell.vars);
+            submit_variables(&mut env, export, &shell);
+            env
+        };
+        let get = |env: &BTreeMap<String, String>, k: &str| env.get(k).cloned();
+        let all = added(None);
+        assert_eq!(get(&all, "SLURM_SUBMIT_DIR").as_deref(), Some("/work"));
+        assert_eq!(get(&all, "SLURM_SUBMIT_HOST").as_deref(), Some("login1"));
+        assert_eq!(get(&all, "SLURM_UMASK").as_deref(), Some("0027"));
+        assert_eq!(get(&all, "SLURM_GET_USER_ENV"), None);
+        assert_eq!(get(&all, "SLURM_EXPORT_ENV"), None);
+        // sbatch asks for the login environment for every --export but plain ALL and NIL.
+        for export in ["NONE", "HOME", "ALL,X=1"] {
+            let env = added(Some(export));
+            assert_eq!(
+                get(&env, "SLURM_GET_USER_ENV").as_deref(),
+                Some("1"),
+                "{export}"
+            );
+            assert_eq!(get(&env, "SLURM_EXPORT_ENV").as_deref(), Some(export));
+        }
+        let nil = added(Some("NIL"));
+        assert_eq!(get(&nil, "SLURM_GET_USER_ENV"), None);
+        // A list without ALL still carries the shell's SLURM_* variables.
+        let none = added(Some("NONE"));
+        assert_eq!(get(&none, "SLURM_CONF").as_deref(), Some("/etc/slurm.conf"));
+        assert_eq!(get(&none, "HOME"), None);
     }
 
     #[test]

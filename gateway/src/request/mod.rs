@@ -289,7 +289,12 @@ impl From<JobRequestWire> for JobRequest {
             Some(task) => JobRequest::from_dstack(task.clone()),
             None => JobRequest::default(),
         };
-        let nodes = w.nodes.unwrap_or(base.nodes);
+        // Without nodes, Slurm gives the job the nodes its tasks need at ntasks_per_node each.
+        let nodes = match (w.nodes, w.ntasks, w.ntasks_per_node) {
+            (Some(n), _, _) => n,
+            (None, Some(tasks), Some(per_node)) if per_node > 0 => tasks.div_ceil(per_node).max(1),
+            _ => base.nodes,
+        };
         // sbatch: without -n, one task per node (or --ntasks-per-node per node).
         let ntasks = w
             .ntasks
@@ -477,6 +482,20 @@ impl JobRequest {
                     "other_gres entry {entry:?} must be one non-GPU GRES such as shard:1"
                 ));
             }
+        }
+        if let Some(per_node) = self.ntasks_per_node.filter(|n| *n > 0) {
+            if u64::from(self.ntasks) > u64::from(self.nodes) * u64::from(per_node) {
+                return invalid(format!(
+                    "--ntasks={} does not fit on {} node(s) at --ntasks-per-node={per_node}",
+                    self.ntasks, self.nodes
+                ));
+            }
+        }
+        if self.time_unlimited && self.dstack.is_some() {
+            return invalid(
+                "time_unlimited does not apply to a dstack task: its max_duration is the limit"
+                    .into(),
+            );
         }
         if self.time_unlimited && self.time_limit_min.is_some() {
             return invalid(

@@ -56,9 +56,10 @@
 //! - Each `#SBATCH` line is parsed on its own, so an option's value must be on its line.
 //! - **Command-line options win over `#SBATCH` ones**, option by option, and within one place
 //!   the last occurrence wins; sbatch's input variables (`SBATCH_ACCOUNT`, …, read by the
-//!   client: [`parse_sbatch_command_with_env`]) sit between the two. As in newer sbatch
-//!   versions (22.05's refuses the mix), giving `--mem` or `--mem-per-cpu` on the command
-//!   line replaces both from the script; bursar treats GPUs the same way (a GPU option on the
+//!   client: [`parse_sbatch_command_with_env`]) sit between the two, except that memory from
+//!   the script or the command line wins over memory from a variable, as in sbatch. Giving
+//!   `--mem` or `--mem-per-cpu` on the command line replaces both from the script (bursar's
+//!   own rule: sbatch refuses the mix); bursar treats GPUs the same way (a GPU option on the
 //!   command line replaces the script's GPU options), and a command-line `--gres` replaces the
 //!   script's `--gres` entirely.
 
@@ -226,9 +227,6 @@ pub fn parse_sbatch_command_with_env(
         parse_words([word.as_str()], &mut from_env, Place::Script)
             .map_err(|e| RequestError::Invalid(format!("{name} in the environment: {e}")))?;
     }
-    from_env
-        .check_exclusive()
-        .map_err(|e| RequestError::Invalid(format!("in the environment: {e}")))?;
     let mut cli = Directives::default();
     parse_words(
         args.iter().map(String::as_str),
@@ -261,6 +259,16 @@ pub fn parse_sbatch_command_with_env(
         }
         (None, Some(_)) => {}
     }
+    // Memory from the script or the command line wins over memory from the environment: sbatch
+    // marks the variables' options "set by env", below both (`_validate_memory_options`).
+    let memory_given = |d: &Directives| d.mem.is_some() || d.mem_per_cpu.is_some();
+    if memory_given(&cli) || memory_given(&from_script) {
+        from_env.mem = None;
+        from_env.mem_per_cpu = None;
+    }
+    from_env
+        .check_exclusive()
+        .map_err(|e| RequestError::Invalid(format!("in the environment: {e}")))?;
     let merged = Directives::merge(cli, Directives::merge(from_env, from_script));
     let mut command = merged.resolve()?;
     command.request.script = script.map(str::to_string);
@@ -927,6 +935,12 @@ impl Directives {
                 "--nodes={nodes}-{max_nodes}: bursar prices and runs the job on the minimum, \
                  {nodes} node(s)"
             ));
+        }
+        // Without -N, Slurm gives the job the nodes its tasks need at --ntasks-per-node each.
+        if let (None, Some(n), Some(per_node)) = (self.nodes, self.ntasks, self.ntasks_per_node) {
+            if per_node >= 1 {
+                nodes = n.div_ceil(per_node).max(1);
+            }
         }
         let ntasks = match (self.ntasks, self.ntasks_per_node) {
             (Some(n), _) => {

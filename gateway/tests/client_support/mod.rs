@@ -50,7 +50,8 @@ pub fn bursar_exe() -> PathBuf {
 }
 
 /// Runs `program args` in `home` with only `HOME`, `MY_VAR` and `env` set (plus
-/// `BURSAR_TOKEN` unless `env` sets it to "").
+/// `BURSAR_TOKEN` unless `env` sets it to "", which leaves it unset; other empty values are
+/// set empty).
 pub async fn run_program(program: &Path, args: &[&str], home: &Home, env: &[(&str, &str)]) -> Run {
     let mut command = tokio::process::Command::new(program);
     command
@@ -64,7 +65,7 @@ pub async fn run_program(program: &Path, args: &[&str], home: &Home, env: &[(&st
         command.env("BURSAR_TOKEN", TOKEN);
     }
     for (k, v) in env {
-        if !v.is_empty() {
+        if !(*k == "BURSAR_TOKEN" && v.is_empty()) {
             command.env(k, v);
         }
     }

@@ -261,7 +261,9 @@ fn context_by_lookups(conn: &Connection, batch: &[NewAdmission]) -> Result<Conte
             ctx.used_hold_keys.insert(h.idempotency_key.clone());
         }
     }
-    let accounts = holds().map(|h| h.account.as_str());
+    // Every job's account, held or not: a closed one takes no job at all.
+    let accounts = batch.iter().map(|a| a.job.account.as_str());
+    let accounts = accounts.chain(holds().map(|h| h.account.as_str()));
     ids_of(
         conn,
         "select id from accounts where name = ?1",
@@ -378,7 +380,12 @@ fn context_in_one(conn: &Connection, batch: &[NewAdmission]) -> Result<Context> 
     );
     let holds = || batch.iter().filter_map(|a| a.hold.as_ref());
     let hold_keys = json_strings(holds().map(|h| h.idempotency_key.as_str()));
-    let accounts = json_strings(holds().map(|h| h.account.as_str()));
+    let accounts = json_strings(
+        batch
+            .iter()
+            .map(|a| a.job.account.as_str())
+            .chain(holds().map(|h| h.account.as_str())),
+    );
     let labels = json_strings(holds().flat_map(|h| [h.currency.as_str(), h.cluster.as_str()]));
     let mut statement = conn.prepare_cached(CONTEXT_SQL).map_err(sql)?;
     let mut rows = statement
@@ -546,6 +553,26 @@ fn decide_and_write(
             }
         }
         let mut hold_id = None;
+        if admission.hold.is_none() {
+            // A job that holds nothing is refused on a closed account too (a held one is
+            // refused below, by its hold's account).
+            let closed = ctx
+                .accounts
+                .get(&admission.job.account)
+                .and_then(|account| {
+                    tree.ancestors_or_self(account)
+                        .into_iter()
+                        .find(|a| ctx.closed.contains(a))
+                });
+            if let Some(closed) = closed {
+                let name = ctx.names.get(closed).cloned().unwrap_or_default();
+                outcomes[i] = Some(Err(LedgerError::AccountClosed {
+                    account: admission.job.account.clone(),
+                    closed_by: (name != admission.job.account).then_some(name),
+                }));
+                continue;
+            }
+        }
         if let Some(hold) = &admission.hold {
             if used_hold_keys.contains(&hold.idempotency_key) {
                 outcomes[i] = Some(Err(LedgerError::Conflict(format!(
@@ -924,9 +951,10 @@ mod tests {
         assert!(second.used_hold_keys.contains("api:0"));
         let fourth = context_by_lookups(&conn, &batches[3]).unwrap();
         assert!(!fourth.accounts.contains_key("nobody"));
-        assert!(
-            fourth.accounts.is_empty(),
-            "a submission without a hold names no account"
+        assert_eq!(
+            fourth.accounts.keys().collect::<Vec<_>>(),
+            ["physics"],
+            "a submission without a hold names its account too (a closed one takes no job)"
         );
     }
 }
