@@ -421,11 +421,11 @@ pub struct CollectArgs {
     pub cluster: Option<String>,
     /// Start of the window (default: the cluster's cursor minus its overlap). For a dstack
     /// cluster: read again every run submitted since then.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "watch")]
     pub since: Option<String>,
     /// End of the window (default: now). Slurm clusters only: a dstack pass reads to the end
     /// of the runs list.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "watch")]
     pub until: Option<String>,
     /// Keep collecting on each cluster's interval until interrupted.
     #[arg(long)]

@@ -459,9 +459,9 @@ fn next_slice(planned: i64, actual: i64, fresh: usize, max: i64) -> i64 {
     next.clamp(1, max.max(1))
 }
 
-/// `since` (`bursar collect --since`) re-reads the runs submitted from then on, whatever the
-/// cursor says (posting is idempotent: what was charged stays charged once); the cursor only
-/// ever moves forward.
+/// `since` (`bursar collect --since`) re-reads the runs submitted from then on (posting is
+/// idempotent: what was charged stays charged once), or from the cursor when `since` is past
+/// it; the cursor only ever moves forward, over runs read.
 async fn dstack_pass(
     app: &App,
     collector: &Collector,
@@ -481,11 +481,19 @@ async fn dstack_pass(
         ..PassSummary::default()
     };
     let source = format!("dstack:{}", collector.cluster);
+    // From `since`, or from the cursor when that is earlier: the cursor only ever moves over
+    // runs read, so a `since` past it starts where it stands.
     let mut position = match since {
-        Some(at) => Some(RunCursor::before(
-            DateTime::<Utc>::from_timestamp(at, 0)
-                .ok_or_else(|| anyhow!("--since {at} is out of range"))?,
-        )),
+        Some(at) => {
+            let from = RunCursor::before(
+                DateTime::<Utc>::from_timestamp(at, 0)
+                    .ok_or_else(|| anyhow!("--since {at} is out of range"))?,
+            );
+            match &cursor.runs {
+                Some(stored) if from.is_past(stored) => Some(stored.clone()),
+                _ => Some(from),
+            }
+        }
         None => cursor.runs.clone(),
     };
     // New runs, page by page; the cursor moves after each page is posted.

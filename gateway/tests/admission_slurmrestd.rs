@@ -118,6 +118,7 @@ async fn submits_the_v0_0_38_body_as_the_user_and_links_the_hold() {
             "script": "#!/bin/bash\nsrun hostname\n",
             "job": {
                 "name": "train",
+                "nodes": 1,
                 "account": "physics",
                 "partition": "batch",
                 "tasks": 4,
@@ -277,9 +278,13 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     let s = slurm_submission(&job(json!({"memory": {"per_node_mb": 4000},
         "gpus": {"count": 1, "per": "node"}})))
     .unwrap();
-    // One node is left to Slurm, as sbatch leaves it without -N (a job whose tasks need more
-    // is spread, not refused); more are pinned.
-    assert_eq!(s.nodes, None);
+    // A node count the price depends on (per-node memory, GPUs) is pinned, even one node;
+    // a one-node job priced by its CPUs alone is left to Slurm to place, as sbatch leaves a
+    // job without -N (one whose tasks need more nodes is spread, not refused).
+    assert_eq!(s.nodes, Some(1));
+    let cpus_only =
+        slurm_submission(&job(json!({"ntasks": 64, "memory": {"per_cpu_mb": 1000}}))).unwrap();
+    assert_eq!(cpus_only.nodes, None);
     // --export=NONE: the login environment's PATH, not bursar's default.
     let login =
         slurm_submission(&job(json!({"environment": {"SLURM_GET_USER_ENV": "1"}}))).unwrap();

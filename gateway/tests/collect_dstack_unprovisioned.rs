@@ -749,4 +749,20 @@ async fn collect_since_reads_dstack_runs_again_and_never_moves_the_cursor_back()
     let last = bodies.last().unwrap();
     assert_eq!(last["prev_run_id"], json!(run_id), "{bodies:#?}");
     assert_eq!(bodies.len(), 3, "{bodies:#?}");
+
+    // A `since` past the cursor starts at the cursor: the runs between them are read, not
+    // jumped over.
+    let window = PassWindow {
+        since: Some(bursar_gateway::timefmt::now() + 86_400),
+        until: None,
+    };
+    run_pass(&f.app, &f.collector, window, &|_, _, _| {})
+        .await
+        .unwrap();
+    let bodies = list_requests(&server).await;
+    assert_eq!(
+        bodies.last().unwrap()["prev_run_id"],
+        json!(run_id),
+        "{bodies:#?}"
+    );
 }

@@ -2,8 +2,8 @@
 //! the shebang rule, `alloc()`, and rendering back to `#SBATCH` lines.
 
 use bursar_gateway::request::{
-    parse_sbatch, parse_sbatch_command, split_sbatch_args, GpuPer, GpuRequest, JobRequest,
-    MemoryRequest, RequestError, TimeLimit,
+    parse_sbatch, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args, GpuPer,
+    GpuRequest, JobRequest, MemoryRequest, RequestError, TimeLimit,
 };
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
 use proptest::prelude::*;
@@ -940,4 +940,55 @@ proptest! {
         let limit = TimeLimit::Minutes(minutes);
         prop_assert_eq!(TimeLimit::parse(&limit.to_string()).unwrap(), limit);
     }
+}
+
+#[test]
+fn memory_from_sbatch_variables_follows_sbatch() {
+    let env = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let parse = |cli: &[&str], vars: &[(&str, &str)], script: &str| {
+        let args: Vec<String> = cli.iter().map(|s| s.to_string()).collect();
+        parse_sbatch_command_with_env(&args, &env(vars), Some(script)).map(|c| c.request.memory)
+    };
+    let mem_script = "#!/bin/sh\n#SBATCH --mem=8G\ntrue\n";
+    let cpu_script = "#!/bin/sh\n#SBATCH --mem-per-cpu=1G\ntrue\n";
+    let plain = "#!/bin/sh\ntrue\n";
+    // A variable replaces the script's same option...
+    assert_eq!(
+        parse(&[], &[("SBATCH_MEM_PER_NODE", "--mem=4G")], mem_script).unwrap(),
+        Some(MemoryRequest::PerNode(4096))
+    );
+    // ...and the script's option wins over the other one from a variable.
+    assert_eq!(
+        parse(
+            &[],
+            &[("SBATCH_MEM_PER_CPU", "--mem-per-cpu=2G")],
+            mem_script
+        )
+        .unwrap(),
+        Some(MemoryRequest::PerNode(8192))
+    );
+    assert_eq!(
+        parse(&[], &[("SBATCH_MEM_PER_NODE", "--mem=4G")], cpu_script).unwrap(),
+        Some(MemoryRequest::PerCpu(1024))
+    );
+    // Both from variables: refused, unless the command line gives memory.
+    let both = [
+        ("SBATCH_MEM_PER_NODE", "--mem=4G"),
+        ("SBATCH_MEM_PER_CPU", "--mem-per-cpu=2G"),
+    ];
+    let e = parse(&[], &both, mem_script).unwrap_err();
+    assert!(e.to_string().contains("exclude each other"), "{e}");
+    assert_eq!(
+        parse(&["--mem=1G"], &both, plain).unwrap(),
+        Some(MemoryRequest::PerNode(1024))
+    );
+    assert_eq!(
+        parse(&[], &[("SBATCH_MEM_PER_CPU", "--mem-per-cpu=2G")], plain).unwrap(),
+        Some(MemoryRequest::PerCpu(2048))
+    );
 }

@@ -204,6 +204,19 @@ pub fn slurm_unsupported(request: &JobRequest) -> Result<(), String> {
     Ok(())
 }
 
+/// The node count to send Slurm. A job of one node whose price does not depend on its nodes
+/// (no per-node memory, GPUs or other GRES, no `--ntasks-per-node`) is left to Slurm to place,
+/// as sbatch leaves a job without `-N`: one whose tasks need more nodes gets them rather than a
+/// refusal, at the same price. Any other count is sent, and pins the job to it: more nodes
+/// would multiply what was priced per node.
+fn pinned_nodes(r: &JobRequest) -> Option<u32> {
+    let per_node = matches!(r.memory, Some(MemoryRequest::PerNode(_)))
+        || r.gpus.as_ref().is_some_and(|g| g.per == GpuPer::PerNode)
+        || !r.other_gres.is_empty()
+        || r.ntasks_per_node.is_some();
+    (r.nodes > 1 || per_node).then_some(r.nodes)
+}
+
 /// The slurmrestd submission of `job`: every resource the hold was priced for, as the user
 /// asked for it (per node or per CPU, per node or per job), the resolved partition and time
 /// limit, the script, and the environment (`PATH` added when missing).
@@ -246,9 +259,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         account: job.account.clone(),
         partition: Some(job.partition.clone()),
         qos: job.qos.clone(),
-        // One node is left to Slurm, as sbatch leaves it without -N: a job whose tasks need
-        // more nodes gets them rather than a refusal.
-        nodes: (r.nodes > 1).then_some(r.nodes),
+        nodes: pinned_nodes(r),
         tasks: Some(r.ntasks),
         tasks_per_node: r.ntasks_per_node,
         cpus_per_task: Some(r.cpus_per_task),

@@ -56,8 +56,9 @@
 //! - Each `#SBATCH` line is parsed on its own, so an option's value must be on its line.
 //! - **Command-line options win over `#SBATCH` ones**, option by option, and within one place
 //!   the last occurrence wins; sbatch's input variables (`SBATCH_ACCOUNT`, …, read by the
-//!   client: [`parse_sbatch_command_with_env`]) sit between the two, except that memory from
-//!   the script or the command line wins over memory from a variable, as in sbatch. Giving
+//!   client: [`parse_sbatch_command_with_env`]) sit between the two; for memory, as in sbatch,
+//!   a variable replaces the script's same option, and the script's `--mem` or `--mem-per-cpu`
+//!   then wins over the other one given by a variable (`memory_from_env`). Giving
 //!   `--mem` or `--mem-per-cpu` on the command line replaces both from the script (bursar's
 //!   own rule: sbatch refuses the mix); bursar treats GPUs the same way (a GPU option on the
 //!   command line replaces the script's GPU options), and a command-line `--gres` replaces the
@@ -259,13 +260,7 @@ pub fn parse_sbatch_command_with_env(
         }
         (None, Some(_)) => {}
     }
-    // Memory from the script or the command line wins over memory from the environment: sbatch
-    // marks the variables' options "set by env", below both (`_validate_memory_options`).
-    let memory_given = |d: &Directives| d.mem.is_some() || d.mem_per_cpu.is_some();
-    if memory_given(&cli) || memory_given(&from_script) {
-        from_env.mem = None;
-        from_env.mem_per_cpu = None;
-    }
+    memory_from_env(&mut from_env, &mut from_script, &cli)?;
     from_env
         .check_exclusive()
         .map_err(|e| RequestError::Invalid(format!("in the environment: {e}")))?;
@@ -274,6 +269,41 @@ pub fn parse_sbatch_command_with_env(
     command.request.script = script.map(str::to_string);
     command.request.validate()?;
     Ok(command)
+}
+
+/// sbatch's memory rules for its input variables, moved into `script` (the command line's own
+/// rule applies after): a variable's option replaces the script's same option, and then a
+/// memory option the script gives (`--mem` or `--mem-per-cpu`) clears the other one when a
+/// variable gave it, as Slurm's `_validate_memory_options` lets an option not set by the
+/// environment win; both from variables is refused. Memory on the command line replaces all
+/// of it, so none of this matters then.
+fn memory_from_env(
+    env: &mut Directives,
+    script: &mut Directives,
+    cli: &Directives,
+) -> Result<(), RequestError> {
+    let (mem_env, cpu_env) = (env.mem.take(), env.mem_per_cpu.take());
+    if cli.mem.is_some() || cli.mem_per_cpu.is_some() {
+        return Ok(());
+    }
+    let mem = mem_env.or(script.mem);
+    let cpu = cpu_env.or(script.mem_per_cpu);
+    let (mem, cpu) = match (mem, cpu) {
+        (Some(_), Some(_)) if mem_env.is_some() && cpu_env.is_some() => {
+            return Err(RequestError::Invalid(
+                "in the environment: SBATCH_MEM_PER_NODE and SBATCH_MEM_PER_CPU exclude each \
+                 other"
+                    .into(),
+            ))
+        }
+        // The script's --mem-per-cpu over a variable's --mem, and the other way round.
+        (Some(_), Some(_)) if mem_env.is_some() => (None, cpu),
+        (Some(_), Some(_)) => (mem, None),
+        other => other,
+    };
+    script.mem = mem;
+    script.mem_per_cpu = cpu;
+    Ok(())
 }
 
 /// sbatch's checks on a batch script (`_get_script_buffer`), same order.
