@@ -90,6 +90,13 @@ fn every_option_in_every_form() {
         (&["-n", "7", "--ntasks-per-node=2"], |r| {
             (r.nodes, r.ntasks, r.ntasks_per_node) = (4, 7, Some(2))
         }),
+        // a range: the fewest of it that hold the tasks
+        (&["-N", "2-4", "-n", "16", "--ntasks-per-node=4"], |r| {
+            (r.nodes, r.ntasks, r.ntasks_per_node) = (4, 16, Some(4))
+        }),
+        (&["-N", "2-8", "-n", "6", "--ntasks-per-node=4"], |r| {
+            (r.nodes, r.ntasks, r.ntasks_per_node) = (2, 6, Some(4))
+        }),
         (&["-c", "4"], |r| r.cpus_per_task = 4),
         (&["-c4"], |r| r.cpus_per_task = 4),
         (&["--cpus-per-task=4"], |r| r.cpus_per_task = 4),
@@ -991,4 +998,15 @@ fn memory_from_sbatch_variables_follows_sbatch() {
         parse(&[], &[("SBATCH_MEM_PER_CPU", "--mem-per-cpu=2G")], plain).unwrap(),
         Some(MemoryRequest::PerCpu(2048))
     );
+    // GPUs from two variables conflict, unless the command line gives its own.
+    let gpus = [("SBATCH_GRES", "--gres=gpu:1"), ("SBATCH_GPUS", "--gpus=2")];
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert!(parse_sbatch_command_with_env(&args(&[]), &env(&gpus), Some(plain)).is_err());
+    let given =
+        parse_sbatch_command_with_env(&args(&["--gpus-per-node=3"]), &env(&gpus), Some(plain))
+            .unwrap()
+            .request
+            .gpus
+            .unwrap();
+    assert_eq!((given.count, given.per), (3, GpuPer::PerNode));
 }

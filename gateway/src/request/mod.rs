@@ -17,7 +17,7 @@
 //!
 //! | TRES | rule |
 //! |---|---|
-//! | `node` | `nodes` (a `-N 2-4` range was narrowed to its minimum when parsed) |
+//! | `node` | `nodes` (a `-N 2-4` range was narrowed when parsed: to its minimum, or the fewest of it that hold `-n` at `--ntasks-per-node`) |
 //! | `cpu` | `ntasks × cpus_per_task`, and never fewer than `nodes` (Slurm gives every node at least one CPU) |
 //! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; neither: 0, or the partition's `DefMemPerCPU` × `cpu` through [`JobRequest::alloc_with_default_mem`] |
 //! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), or the per-job count (`--gpus`) |

@@ -13,7 +13,7 @@
 //! |---|---|
 //! | `-A/--account`, `-p/--partition`, `-q/--qos` | the names |
 //! | `-M/--clusters`, `--cluster` | allowed clusters, comma-separated; `all` = any cluster |
-//! | `-N/--nodes=N` or `N-M` | nodes; a range is narrowed to its minimum (priced and forwarded as the minimum, with a note) |
+//! | `-N/--nodes=N` or `N-M` | nodes; a range is narrowed to its minimum, or with `-n` and `--ntasks-per-node` to the fewest of it that hold the tasks (priced and forwarded so, with a note) |
 //! | `-n/--ntasks` | tasks; without it, one task per node (or `--ntasks-per-node` per node), as sbatch; fewer tasks than nodes shrinks the nodes to the tasks, as sbatch does (with a note) |
 //! | `--ntasks-per-node` | forwarded; sets the tasks when `-n` is absent |
 //! | `-c/--cpus-per-task` | CPUs per task |
@@ -261,6 +261,14 @@ pub fn parse_sbatch_command_with_env(
         (None, Some(_)) => {}
     }
     memory_from_env(&mut from_env, &mut from_script, &cli)?;
+    // GPUs on the command line replace the variables' GPUs, conflicting or not.
+    if !cli.gpu_sources().is_empty() {
+        from_env.gpus = None;
+        from_env.gpus_per_node = None;
+        if let Some(gres) = &mut from_env.gres {
+            gres.gpu = None;
+        }
+    }
     from_env
         .check_exclusive()
         .map_err(|e| RequestError::Invalid(format!("in the environment: {e}")))?;
@@ -960,17 +968,30 @@ impl Directives {
     fn resolve(self) -> Result<SbatchCommand, RequestError> {
         let mut notes = self.notes;
         let (mut nodes, max_nodes) = self.nodes.unwrap_or((1, 1));
-        if max_nodes > nodes {
-            notes.push(format!(
-                "--nodes={nodes}-{max_nodes}: bursar prices and runs the job on the minimum, \
-                 {nodes} node(s)"
-            ));
+        // The nodes the tasks need at --ntasks-per-node each: without -N, what Slurm gives the
+        // job; with a range, the fewest of it that hold them.
+        let needed = match (self.ntasks, self.ntasks_per_node) {
+            (Some(n), Some(per_node)) if per_node >= 1 => Some(n.div_ceil(per_node).max(1)),
+            _ => None,
+        };
+        match (self.nodes, needed) {
+            (None, Some(needed)) => nodes = needed,
+            (Some((min, max)), Some(needed)) if max > min => nodes = needed.clamp(min, max),
+            _ => {}
         }
-        // Without -N, Slurm gives the job the nodes its tasks need at --ntasks-per-node each.
-        if let (None, Some(n), Some(per_node)) = (self.nodes, self.ntasks, self.ntasks_per_node) {
-            if per_node >= 1 {
-                nodes = n.div_ceil(per_node).max(1);
-            }
+        if max_nodes > nodes {
+            let min = self.nodes.map_or(nodes, |(min, _)| min);
+            notes.push(if nodes == min {
+                format!(
+                    "--nodes={min}-{max_nodes}: bursar prices and runs the job on the minimum, \
+                     {nodes} node(s)"
+                )
+            } else {
+                format!(
+                    "--nodes={min}-{max_nodes}: bursar prices and runs the job on {nodes} \
+                     node(s), the fewest of the range that hold its tasks"
+                )
+            });
         }
         let ntasks = match (self.ntasks, self.ntasks_per_node) {
             (Some(n), _) => {
