@@ -480,7 +480,12 @@ async fn dstack_pass(
         cluster: collector.cluster.clone(),
         ..PassSummary::default()
     };
-    let source = format!("dstack:{}", collector.cluster);
+    let payer = Payer {
+        cluster: &collector.cluster,
+        source: format!("dstack:{}", collector.cluster),
+        account,
+        user_accounts,
+    };
     // From `since`, or from the cursor when that is earlier: the cursor only ever moves over
     // runs read, so a `since` past it starts where it stands.
     let mut position = match since {
@@ -506,20 +511,12 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
-        let jobs = bursar_jobs(app, &collector.cluster, &page.runs).await?;
-        let (mut records, parts) =
-            charge_to(page.records, &page.runs, &jobs, account, user_accounts);
-        records
-            .extend(never_provisioned(app, &collector.cluster, &page.runs, &jobs, &records).await?);
-        // Before posting: a part without its charge yet adds nothing to a job's view.
-        app.ledger.record_job_parts(&parts).await?;
-        post(
+        post_runs(
             app,
-            &collector.cluster,
-            &source,
-            records,
-            going_on(&page.runs),
+            &payer,
+            page.records,
             page.quarantined,
+            &page.runs,
             &mut summary,
         )
         .await?;
@@ -551,25 +548,13 @@ async fn dstack_pass(
             |e| e.is_retryable(),
         )
         .await?;
-        let jobs = bursar_jobs(app, &collector.cluster, &refreshed.runs).await?;
-        let (mut records, parts) = charge_to(
-            refreshed.records,
-            &refreshed.runs,
-            &jobs,
-            account,
-            user_accounts,
-        );
-        records.extend(
-            never_provisioned(app, &collector.cluster, &refreshed.runs, &jobs, &records).await?,
-        );
-        app.ledger.record_job_parts(&parts).await?;
-        post(
+        let (records, quarantined) = (refreshed.records, refreshed.quarantined);
+        post_runs(
             app,
-            &collector.cluster,
-            &source,
+            &payer,
             records,
-            going_on(&refreshed.runs),
-            refreshed.quarantined,
+            quarantined,
+            &refreshed.runs,
             &mut summary,
         )
         .await?;
@@ -579,6 +564,43 @@ async fn dstack_pass(
             .await?;
     }
     Ok(summary)
+}
+
+/// Who pays for a dstack cluster's runs (see [`charge_to`]), and where its records come from.
+struct Payer<'a> {
+    cluster: &'a str,
+    source: String,
+    account: &'a str,
+    user_accounts: &'a HashMap<String, String>,
+}
+
+/// Posts the records (and quarantined ones) read with `runs`, a page of the runs list or the
+/// unfinished runs read again: charged to who pays, with the zero records of submissions
+/// that never ran, each a part of its job.
+async fn post_runs(
+    app: &App,
+    payer: &Payer<'_>,
+    records: Vec<UsageRecord>,
+    quarantined: Vec<RawQuarantine>,
+    runs: &[RunSummary],
+    summary: &mut PassSummary,
+) -> anyhow::Result<()> {
+    let jobs = bursar_jobs(app, payer.cluster, runs).await?;
+    let (mut records, parts) = charge_to(records, runs, &jobs, payer.account, payer.user_accounts);
+    records.extend(never_provisioned(app, payer.cluster, runs, &jobs, &records).await?);
+    // Before posting: a part without its charge yet adds nothing to a job's view.
+    app.ledger.record_job_parts(&parts).await?;
+    let going = going_on(runs);
+    post(
+        app,
+        payer.cluster,
+        &payer.source,
+        records,
+        going,
+        quarantined,
+        summary,
+    )
+    .await
 }
 
 /// The submissions of the runs that are not finished. A submission that ended while its run
