@@ -403,6 +403,19 @@ impl Api {
         answer.json
     }
 
+    /// `POST /v1/quotes` with `body`, checked as [`checked`](Api::checked) does.
+    async fn quote(&self, token: &str, body: &Value, status: u16) -> Value {
+        self.checked(
+            Method::POST,
+            "/v1/quotes",
+            "/v1/quotes",
+            token,
+            Some(body),
+            status,
+        )
+        .await
+    }
+
     /// Gives `account` `amount` micros of `currency`, from a day ago for thirty days.
     async fn allocate(&self, account: &str, currency: &str, amount: i64) {
         self.f.allocate(account, currency, amount).await;
@@ -434,16 +447,7 @@ async fn job_and_balance_answers_match_their_schemas() {
 
     // Quotes: onprem fits and is paid for, cloud fits but physics has no dollars; a GPU type
     // onprem's batch partition lacks leaves it unpriced (estimate and affordable null).
-    let quote = api
-        .checked(
-            Method::POST,
-            "/v1/quotes",
-            "/v1/quotes",
-            &alice,
-            Some(&job),
-            200,
-        )
-        .await;
+    let quote = api.quote(&alice, &job, 200).await;
     let quotes = quote.as_array().unwrap();
     assert_eq!(quotes.len(), 2);
     for q in quotes {
@@ -453,29 +457,11 @@ async fn job_and_balance_answers_match_their_schemas() {
     assert_eq!(quotes[1]["affordable"], false);
     let unpriced = json!({"ntasks": 1, "partition": "batch", "gpus": {"count": 1, "kind": "a100"},
                           "script": "#!/bin/bash\n"});
-    let quote = api
-        .checked(
-            Method::POST,
-            "/v1/quotes",
-            "/v1/quotes",
-            &alice,
-            Some(&unpriced),
-            200,
-        )
-        .await;
+    let quote = api.quote(&alice, &unpriced, 200).await;
     assert_eq!(quote[0]["estimate"], Value::Null, "{quote:#}");
     assert_eq!(quote[0]["affordable"], Value::Null, "{quote:#}");
     let nowhere = json!({"partition": "nowhere", "script": "#!/bin/bash\n"});
-    let quote = api
-        .checked(
-            Method::POST,
-            "/v1/quotes",
-            "/v1/quotes",
-            &alice,
-            Some(&nowhere),
-            200,
-        )
-        .await;
+    let quote = api.quote(&alice, &nowhere, 200).await;
     assert_eq!(quote[0]["partition"], Value::Null, "{quote:#}");
     assert_eq!(quote[0]["time_limit_min"], Value::Null, "{quote:#}");
 
@@ -700,16 +686,7 @@ async fn a_closed_account_takes_no_jobs_and_its_quote_says_so() {
     .await;
     for (account, closed) in [("lab", "chemistry"), ("chemistry", "chemistry")] {
         // The quote: no cluster is eligible, none chosen, each says why.
-        let quote = api
-            .checked(
-                Method::POST,
-                "/v1/quotes",
-                "/v1/quotes",
-                &carol,
-                Some(&job(account)),
-                200,
-            )
-            .await;
+        let quote = api.quote(&carol, &job(account), 200).await;
         for q in quote.as_array().unwrap() {
             assert_eq!(q["eligible"], false, "{q}");
             assert_eq!(q["chosen"], false, "{q}");
