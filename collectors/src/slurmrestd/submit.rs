@@ -590,6 +590,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_path_is_added_unless_the_job_loads_the_login_environment() {
+        let path = |env: Vec<(String, String)>| {
+            let body = submit_body(
+                ApiVersion::V0_0_38,
+                &JobSubmission {
+                    environment: env,
+                    ..job()
+                },
+            )
+            .unwrap();
+            body["job"]["environment"]["PATH"].clone()
+        };
+        assert_eq!(path(vec![]), serde_json::json!(DEFAULT_PATH));
+        let own = vec![("PATH".to_string(), "/opt/bin".to_string())];
+        assert_eq!(path(own), serde_json::json!("/opt/bin"));
+        // --export=NONE: slurmd loads the login environment, its PATH included, under these.
+        let login = vec![("SLURM_GET_USER_ENV".to_string(), "1".to_string())];
+        assert!(path(login).is_null());
+    }
+
+    #[test]
     fn mail_types_read_as_sbatch_reads_them() {
         let events = |list: &str| mail_events(list).unwrap();
         assert_eq!(

@@ -26,8 +26,6 @@ use serde_json::Value;
 use crate::config::{ClusterKind, Config};
 use crate::request::{GpuPer, JobRequest, MemoryRequest};
 
-/// `PATH` of a job whose request sets none.
-pub const DEFAULT_PATH: &str = "/usr/bin:/bin";
 /// Limit of one submit or cancel call when `submit.timeout` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -219,7 +217,7 @@ fn pinned_nodes(r: &JobRequest) -> Option<u32> {
 
 /// The slurmrestd submission of `job`: every resource the hold was priced for, as the user
 /// asked for it (per node or per CPU, per node or per job), the resolved partition and time
-/// limit, the script, and the environment (`PATH` added when missing).
+/// limit, the script, and the environment.
 pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
     let r = &job.request;
     slurm_unsupported(r)?;
@@ -238,17 +236,12 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
             kind: g.kind.clone(),
         })
     };
-    let mut environment: Vec<(String, String)> = r
+    // `submit_body` adds a PATH when the job has none and does not load the login environment.
+    let environment: Vec<(String, String)> = r
         .environment
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    // A job that loads the user's login environment (`--export=NONE`) takes its PATH from
-    // it: slurmd merges the submitted variables over the login ones.
-    let login_env = environment.iter().any(|(k, _)| k == "SLURM_GET_USER_ENV");
-    if !login_env && !environment.iter().any(|(k, _)| k == "PATH") {
-        environment.push(("PATH".to_string(), DEFAULT_PATH.to_string()));
-    }
     let mail_type = match &r.mail_type {
         Some(types) => mail_events(types).map_err(|why| format!("--mail-type: {why}"))?,
         None => Vec::new(),
