@@ -706,6 +706,11 @@ fn json_shape_and_defaults() {
     let r: JobRequest =
         serde_json::from_str(r#"{"nodes": 2, "ntasks_per_node": 4, "cpus_per_task": 2}"#).unwrap();
     assert_eq!(r.alloc(), Tres::parse("cpu=16,node=2").unwrap());
+    // Without nodes: the nodes the tasks need at ntasks_per_node each, as the sbatch parser.
+    let r: JobRequest = serde_json::from_str(r#"{"ntasks": 7, "ntasks_per_node": 2}"#).unwrap();
+    assert_eq!((r.nodes, r.ntasks), (4, 7));
+    let parsed = parse_ok(&["-n", "7", "--ntasks-per-node=2"]);
+    assert_eq!((parsed.nodes, parsed.ntasks), (r.nodes, r.ntasks));
     let r: JobRequest = serde_json::from_str(
         r#"{"memory": {"per_cpu_mb": 2048}, "gpus": {"count": 2, "kind": "a100"}, "time_limit_min": 60}"#,
     )

@@ -290,11 +290,10 @@ impl From<JobRequestWire> for JobRequest {
             None => JobRequest::default(),
         };
         // Without nodes, Slurm gives the job the nodes its tasks need at ntasks_per_node each.
-        let nodes = match (w.nodes, w.ntasks, w.ntasks_per_node) {
-            (Some(n), _, _) => n,
-            (None, Some(tasks), Some(per_node)) if per_node > 0 => tasks.div_ceil(per_node).max(1),
-            _ => base.nodes,
-        };
+        let nodes = w
+            .nodes
+            .or_else(|| nodes_for_tasks(w.ntasks?, w.ntasks_per_node?))
+            .unwrap_or(base.nodes);
         // sbatch: without -n, one task per node (or --ntasks-per-node per node).
         let ntasks = w
             .ntasks
@@ -675,6 +674,11 @@ impl JobRequest {
         }
         lines
     }
+}
+
+/// The nodes `ntasks` tasks need at `per_node` each (at least one); `None` for `per_node` 0.
+pub(crate) fn nodes_for_tasks(ntasks: u32, per_node: u32) -> Option<u32> {
+    (per_node > 0).then(|| ntasks.div_ceil(per_node).max(1))
 }
 
 /// Account, partition, QOS and cluster names: Slurm names, no spaces, commas or controls.

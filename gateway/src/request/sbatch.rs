@@ -67,7 +67,7 @@
 use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::units::parse_slurm_megabytes;
-use super::{GpuPer, GpuRequest, JobRequest, MemoryRequest, TimeLimit};
+use super::{nodes_for_tasks, GpuPer, GpuRequest, JobRequest, MemoryRequest, TimeLimit};
 
 /// The options `bursar submit` understands, for `--help`.
 pub const SBATCH_USAGE: &str = "\
@@ -970,10 +970,9 @@ impl Directives {
         let (mut nodes, max_nodes) = self.nodes.unwrap_or((1, 1));
         // The nodes the tasks need at --ntasks-per-node each: without -N, what Slurm gives the
         // job; with a range, the fewest of it that hold them.
-        let needed = match (self.ntasks, self.ntasks_per_node) {
-            (Some(n), Some(per_node)) if per_node >= 1 => Some(n.div_ceil(per_node).max(1)),
-            _ => None,
-        };
+        let needed = (self.ntasks)
+            .zip(self.ntasks_per_node)
+            .and_then(|(ntasks, per_node)| nodes_for_tasks(ntasks, per_node));
         match (self.nodes, needed) {
             (None, Some(needed)) => nodes = needed,
             (Some((min, max)), Some(needed)) if max > min => nodes = needed.clamp(min, max),
