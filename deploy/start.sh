@@ -29,7 +29,7 @@ command -v curl >/dev/null || die "curl is required: apt-get install -y curl"
 mkdir -p "$demo"
 stack_log="$demo/dev-up.log"
 step "starting the dev stack in the background (deploy/dev/up.sh, log: $stack_log)"
-"$root/deploy/dev/up.sh" >"$stack_log" 2>&1 &
+"$root/deploy/dev/up.sh" --no-next >"$stack_log" 2>&1 &   # the demo needs no Slurm 24.11
 stack_pid=$!
 
 step "building bursar (release)"

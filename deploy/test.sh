@@ -2,7 +2,8 @@
 # Sets up everything the tests need on a fresh Debian 12 machine and runs every check:
 # formatting, lints, then all tests — unit, property, and end-to-end through the real
 # `bursar` binary against real Slurm 22.05 (two clusters, slurmdbd on MariaDB, slurmrestd with
-# JWT) and a real dstack server, which deploy/dev/ installs and starts (as root).
+# JWT), real Slurm 24.11 (one cluster in a Debian 13 chroot) and a real dstack server, which
+# deploy/dev/ installs and starts (as root).
 #
 #   deploy/test.sh                 # everything
 #   BURSAR_TEST_NO_STACK=1 deploy/test.sh   # skip starting the servers (live tests then fail)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deploy/dev/stop.sh [--wipe [--keep-venv]] [dstack] [slurm]
+# deploy/dev/stop.sh [--wipe [--keep-venv]] [dstack] [slurm] [next]
 #
 # Stops what slurm.sh and dstack.sh started — only those processes: each one by the pid
 # in its pid file, and only when /proc/<pid>/cmdline still names the expected program.
@@ -11,7 +11,9 @@
 #                (accounting DB, dstack DB, keys, logs, job outputs, the dstack venv).
 #                Debian packages, the Unix users and their homes stay.
 #   --keep-venv  with --wipe: keep $BURSAR_DEV_DIR/dstack/venv (saves ~25 s next time)
-#   dstack|slurm only that part (default: both)
+#   dstack|slurm only that part (default: both, and next when slurm-next.sh has state)
+#   next         the Slurm 24.11 chroot of slurm-next.sh (its --stop, or --wipe: the
+#                debootstrapped root is kept; `slurm-next.sh --purge` deletes it)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
@@ -22,12 +24,15 @@ for a in "$@"; do
   case $a in
     --wipe) WIPE=1 ;;
     --keep-venv) KEEP_VENV=1 ;;
-    dstack | slurm) PARTS+=("$a") ;;
+    dstack | slurm | next) PARTS+=("$a") ;;
     -h | --help) sed -n '2,/^HERE=/{/^HERE=/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "unknown argument '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#PARTS[@]} -gt 0 ] || PARTS=(dstack slurm)
+if [ ${#PARTS[@]} -eq 0 ]; then
+  PARTS=(dstack slurm)
+  [ -d "$BURSAR_DEV_DIR/slurm-next" ] && PARTS+=(next)
+fi
 want() { [[ " ${PARTS[*]} " == *" $1 "* ]]; }
 
 if want dstack; then
@@ -70,9 +75,18 @@ if want slurm; then
   fi
 fi
 
+# ---------------------------------------------------------------- next (slurm-next.sh)
+# The Slurm 24.11 chroot stops itself: its jobs, its daemons (pid files in slurm-next/run,
+# each checked to live in its chroot), then its chroot mounts. --wipe keeps the root.
+if want next && [ -d "$BURSAR_DEV_DIR/slurm-next" ]; then
+  if [ $WIPE = 1 ]; then "$HERE/slurm-next.sh" --wipe; else "$HERE/slurm-next.sh" --stop; fi
+fi
+# ---------------------------------------------------------------- end of next
+
 if [ $WIPE = 1 ]; then
   [ -d "$BURSAR_DEV_DIR" ] || { log "nothing to wipe: no $BURSAR_DEV_DIR"; exit 0; }
   for part in "${PARTS[@]}"; do
+    [ "$part" = next ] && continue   # wiped by slurm-next.sh above
     dir=$BURSAR_DEV_DIR/$part
     [ -d "$dir" ] || continue
     if ! dev_claimed "$dir"; then echo "  not wiping $dir: not created by deploy/dev"; continue; fi
