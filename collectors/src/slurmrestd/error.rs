@@ -168,6 +168,11 @@ fn joined(errors: &[ApiError]) -> String {
 
 /// The text slurmrestd 22.05 answers an invalid, expired or wrong-key token with.
 const CTL_CONF_QUIRK: &str = "slurmctld config is unable to load";
+/// ESLURM_DB_CONNECTION: slurmrestd could not open its connection to slurmdbd.
+const ESLURM_DB_CONNECTION: i64 = 7000;
+/// What slurmrestd 23.11+ adds to ESLURM_DB_CONNECTION's description when slurmdbd refused the
+/// token rather than being out of reach.
+const DB_CONN_AUTH_FAILURE: &str = "slurmdbd connection, authentication error";
 
 /// Turns a non-2xx answer into an error.
 pub(crate) fn http_error(status: u16, body: &[u8], user: &str) -> RestError {
@@ -203,6 +208,21 @@ pub(crate) fn http_error(status: u16, body: &[u8], user: &str) -> RestError {
                 "HTTP {status} \"{CTL_CONF_QUIRK}\": slurmrestd 22.05 answers this to an invalid, \
                  expired or wrong-key token, or to a token for another user than \
                  X-SLURM-USER-NAME that is not SlurmUser's; slurmctld's log has the real reason"
+            ),
+        };
+    }
+    // 23.11+: a token slurmdbd rejects fails the accounting connection itself, HTTP 502 with
+    // ESLURM_DB_CONNECTION and this description; an outage says only "Failed to open slurmdbd
+    // connection" and stays a retryable server error.
+    if errors
+        .iter()
+        .any(|e| e.number == Some(ESLURM_DB_CONNECTION) && e.text.contains(DB_CONN_AUTH_FAILURE))
+    {
+        return RestError::Auth {
+            user: user.to_string(),
+            message: format!(
+                "HTTP {status}: {message}: slurmdbd rejected the token (invalid, expired or signed \
+                 with another key than slurmdbd's jwt_key)"
             ),
         };
     }
@@ -332,6 +352,21 @@ mod tests {
         let err = http_error(500, outage, "alice");
         assert!(
             matches!(err, RestError::Server { status: 500, .. }),
+            "{err}"
+        );
+        assert!(err.is_retryable());
+
+        // Slurm 24.11's /slurmdb with a rejected token, and with slurmdbd down.
+        let rejected = br#"{"errors":[{"description":"Failed to open slurmdbd connection, authentication error",
+            "error_number":7000,"error":"Unable to connect to database","source":"openapi_get_db_conn"}]}"#;
+        let err = http_error(502, rejected, "slurm");
+        assert!(matches!(err, RestError::Auth { .. }), "{err}");
+        assert!(!err.is_retryable());
+        let down = br#"{"errors":[{"description":"Failed to open slurmdbd connection",
+            "error_number":7000,"error":"Unable to connect to database","source":"openapi_get_db_conn"}]}"#;
+        let err = http_error(502, down, "slurm");
+        assert!(
+            matches!(err, RestError::Server { status: 502, .. }),
             "{err}"
         );
         assert!(err.is_retryable());
