@@ -102,10 +102,20 @@ pub struct DevStack {
 }
 
 impl DevStack {
+    /// The two Slurm 22.05 clusters (onprem, cloud) and the dstack server.
     pub fn get() -> DevStack {
+        DevStack::from_files(&["slurm/env.sh", "dstack/env.sh"])
+    }
+
+    /// The Slurm 24.11 cluster `next` of `deploy/dev/slurm-next.sh` (a Debian 13 chroot).
+    pub fn next() -> DevStack {
+        DevStack::from_files(&["slurm-next/env.sh"])
+    }
+
+    fn from_files(files: &[&str]) -> DevStack {
         let dir = std::env::var("BURSAR_DEV_DIR").unwrap_or_else(|_| "/var/tmp/bursar-dev".into());
         let mut vars = std::collections::BTreeMap::new();
-        for file in ["slurm/env.sh", "dstack/env.sh"] {
+        for file in files {
             let path = Path::new(&dir).join(file);
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
                 panic!(
@@ -173,4 +183,86 @@ pub fn micros(text: &str) -> i64 {
     } else {
         m
     }
+}
+
+/// TRES weights per hour as exact fractions `(numerator, denominator)`: what a test expects a
+/// job to cost, computed without bursar's code.
+pub struct Weights {
+    pub cpu: (u128, u128),
+    pub mem_per_gib: (u128, u128),
+    pub gpu: (u128, u128),
+}
+
+/// `CPU=1.0,Mem=0.25G,GRES/gpu=4.0` (su): the dev stack's onprem (and next) `TRESBillingWeights`.
+pub const ONPREM: Weights = Weights {
+    cpu: (1, 1),
+    mem_per_gib: (1, 4),
+    gpu: (4, 1),
+};
+/// `CPU=0.0425,Mem=0.0053G,GRES/gpu=2.50` (usd): the price the tests give cloud's partition.
+pub const CLOUD: Weights = Weights {
+    cpu: (425, 10_000),
+    mem_per_gib: (53, 10_000),
+    gpu: (25, 10),
+};
+
+/// Σ weight × count × elapsed / 3600 × factor for `sacct --noconvert` TRES counts (`cpu`,
+/// `mem` in MB, `gres/gpu`), in micros, rounded half to even.
+pub fn expected_micros(
+    w: &Weights,
+    tres: &std::collections::BTreeMap<String, u128>,
+    elapsed: u128,
+    factor: u128,
+) -> i64 {
+    // Common denominator: 10_000 (weights) × 1024 (MB per GiB) × 3600 (s per h).
+    let den: u128 = 10_000 * 1024 * 3600;
+    let scale = |(n, d): (u128, u128)| n * 10_000 / d;
+    let cpu = tres.get("cpu").copied().unwrap_or(0);
+    let mem_mb = tres.get("mem").copied().unwrap_or(0);
+    let gpus = tres.get("gres/gpu").copied().unwrap_or(0);
+    let rate_num =
+        scale(w.cpu) * cpu * 1024 + scale(w.mem_per_gib) * mem_mb + scale(w.gpu) * gpus * 1024;
+    round_half_even(rate_num * elapsed * factor * 1_000_000, den)
+}
+
+/// `num / den` rounded to the nearest integer, ties to even: bursar's one rounding per job.
+pub fn round_half_even(num: u128, den: u128) -> i64 {
+    let (q, r) = (num / den, num % den);
+    let q = match (2 * r).cmp(&den) {
+        std::cmp::Ordering::Greater => q + 1,
+        std::cmp::Ordering::Equal if q % 2 == 1 => q + 1,
+        _ => q,
+    };
+    q as i64
+}
+
+/// `sacct --noconvert` TRES (`billing=1,cpu=1,mem=1000M,node=1`) as name → count.
+pub fn parse_tres(text: &str) -> std::collections::BTreeMap<String, u128> {
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            let v = v.trim_end_matches('M');
+            (
+                k.to_string(),
+                v.parse()
+                    .unwrap_or_else(|_| panic!("--noconvert TRES value {kv}")),
+            )
+        })
+        .collect()
+}
+
+/// `2026-11-22T01:27:22Z` → Unix seconds (UTC, no leap seconds), without a date library.
+pub fn unix_seconds(text: &str) -> i64 {
+    let b = text.as_bytes();
+    let n = |r: std::ops::Range<usize>| -> i64 { text[r].parse().unwrap() };
+    assert_eq!(b[10], b'T', "{text}");
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
 }

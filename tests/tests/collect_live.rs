@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bursar_tests::{micros, DevStack, Site};
+use bursar_tests::{
+    expected_micros, micros, parse_tres, unix_seconds, DevStack, Site, CLOUD, ONPREM,
+};
 use serde_json::Value;
 
 fn now() -> i64 {
@@ -21,59 +23,6 @@ fn now() -> i64 {
 
 fn iso(epoch: i64) -> String {
     format!("@{epoch}")
-}
-
-/// What the test expects a finished job to cost: its own arithmetic, in exact fractions.
-struct Weights {
-    cpu: (u128, u128),
-    mem_per_gib: (u128, u128),
-    gpu: (u128, u128),
-}
-
-const ONPREM: Weights = Weights {
-    cpu: (1, 1),
-    mem_per_gib: (1, 4),
-    gpu: (4, 1),
-};
-const CLOUD: Weights = Weights {
-    cpu: (425, 10_000),
-    mem_per_gib: (53, 10_000),
-    gpu: (25, 10),
-};
-
-/// Σ weight × count × elapsed / 3600 × factor, in micros, rounded half to even.
-fn expected_micros(w: &Weights, tres: &BTreeMap<String, u128>, elapsed: u128, factor: u128) -> i64 {
-    // Common denominator: 10_000 (weights) × 1024 (MB per GiB) × 3600 (s per h).
-    let den: u128 = 10_000 * 1024 * 3600;
-    let scale = |(n, d): (u128, u128)| n * 10_000 / d;
-    let cpu = tres.get("cpu").copied().unwrap_or(0);
-    let mem_mb = tres.get("mem").copied().unwrap_or(0);
-    let gpus = tres.get("gres/gpu").copied().unwrap_or(0);
-    let rate_num =
-        scale(w.cpu) * cpu * 1024 + scale(w.mem_per_gib) * mem_mb + scale(w.gpu) * gpus * 1024;
-    let num = rate_num * elapsed * factor * 1_000_000;
-    let (q, r) = (num / den, num % den);
-    let q = match (2 * r).cmp(&den) {
-        std::cmp::Ordering::Greater => q + 1,
-        std::cmp::Ordering::Equal if q % 2 == 1 => q + 1,
-        _ => q,
-    };
-    q as i64
-}
-
-fn parse_tres(text: &str) -> BTreeMap<String, u128> {
-    text.split(',')
-        .filter(|s| !s.is_empty())
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap();
-            let v = v.trim_end_matches('M');
-            (
-                k.to_string(),
-                v.parse()
-                    .unwrap_or_else(|_| panic!("--noconvert TRES value {kv}")),
-            )
-        })
-        .collect()
 }
 
 /// Final jobs sacct lists for `cluster` in `[since, until]` — the jobs eligible or running in
@@ -167,28 +116,13 @@ fn charged(site: &Site, cluster: &str) -> BTreeMap<(String, i64), i64> {
         .unwrap()
         .iter()
         .map(|c| {
-            let submit = chrono_like_parse(c["submit"].as_str().unwrap());
+            let submit = unix_seconds(c["submit"].as_str().unwrap());
             (
                 (c["job_id"].as_str().unwrap().to_string(), submit),
                 micros(c["amount"].as_str().unwrap()),
             )
         })
         .collect()
-}
-
-/// `2026-11-22T01:27:22Z` → Unix seconds (UTC, no leap seconds), without a date library.
-fn chrono_like_parse(text: &str) -> i64 {
-    let b = text.as_bytes();
-    let n = |r: std::ops::Range<usize>| -> i64 { text[r].parse().unwrap() };
-    assert_eq!(b[10], b'T', "{text}");
-    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
-    let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * m + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
 }
 
 fn assert_matches_sacct(dev: &DevStack, site: &Site, source: &str, since: i64, until: i64) {

@@ -27,7 +27,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bursar_tests::{bursar_bin, micros, DevStack, Site};
+use bursar_tests::{bursar_bin, micros, round_half_even, DevStack, Site, Weights, CLOUD, ONPREM};
 use serde_json::{json, Value};
 
 /// How long a submitted Slurm job may take to be listed by sacct and to finish.
@@ -44,26 +44,6 @@ fn now() -> i64 {
 
 // --- what a job costs, computed independently -------------------------------------------------
 
-/// TRES billing weights per hour as exact fractions; memory per GiB.
-struct Weights {
-    cpu: (u128, u128),
-    mem_per_gib: (u128, u128),
-    gpu: (u128, u128),
-}
-
-/// `CPU=1.0,Mem=0.25G,GRES/gpu=4.0` (su), as the dev stack's onprem slurm.conf.
-const ONPREM: Weights = Weights {
-    cpu: (1, 1),
-    mem_per_gib: (1, 4),
-    gpu: (4, 1),
-};
-/// `CPU=0.0425,Mem=0.0053G,GRES/gpu=2.50` (usd), as in collect_live.
-const CLOUD: Weights = Weights {
-    cpu: (425, 10_000),
-    mem_per_gib: (53, 10_000),
-    gpu: (25, 10),
-};
-
 /// Σ weight × count × seconds / 3600, in micros, rounded once, half to even.
 fn cost_micros(w: &Weights, cpu: u128, mem_mb: u128, gpus: u128, seconds: u128) -> i64 {
     // Common denominator: 10_000 (weights) × 1024 (MB per GiB) × 3600 (s per h).
@@ -71,14 +51,7 @@ fn cost_micros(w: &Weights, cpu: u128, mem_mb: u128, gpus: u128, seconds: u128) 
     let scale = |(n, d): (u128, u128)| n * 10_000 / d;
     let rate =
         scale(w.cpu) * cpu * 1024 + scale(w.mem_per_gib) * mem_mb + scale(w.gpu) * gpus * 1024;
-    let num = rate * seconds * 1_000_000;
-    let (q, r) = (num / den, num % den);
-    let q = match (2 * r).cmp(&den) {
-        std::cmp::Ordering::Greater => q + 1,
-        std::cmp::Ordering::Equal if q % 2 == 1 => q + 1,
-        _ => q,
-    };
-    q as i64
+    round_half_even(rate * seconds * 1_000_000, den)
 }
 
 /// `cpu=1,mem=1000M,node=1,billing=1` (sacct --noconvert) → (cpus, MB, GPUs).

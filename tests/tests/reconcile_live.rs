@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Output;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bursar_tests::{micros, DevStack, Site};
+use bursar_tests::{
+    expected_micros, micros, round_half_even, DevStack, Site, Weights, CLOUD, ONPREM,
+};
 use serde_json::Value;
 
 fn now() -> i64 {
@@ -23,45 +25,6 @@ fn now() -> i64 {
 
 fn at(epoch: i64) -> String {
     format!("@{epoch}")
-}
-
-/// Billing weights as exact fractions per unit: (numerator, denominator).
-struct Weights {
-    cpu: (u128, u128),
-    mem_per_gib: (u128, u128),
-    gpu: (u128, u128),
-}
-
-const ONPREM: Weights = Weights {
-    cpu: (1, 1),
-    mem_per_gib: (1, 4),
-    gpu: (4, 1),
-};
-const CLOUD: Weights = Weights {
-    cpu: (425, 10_000),
-    mem_per_gib: (53, 10_000),
-    gpu: (25, 10),
-};
-
-fn round_half_even(num: u128, den: u128) -> i64 {
-    let (q, r) = (num / den, num % den);
-    let q = match (2 * r).cmp(&den) {
-        std::cmp::Ordering::Greater => q + 1,
-        std::cmp::Ordering::Equal if q % 2 == 1 => q + 1,
-        _ => q,
-    };
-    q as i64
-}
-
-/// Σ weight × count × elapsed / 3600 × factor, in micros, rounded once, half to even.
-fn priced(w: &Weights, tres: &BTreeMap<String, u128>, elapsed: u128, factor: u128) -> i64 {
-    let den: u128 = 10_000 * 1024 * 3600;
-    let scale = |(n, d): (u128, u128)| n * 10_000 / d;
-    let count = |k: &str| tres.get(k).copied().unwrap_or(0);
-    let rate = scale(w.cpu) * count("cpu") * 1024
-        + scale(w.mem_per_gib) * count("mem")
-        + scale(w.gpu) * count("gres/gpu") * 1024;
-    round_half_even(rate * elapsed * factor * 1_000_000, den)
 }
 
 /// Billing-seconds as micros of billing-hours, rounded half to even.
@@ -161,9 +124,9 @@ fn expectations(jobs: &[Job], weights: &Weights) -> BTreeMap<String, Expected> {
         if job.refunded() || !job.started {
             continue;
         }
-        let one = priced(weights, &job.tres, job.elapsed, 1);
+        let one = expected_micros(weights, &job.tres, job.elapsed, 1);
         let factor = if job.qos == "premium" { 2 } else { 1 };
-        e.qos_share += priced(weights, &job.tres, job.elapsed, factor) - one;
+        e.qos_share += expected_micros(weights, &job.tres, job.elapsed, factor) - one;
         e.at_factor_one += one;
         e.billing_seconds_charged += billing * job.elapsed;
     }

@@ -1,0 +1,644 @@
+//! bursar against Slurm 24.11: the cluster `next` that `deploy/dev/slurm-next.sh` runs in a
+//! Debian 13 chroot, whose slurmrestd speaks OpenAPI v0.0.40, v0.0.41 and v0.0.42 — the
+//! versions of Slurm 23.11 and later, beside the 22.05 clusters (v0.0.38) of the other tests.
+//!
+//! - A job mix submitted with the cluster's own `sbatch` is charged exactly what its `sacct`
+//!   says, by slurmrestd at each of the three versions and by the sacct source alike, and a
+//!   second pass posts nothing.
+//! - A job submitted through `bursar submit` at each version reaches Slurm as the cluster's own
+//!   `sbatch` shapes the same options, runs as its user and settles at its sacct cost.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bursar_tests::{
+    bursar_bin, expected_micros, micros, parse_tres, unix_seconds, DevStack, Site, ONPREM,
+};
+use serde_json::Value;
+
+/// One test at a time on `next`: each waits for its own jobs, and the shape comparisons need
+/// both nodes free.
+static CLUSTER: Mutex<()> = Mutex::new(());
+
+const VERSIONS: [&str; 3] = ["v0.0.40", "v0.0.41", "v0.0.42"];
+const WAIT: Duration = Duration::from_secs(180);
+const UNFINISHED: [&str; 6] = [
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "RESIZING",
+    "SUSPENDED",
+    "COMPLETING",
+];
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A Slurm command in the chroot (`next-slurm`), as `user` or root, `stdin` fed to it.
+fn next_slurm(dev: &DevStack, user: Option<&str>, args: &[&str], stdin: Option<&str>) -> String {
+    let mut cmd = Command::new(dev.var("BURSAR_NEXT_BIN"));
+    if let Some(user) = user {
+        cmd.args(["-u", user]);
+    }
+    let mut child = cmd
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run next-slurm");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.unwrap_or("").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "next-slurm {user:?} {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `sbatch --parsable ARGS` as `user` on next: the job id.
+fn sbatch(dev: &DevStack, user: &str, args: &[&str], script: Option<&str>) -> String {
+    let mut all = vec!["sbatch", "--parsable", "-o", "/dev/null"];
+    all.extend_from_slice(args);
+    let out = next_slurm(dev, Some(user), &all, script);
+    let id = out.trim().split(';').next().unwrap().to_string();
+    assert!(id.parse::<u64>().is_ok(), "sbatch {args:?} printed {out:?}");
+    id
+}
+
+/// The final records `sacct -j IDS` lists (array tasks and het components each on their own
+/// line), as (JobIDRaw, Submit) → what they should cost; waits until none is unfinished.
+fn sacct_final(dev: &DevStack, ids: &[String]) -> BTreeMap<(String, i64), i64> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let out = Command::new(dev.var("BURSAR_NEXT_SACCT"))
+            .args([
+                "--parsable2",
+                "--noheader",
+                "--allusers",
+                "--duplicates",
+                "--allocations",
+                "--noconvert",
+                "-j",
+                &ids.join(","),
+                "--format=JobIDRaw,Submit,Start,State,QOS,ElapsedRaw,AllocTRES",
+            ])
+            .env("TZ", "UTC")
+            .env("SLURM_TIME_FORMAT", "%s")
+            .output()
+            .expect("run next's sacct");
+        assert!(out.status.success(), "{:?}", out);
+        let text = String::from_utf8(out.stdout).unwrap();
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.split('|').collect())
+            .collect();
+        let open = rows
+            .iter()
+            .any(|f| UNFINISHED.contains(&f[3].split_whitespace().next().unwrap_or("")));
+        if !open && rows.len() >= ids.len() {
+            return rows
+                .iter()
+                .map(|f| {
+                    let started = !matches!(f[2], "None" | "Unknown" | "0" | "");
+                    let factor = if f[4] == "premium" { 2 } else { 1 };
+                    let amount = if started {
+                        expected_micros(&ONPREM, &parse_tres(f[6]), f[5].parse().unwrap(), factor)
+                    } else {
+                        0
+                    };
+                    ((f[0].to_string(), f[1].parse().unwrap()), amount)
+                })
+                .collect();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "next's jobs {ids:?} did not all finish within {WAIT:?}:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A bursar site with the cluster `next` (`collect` and `submit` sections given) and the usual
+/// accounts and users.
+fn next_site(collect: &str, submit: &str, extra: &str) -> Site {
+    Site::new(&format!(
+        "accounts:\n  org: {{}}\n  physics: {{parent: org}}\n  chemistry: {{parent: org}}\n\
+         users:\n  alice: {{default_account: physics, accounts: [physics]}}\n\
+         \x20 bob: {{default_account: chemistry, accounts: [chemistry]}}\n\
+         \x20 carol: {{default_account: physics, accounts: [physics, chemistry]}}\n\
+         clusters:\n  next:\n    kind: slurm\n    currency: su\n    partitions:\n\
+         \x20     batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n    qos:\n\
+         \x20     premium: {{usage_factor: 2.0}}\n    collect:\n      {collect}\n{submit}{extra}"
+    ))
+}
+
+fn slurmrestd_source(dev: &DevStack, version: &str) -> String {
+    format!(
+        "slurmrestd: {{url: \"{}\", jwt_key_file: \"{}\", user: slurm, api_version: {version}}}",
+        dev.var("BURSAR_NEXT_RESTD_URL"),
+        dev.var("BURSAR_NEXT_JWT_KEY")
+    )
+}
+
+/// bursar's charges on next: (job id, submit) → micros.
+fn charged(site: &Site) -> BTreeMap<(String, i64), i64> {
+    let charges = site.json(&["charges", "--cluster", "next"]);
+    charges["charges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                (
+                    c["job_id"].as_str().unwrap().to_string(),
+                    unix_seconds(c["submit"].as_str().unwrap()),
+                ),
+                micros(c["amount"].as_str().unwrap()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_record_of_slurm_24_11_is_charged_as_sacct_says_through_each_api_version_and_sacct() {
+    let _next = lock();
+    let dev = DevStack::next();
+    let since = now() - 60;
+
+    // The mix: users, accounts, a QOS with a usage factor, GPUs, two nodes, an array, a
+    // heterogeneous job, a failure, and cancellations while running and before eligible.
+    let mut ids = vec![
+        sbatch(&dev, "alice", &["-A", "physics", "--wrap", "sleep 2"], None),
+        sbatch(
+            &dev,
+            "bob",
+            &[
+                "-A",
+                "chemistry",
+                "-c",
+                "2",
+                "--mem=1G",
+                "--wrap",
+                "sleep 3",
+            ],
+            None,
+        ),
+        sbatch(
+            &dev,
+            "alice",
+            &[
+                "-A",
+                "physics",
+                "--qos=premium",
+                "-c",
+                "4",
+                "--mem=2G",
+                "--wrap",
+                "sleep 2",
+            ],
+            None,
+        ),
+        sbatch(
+            &dev,
+            "bob",
+            &["-A", "chemistry", "--wrap", "echo failing; exit 1"],
+            None,
+        ),
+        sbatch(
+            &dev,
+            "alice",
+            &["-A", "physics", "--gres=gpu:1", "--wrap", "sleep 2"],
+            None,
+        ),
+        sbatch(
+            &dev,
+            "carol",
+            &[
+                "-A",
+                "chemistry",
+                "-N",
+                "2",
+                "--ntasks-per-node=2",
+                "--wrap",
+                "srun hostname; sleep 1",
+            ],
+            None,
+        ),
+        sbatch(
+            &dev,
+            "alice",
+            &["-A", "physics", "--array=0-2", "--wrap", "sleep 1"],
+            None,
+        ),
+        sbatch(
+            &dev,
+            "alice",
+            &["-A", "physics"],
+            Some(
+                "#!/bin/sh\n#SBATCH -n 1 -c 1 --mem=500M\n#SBATCH hetjob\n#SBATCH -n 1 -c 2 \
+                 --mem=1G\nsrun --het-group=0,1 hostname\n",
+            ),
+        ),
+    ];
+    let pending = sbatch(
+        &dev,
+        "carol",
+        &["-A", "chemistry", "--begin=now+1hour", "--wrap", "sleep 1"],
+        None,
+    );
+    next_slurm(&dev, Some("carol"), &["scancel", &pending], None);
+    ids.push(pending);
+    let running = sbatch(
+        &dev,
+        "alice",
+        &["-A", "physics", "--wrap", "sleep 120"],
+        None,
+    );
+    let deadline = Instant::now() + WAIT;
+    while next_slurm(
+        &dev,
+        None,
+        &["squeue", "-h", "-j", &running, "-o", "%T"],
+        None,
+    )
+    .trim()
+        != "RUNNING"
+    {
+        assert!(Instant::now() < deadline, "job {running} never started");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    next_slurm(&dev, Some("alice"), &["scancel", &running], None);
+    ids.push(running);
+
+    let expected = sacct_final(&dev, &ids);
+    // Array tasks and het components are records of their own.
+    assert!(expected.len() >= ids.len() + 3, "{expected:?}");
+    assert!(
+        expected.values().any(|&v| v == 0) && expected.values().filter(|&&v| v > 0).count() > 6,
+        "{expected:?}"
+    );
+    let until = now() + 5;
+    let window = [
+        "--since".to_string(),
+        format!("@{since}"),
+        "--until".to_string(),
+        format!("@{until}"),
+    ];
+
+    let mut sources: Vec<(String, String)> = VERSIONS
+        .iter()
+        .map(|v| (format!("slurmrestd {v}"), slurmrestd_source(&dev, v)))
+        .collect();
+    sources.push(("slurmrestd auto".into(), slurmrestd_source(&dev, "auto")));
+    sources.push((
+        "sacct".into(),
+        format!("sacct: {{program: \"{}\"}}", dev.var("BURSAR_NEXT_SACCT")),
+    ));
+    for (name, source) in &sources {
+        let site = next_site(source, "", "");
+        let args: Vec<&str> = std::iter::once("collect")
+            .chain(window.iter().map(|s| s.as_str()))
+            .collect();
+        let first = site.ok(&args);
+        println!("{name}: {}", first.trim());
+        let got = charged(&site);
+        for (key, amount) in &expected {
+            let charge = got.get(key).unwrap_or_else(|| {
+                panic!("{name}: job {key:?} listed by sacct was not charged: {got:?}")
+            });
+            assert_eq!(charge, amount, "{name}: job {key:?}");
+        }
+        let quarantined = site.ok(&["quarantine", "list"]);
+        assert!(
+            quarantined.contains("nothing in quarantine"),
+            "{name}: {quarantined}"
+        );
+        let second = site.ok(&args);
+        assert!(
+            second.contains("(0 charged, 0 adjusted"),
+            "{name}: a second pass posted something: {second}"
+        );
+        let status = site.json(&["collect", "status"]);
+        let row = &status["clusters"][0];
+        assert_eq!(row["consecutive_failures"], 0, "{name}: {row}");
+    }
+    let ours: BTreeSet<&String> = expected.keys().map(|(id, _)| id).collect();
+    println!(
+        "{} records of {} jobs charged alike by {} sources",
+        ours.len(),
+        ids.len(),
+        sources.len()
+    );
+}
+
+// --- submission through bursar --------------------------------------------------------------
+
+/// A `bursar serve` child whose one cluster is next, submitting at `version`.
+struct Gateway {
+    site: Site,
+    child: Child,
+    url: String,
+    alice: String,
+    dev: DevStack,
+    jobs: Vec<String>,
+}
+
+impl Gateway {
+    fn start(dev: DevStack, version: &str) -> Gateway {
+        let submit = format!(
+            "    submit:\n      slurmrestd: {{api_version: {version}}}\n      default_partition: batch\n\
+             \x20     partitions:\n        batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2}}\n"
+        );
+        let collect = slurmrestd_source(&dev, "auto");
+        let site = next_site(
+            &collect,
+            &format!(
+                "      interval: 2s\n      overlap: 10m\n      start: \"@{}\"\n{submit}",
+                now() - 60
+            ),
+            "auth: {hs256_key_file: jwt.key}\n",
+        );
+        let key = site.path("jwt.key");
+        site.ok(&["token", "keygen", "--key-file", key.to_str().unwrap()]);
+        site.ok(&["config", "check"]);
+        site.ok(&["alloc", "set", "org", "--currency", "su", "--amount", "100"]);
+        let child = site
+            .command()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("BURSAR_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(site.path("serve.out")).unwrap())
+            .stderr(std::fs::File::create(site.path("serve.log")).unwrap())
+            .spawn()
+            .expect("start bursar serve");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let url = loop {
+            let out = std::fs::read_to_string(site.path("serve.out")).unwrap_or_default();
+            if let Some(url) = out
+                .lines()
+                .find_map(|l| l.strip_prefix("bursar listening on "))
+            {
+                break url.trim().to_string();
+            }
+            assert!(Instant::now() < deadline, "bursar serve did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let alice = site
+            .ok(&[
+                "token", "issue", "--user", "alice", "--role", "user", "--ttl", "1h",
+            ])
+            .trim()
+            .to_string();
+        Gateway {
+            site,
+            child,
+            url,
+            alice,
+            dev,
+            jobs: Vec::new(),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.site.path("serve.log")).unwrap_or_default()
+    }
+
+    /// `bursar ARGS` as alice on a login node; insists it succeeds.
+    fn client(&self, args: &[&str]) -> (String, String) {
+        let out = Command::new(bursar_bin())
+            .args(args)
+            .env_remove("BURSAR_CONFIG")
+            .env_remove("BURSAR_DATABASE")
+            .env("BURSAR_URL", &self.url)
+            .env("BURSAR_TOKEN", &self.alice)
+            .env("NO_COLOR", "1")
+            .current_dir("/tmp")
+            .output()
+            .expect("run bursar");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(
+            out.status.success(),
+            "bursar {args:?}: {stdout}{stderr}\nserver log:\n{}",
+            self.log()
+        );
+        (stdout, stderr)
+    }
+
+    /// `bursar submit ARGS`: (Slurm's job id, bursar's job id).
+    fn submit(&mut self, args: &[&str]) -> (String, i64) {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        let (stdout, stderr) = self.client(&all);
+        let job = stdout
+            .trim()
+            .strip_prefix("Submitted batch job ")
+            .and_then(|r| r.strip_suffix(" on cluster next"))
+            .unwrap_or_else(|| panic!("not sbatch's line: {stdout:?}"))
+            .to_string();
+        let id = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("bursar job "))
+            .and_then(|l| l.split(':').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no `bursar job N:` on stderr: {stderr}"));
+        self.jobs.push(job.clone());
+        (job, id)
+    }
+
+    fn job(&self, id: i64) -> Value {
+        let (stdout, _) = self.client(&["jobs", "--all", "--format", "json"]);
+        let jobs: Value = serde_json::from_str(&stdout).unwrap();
+        jobs["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no job {id} in {jobs}"))
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        for job in &self.jobs {
+            let _ = Command::new(self.dev.var("BURSAR_NEXT_BIN"))
+                .args(["scancel", job])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The fields of `scontrol show job` that the submitted options decide.
+const SHAPE: [&str; 14] = [
+    "UserId",
+    "Account",
+    "QOS",
+    "Partition",
+    "TimeLimit",
+    "NumNodes",
+    "NumCPUs",
+    "NumTasks",
+    "CPUs/Task",
+    "ReqTRES",
+    "NtasksPerN:B:S:C",
+    "MinMemoryCPU",
+    "MinMemoryNode",
+    "TresPerNode",
+];
+
+fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
+    let line = next_slurm(dev, None, &["scontrol", "show", "job", "-o", job], None);
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| SHAPE.contains(k) || *k == "MailType" || *k == "JobState")
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles_at_its_cost() {
+    let _next = lock();
+    let script_dir = tempfile::tempdir().unwrap();
+    let script = script_dir.path().join("job.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n#SBATCH -A physics\n#SBATCH -o /dev/null\nid -un; sleep 2\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let cases: [&[&str]; 4] = [
+        &["-t", "5"],
+        &[
+            "-N",
+            "2",
+            "-n",
+            "4",
+            "--ntasks-per-node=2",
+            "--mem-per-cpu=500",
+            "-t",
+            "10",
+        ],
+        &[
+            "-c",
+            "2",
+            "--mem=1G",
+            "--gres=gpu:1",
+            "-t",
+            "1:00:00",
+            "--qos=premium",
+        ],
+        &["-t", "UNLIMITED", "--mail-type=END,FAIL"],
+    ];
+    for version in VERSIONS {
+        let mut gw = Gateway::start(DevStack::next(), version);
+        for case in cases {
+            // Held, through bursar and through the cluster's own sbatch: the same shape.
+            let mut args = vec!["-H"];
+            args.extend_from_slice(case);
+            args.push(script);
+            let (job, _) = gw.submit(&args);
+            let through_bursar = scontrol_shape(&gw.dev, &job);
+            let mut sbatch_args = vec!["-H", "-A", "physics"];
+            sbatch_args.extend(case.iter().map(|a| {
+                // sbatch has no partition maximum to run an unlimited job at: bursar runs
+                // it at the one its configuration gives (1 day).
+                if *a == "UNLIMITED" {
+                    "1-00:00:00"
+                } else {
+                    a
+                }
+            }));
+            sbatch_args.extend(["--wrap", "id -un; sleep 2"]);
+            let direct = sbatch(&gw.dev, "alice", &sbatch_args, None);
+            gw.jobs.push(direct.clone());
+            let mut through_sbatch = scontrol_shape(&gw.dev, &direct);
+            if case.iter().any(|a| a.starts_with("--gres")) {
+                // A job with resources per node runs on the nodes it is priced for, and no
+                // more: bursar pins sbatch's default of one node as a maximum too.
+                let nodes = through_sbatch.get("NumNodes").cloned().unwrap_or_default();
+                assert_eq!(nodes, "1", "{version} {case:?}: sbatch's NumNodes");
+                through_sbatch.insert("NumNodes".into(), "1-1".into());
+            }
+            assert_eq!(
+                through_bursar, through_sbatch,
+                "{version} {case:?}: bursar's job {job} against sbatch's {direct}"
+            );
+            println!("{version} {case:?}: {through_bursar:?}");
+            next_slurm(&gw.dev, None, &["scancel", &job, &direct], None);
+        }
+
+        // One that runs: as alice, and settled at its sacct cost.
+        let (job, id) = gw.submit(&["-n", "2", "-t", "5", script]);
+        let final_records = sacct_final(&gw.dev, std::slice::from_ref(&job));
+        let expected: i64 = final_records.values().sum();
+        assert!(expected > 0, "{final_records:?}");
+        let user = next_slurm(
+            &gw.dev,
+            None,
+            &["sacct", "-n", "-P", "-X", "-j", &job, "-o", "User"],
+            None,
+        );
+        assert_eq!(user.trim(), "alice", "job {job} ran as {user}");
+        let deadline = Instant::now() + WAIT;
+        let settled = loop {
+            let row = gw.job(id);
+            if row["state"] == "settled" {
+                break row;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{version}: bursar job {id} not settled: {row}\n{}",
+                gw.log()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        assert_eq!(
+            micros(settled["charge"].as_str().unwrap()),
+            expected,
+            "{version}: {settled}"
+        );
+        assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+        println!(
+            "{version}: job {job} ran as alice, settled at {} su",
+            settled["charge"]
+        );
+    }
+}
