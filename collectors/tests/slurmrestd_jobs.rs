@@ -615,3 +615,99 @@ async fn discovery_takes_the_highest_version_bursar_speaks() {
         }
     }
 }
+
+/// A live Slurm 24.11.5 (`deploy/dev/slurm-next.sh`, cluster `next`), 2026-11-26: nine jobs of
+/// alice submitted 11:05:02–11:05:03Z (three through job/submit at v0.0.42, v0.0.41 and
+/// v0.0.40, a failure, a cancellation, a timeout, a two-task array, one submitted with its
+/// environment as an object), each version's `/slurmdb/v0.0.4x/jobs?users=alice` and sacct's
+/// narrow columns captured right after they ended.
+const NEXT_START: i64 = 1_795_690_800;
+const NEXT_END: i64 = 1_795_691_400;
+
+fn next_sacct_records() -> Vec<bursar_pricing::UsageRecord> {
+    let text = fixture("real-24.11/sacct-narrow.psv");
+    let options = bursar_collectors::sacct::SacctOptions::new()
+        .time_zone(bursar_collectors::sacct::SacctTimeZone::Utc);
+    let contents = bursar_collectors::sacct::read_all(text.as_bytes(), options).unwrap();
+    assert!(contents.quarantined.is_empty());
+    contents.records
+}
+
+#[tokio::test]
+async fn real_24_11_jobs_equal_what_sacct_reports_for_the_same_run_in_every_version() {
+    let sacct = next_sacct_records();
+    assert_eq!(sacct.len(), 9);
+    for version in [
+        ApiVersion::V0_0_40,
+        ApiVersion::V0_0_41,
+        ApiVersion::V0_0_42,
+    ] {
+        let server = MockServer::start().await;
+        serve(
+            &server,
+            &jobs_path(version),
+            fixture(&format!("real-24.11/dbjobs-{version}-users-alice.json")),
+        )
+        .await;
+        let (client, _key) = client(&server, Some(version));
+        let fetched = client
+            .fetch_jobs(Window::new(NEXT_START, NEXT_END))
+            .await
+            .unwrap();
+        assert_eq!(fetched.quarantined, vec![], "{version}");
+        assert_eq!(fetched.records.len(), 9, "{version}");
+        for record in &fetched.records {
+            // every field: ids (the array's tasks 7_0 and 7_1 are raw ids 9 and 7), times,
+            // account, user, partition, QOS, state, elapsed, TRES (24.11's -2 energy left
+            // out), time limit, name
+            assert_eq!(
+                record,
+                find(&sacct, &record.cluster, &record.job_id),
+                "{version}"
+            );
+        }
+        assert_eq!(find(&fetched.records, "next", "9").display_id, "7_0");
+        assert_eq!(find(&fetched.records, "next", "6").state, JobState::Timeout);
+    }
+}
+
+#[tokio::test]
+async fn a_token_24_11_rejects_is_an_auth_error_on_both_apis() {
+    // /slurmdb: HTTP 502, errno 7000 "Failed to open slurmdbd connection, authentication error"
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(jobs_path(ApiVersion::V0_0_42)))
+        .respond_with(ResponseTemplate::new(502).set_body_raw(
+            fixture("real-24.11/dbjobs-v0.0.42-badtoken.json"),
+            "application/json",
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (accounting, _key) = client(&server, Some(ApiVersion::V0_0_42));
+    let err = accounting
+        .fetch_jobs(Window::new(NEXT_START, NEXT_END))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RestError::Auth { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("slurmdbd rejected the token"),
+        "{err}"
+    );
+    assert!(!err.is_retryable());
+
+    // /slurm: HTTP 511, errno 1007 "Protocol authentication error"
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/job/7"))
+        .respond_with(ResponseTemplate::new(511).set_body_raw(
+            fixture("real-24.11/jobs-v0.0.42-badtoken.json"),
+            "application/json",
+        ))
+        .mount(&server)
+        .await;
+    let (controller, _key) = client(&server, Some(ApiVersion::V0_0_42));
+    let err = controller.job_state(7).await.unwrap_err();
+    assert!(matches!(err, RestError::Auth { .. }), "{err:?}");
+    assert!(!err.is_retryable());
+}
