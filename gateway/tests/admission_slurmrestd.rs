@@ -285,6 +285,12 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     let cpus_only =
         slurm_submission(&job(json!({"ntasks": 64, "memory": {"per_cpu_mb": 1000}}))).unwrap();
     assert_eq!(cpus_only.nodes, None);
+    // ... unless the user asked for its one node (-N 1): then it stays on one node.
+    let one_node = slurm_submission(&job(json!({"nodes": 1, "ntasks": 8}))).unwrap();
+    assert_eq!(one_node.nodes, Some(1));
+    let derived =
+        slurm_submission(&job(json!({"nodes": 1, "nodes_exact": false, "ntasks": 8}))).unwrap();
+    assert_eq!(derived.nodes, None);
     assert_eq!(
         (s.memory_per_node_mb, s.memory_per_cpu_mb),
         (Some(4000), None)

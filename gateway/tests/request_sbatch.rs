@@ -69,16 +69,30 @@ fn every_option_in_every_form() {
         (&["--cluster", "a"], |r| r.clusters = vec!["a".into()]),
         (&["-M", "all"], |_| {}),
         // nodes, tasks, cpus
-        (&["-N", "2"], |r| (r.nodes, r.ntasks) = (2, 2)),
-        (&["--nodes=2"], |r| (r.nodes, r.ntasks) = (2, 2)),
-        (&["-N2-4"], |r| (r.nodes, r.ntasks) = (2, 2)),
-        (&["--nodes", "3-3"], |r| (r.nodes, r.ntasks) = (3, 3)),
+        (&["-N", "2"], |r| {
+            (r.nodes, r.nodes_exact, r.ntasks) = (2, true, 2)
+        }),
+        (&["--nodes=2"], |r| {
+            (r.nodes, r.nodes_exact, r.ntasks) = (2, true, 2)
+        }),
+        (&["-N2-4"], |r| {
+            (r.nodes, r.nodes_exact, r.ntasks) = (2, true, 2)
+        }),
+        (&["--nodes", "3-3"], |r| {
+            (r.nodes, r.nodes_exact, r.ntasks) = (3, true, 3)
+        }),
+        // -N 1 is asked for: the job must stay on one node, as sbatch keeps it
+        (&["-N", "1", "-n", "8"], |r| {
+            (r.nodes, r.nodes_exact, r.ntasks) = (1, true, 8)
+        }),
         (&["-n", "8"], |r| r.ntasks = 8),
         (&["--ntasks=8"], |r| r.ntasks = 8),
         (&["-n8"], |r| r.ntasks = 8),
-        (&["-N", "4", "-n", "2"], |r| (r.nodes, r.ntasks) = (2, 2)),
+        (&["-N", "4", "-n", "2"], |r| {
+            (r.nodes, r.nodes_exact, r.ntasks) = (2, true, 2)
+        }),
         (&["-N", "2", "--ntasks-per-node=4"], |r| {
-            (r.nodes, r.ntasks, r.ntasks_per_node) = (2, 8, Some(4))
+            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (2, true, 8, Some(4))
         }),
         (&["-n", "3", "--ntasks-per-node", "4"], |r| {
             (r.ntasks, r.ntasks_per_node) = (3, Some(4))
@@ -92,10 +106,10 @@ fn every_option_in_every_form() {
         }),
         // a range: the fewest of it that hold the tasks
         (&["-N", "2-4", "-n", "16", "--ntasks-per-node=4"], |r| {
-            (r.nodes, r.ntasks, r.ntasks_per_node) = (4, 16, Some(4))
+            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (4, true, 16, Some(4))
         }),
         (&["-N", "2-8", "-n", "6", "--ntasks-per-node=4"], |r| {
-            (r.nodes, r.ntasks, r.ntasks_per_node) = (2, 6, Some(4))
+            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (2, true, 6, Some(4))
         }),
         (&["-c", "4"], |r| r.cpus_per_task = 4),
         (&["-c4"], |r| r.cpus_per_task = 4),
@@ -702,6 +716,22 @@ fn splits_argv_like_sbatch() {
 fn json_shape_and_defaults() {
     let r: JobRequest = serde_json::from_str(r#"{"account": "physics", "nodes": 2}"#).unwrap();
     assert_eq!((r.nodes, r.ntasks, r.cpus_per_task), (2, 2, 1));
+    // `nodes` in JSON is sbatch's -N unless `nodes_exact` says the client only derived it.
+    assert!(r.nodes_exact);
+    let r: JobRequest = serde_json::from_str(r#"{"nodes": 1, "ntasks": 8}"#).unwrap();
+    assert!(r.nodes_exact);
+    let r: JobRequest =
+        serde_json::from_str(r#"{"nodes": 1, "nodes_exact": false, "ntasks": 8}"#).unwrap();
+    assert!(!r.nodes_exact);
+    let r: JobRequest = serde_json::from_str(r#"{"ntasks": 8}"#).unwrap();
+    assert!(!r.nodes_exact);
+    // What `bursar submit` sends the server reads back the same, -N or not.
+    for words in [&["-n", "8"][..], &["-N", "1", "-n", "8"][..]] {
+        let parsed = parse_ok(words);
+        let sent: JobRequest =
+            serde_json::from_value(serde_json::to_value(&parsed).unwrap()).unwrap();
+        assert_eq!(sent.nodes_exact, parsed.nodes_exact, "{words:?}");
+    }
     r.validate().unwrap();
     let r: JobRequest =
         serde_json::from_str(r#"{"nodes": 2, "ntasks_per_node": 4, "cpus_per_task": 2}"#).unwrap();
@@ -721,7 +751,7 @@ fn json_shape_and_defaults() {
     assert_eq!(r, JobRequest::default());
     assert_eq!(
         serde_json::to_string(&r).unwrap(),
-        r#"{"nodes":1,"ntasks":1,"cpus_per_task":1}"#
+        r#"{"nodes":1,"nodes_exact":false,"ntasks":1,"cpus_per_task":1}"#
     );
 
     let full = parse_ok(&["-A", "p", "-N", "2", "--gpus=a100:3", "--mem=4G", "-t", "5"]);
@@ -904,6 +934,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
             qos,
             clusters: clusters.into_iter().collect(),
             nodes,
+            nodes_exact: true,
             ntasks: nodes + extra_tasks,
             // at least what the tasks need on these nodes
             ntasks_per_node: per_node.map(|p| p.max((nodes + extra_tasks).div_ceil(nodes))),

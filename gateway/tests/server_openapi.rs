@@ -134,6 +134,7 @@ fn the_job_request_schema_lists_every_field() {
         qos: Some("normal".into()),
         clusters: vec!["onprem".into()],
         nodes: 1,
+        nodes_exact: true,
         ntasks: 1,
         ntasks_per_node: Some(1),
         cpus_per_task: 1,

@@ -872,6 +872,21 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     assert_eq!(field(&job, "TimeLimit"), "00:10:00");
     assert_eq!(field(&job, "JobName"), "bursar-live", "the script's -J");
 
+    // -N 1 keeps the tasks on one node, as sbatch's -N 1 does; without -N a job priced by its
+    // CPUs alone is left to Slurm to place (sbatch: NumNodes=1, no maximum).
+    let sub = gw.submit(&[
+        "-H", "-M", "onprem", "-N", "1", "-n", "2", "-t", "10", script,
+    ]);
+    let job = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
+    assert_eq!(field(&job, "NumNodes"), "1-1", "as sbatch -N 1: {job:?}");
+    let sub = gw.submit(&["-H", "-M", "onprem", "-n", "2", "-t", "10", script]);
+    let job = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
+    assert_eq!(
+        field(&job, "NumNodes"),
+        "1",
+        "as sbatch without -N: {job:?}"
+    );
+
     // -t UNLIMITED runs at the partition's maximum (1 day here), not its default; without -J
     // the job is named after its script, as sbatch names it.
     let plain = gw.site.dir.path().join("plain.sh");

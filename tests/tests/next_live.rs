@@ -544,7 +544,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     )
     .unwrap();
     let script = script.to_str().unwrap();
-    let cases: [&[&str]; 4] = [
+    let cases: [&[&str]; 5] = [
         &["-t", "5"],
         &[
             "-N",
@@ -566,6 +566,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "--qos=premium",
         ],
         &["-t", "UNLIMITED", "--mail-type=END,FAIL"],
+        &["-N", "1", "-n", "2", "-t", "10"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);

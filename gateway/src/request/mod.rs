@@ -124,6 +124,10 @@ pub struct JobRequest {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clusters: Vec<String>,
     pub nodes: u32,
+    /// The user gave the node count (sbatch's `-N`; `nodes` in JSON unless `nodes_exact` says
+    /// otherwise): the job runs on exactly `nodes` nodes. Without it, a one-node job priced by
+    /// its CPUs alone is left to Slurm to place, as sbatch leaves a job without `-N`.
+    pub nodes_exact: bool,
     pub ntasks: u32,
     /// Recorded for forwarding; when `--ntasks` is absent it already set `ntasks`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,6 +198,7 @@ impl Default for JobRequest {
             qos: None,
             clusters: Vec::new(),
             nodes: 1,
+            nodes_exact: false,
             ntasks: 1,
             ntasks_per_node: None,
             cpus_per_task: 1,
@@ -235,6 +240,8 @@ struct JobRequestWire {
     clusters: Vec<String>,
     #[serde(default)]
     nodes: Option<u32>,
+    #[serde(default)]
+    nodes_exact: Option<bool>,
     #[serde(default)]
     ntasks: Option<u32>,
     #[serde(default)]
@@ -304,6 +311,8 @@ impl From<JobRequestWire> for JobRequest {
             qos: w.qos,
             clusters: w.clusters,
             nodes,
+            // `nodes` given means sbatch's -N, unless the client says it only derived it.
+            nodes_exact: w.nodes_exact.unwrap_or(w.nodes.is_some()),
             ntasks,
             ntasks_per_node: w.ntasks_per_node,
             cpus_per_task: w.cpus_per_task.unwrap_or(base.cpus_per_task),
@@ -622,7 +631,8 @@ impl JobRequest {
             "clusters",
             (!self.clusters.is_empty()).then(|| self.clusters.join(",")),
         );
-        put("nodes", Some(self.nodes.to_string()));
+        // Nodes not asked for are derived again from the tasks when the lines are read.
+        put("nodes", self.nodes_exact.then(|| self.nodes.to_string()));
         put("ntasks", Some(self.ntasks.to_string()));
         put(
             "ntasks-per-node",

@@ -1055,6 +1055,7 @@ impl Directives {
             qos: self.qos,
             clusters: self.clusters.unwrap_or_default(),
             nodes,
+            nodes_exact: self.nodes.is_some(),
             ntasks,
             ntasks_per_node: self.ntasks_per_node,
             cpus_per_task: self.cpus_per_task.unwrap_or(1),
