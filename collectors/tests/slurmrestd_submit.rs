@@ -144,15 +144,39 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         ],
         ..fixture_job()
     };
+    // The fixtures are slurmrestd requests; sbatch adds to a job what its `-c 4` says:
+    // SLURM_CPUS_PER_TASK, and from v0.0.40 (23.11) the TRES per task, in the environment and
+    // the body; from v0.0.42 (24.11) the MPI launchers' settings.
+    let mut expected = fixture_json("constructed/slurm_v0.0.38_job_submit_req.json");
+    expected["job"]["environment"]["SLURM_CPUS_PER_TASK"] = json!("4");
     assert_eq!(
         submit_body(ApiVersion::V0_0_38, &v38_job).unwrap(),
-        fixture_json("constructed/slurm_v0.0.38_job_submit_req.json")
+        expected
     );
     for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
         let mut expected = fixture_json("constructed/slurm_v0.0.41plus_job_submit_req.json");
         if version == ApiVersion::V0_0_40 {
             // v0.0.40 also carries the request's own `script` (23.11.0 – 23.11.4 need it).
             expected["script"] = expected["job"]["script"].clone();
+        }
+        expected["job"]["tres_per_task"] = json!("cpu=4");
+        let env = expected["job"]["environment"].as_array_mut().unwrap();
+        env.extend([
+            json!("SLURM_CPUS_PER_TASK=4"),
+            json!("SLURM_TRES_PER_TASK=cpu=4"),
+        ]);
+        if version >= ApiVersion::V0_0_42 {
+            env.extend(
+                [
+                    "HYDRA_BOOTSTRAP=slurm",
+                    "HYDRA_LAUNCHER_EXTRA_ARGS=--external-launcher",
+                    "I_MPI_HYDRA_BOOTSTRAP=slurm",
+                    "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=--external-launcher",
+                    "OMPI_MCA_plm_slurm_args=--external-launcher",
+                    "PRTE_MCA_plm_slurm_args=--external-launcher",
+                ]
+                .map(|v| json!(v)),
+            );
         }
         assert_eq!(
             submit_body(version, &fixture_job()).unwrap(),
@@ -301,7 +325,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 21, "{version}: {job:?}");
+        assert_eq!(job.len(), 22, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let other_job = second["job"].as_object().unwrap();
         let extra: Vec<(&String, &Value)> = other_job
@@ -334,7 +358,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 23 * 6);
+    assert_eq!(checked, 24 * 6);
 }
 
 #[tokio::test]

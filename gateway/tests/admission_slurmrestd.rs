@@ -122,7 +122,6 @@ async fn submits_the_v0_0_38_body_as_the_user_and_links_the_hold() {
                 "account": "physics",
                 "partition": "batch",
                 "tasks": 4,
-                "cpus_per_task": 1,
                 "time_limit": 60,
                 "memory_per_node": 4096,
                 "gres": "gpu:h100:1",

@@ -507,7 +507,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 14] = [
+const SHAPE: [&str; 15] = [
     "UserId",
     "Account",
     "QOS",
@@ -522,6 +522,7 @@ const SHAPE: [&str; 14] = [
     "MinMemoryCPU",
     "MinMemoryNode",
     "TresPerNode",
+    "TresPerTask",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -604,6 +605,53 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             );
             println!("{version} {case:?}: {through_bursar:?}");
             next_slurm(&gw.dev, None, &["scancel", &job, &direct], None);
+        }
+
+        if version == "v0.0.42" {
+            // The variables sbatch 24.11 sets from its options, in the job's environment.
+            let env_script = script_dir.path().join("env.sh");
+            std::fs::write(&env_script, "#!/bin/sh\nenv | sort\n").unwrap();
+            let options = ["-c", "2", "--ntasks-per-node=1", "-t", "5"];
+            let mut args = vec!["-o", "/tmp/bursar-next-env-%j.txt"];
+            args.extend(options);
+            args.push(env_script.to_str().unwrap());
+            let (through_bursar, _) = gw.submit(&args);
+            let mut sbatch_args = vec!["-A", "physics", "-o", "/tmp/bursar-next-env-%j.txt"];
+            sbatch_args.extend(options);
+            let direct = sbatch(
+                &gw.dev,
+                "alice",
+                &sbatch_args,
+                Some("#!/bin/sh\nenv | sort\n"),
+            );
+            sacct_final(&gw.dev, &[through_bursar.clone(), direct.clone()]);
+            let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
+            let set_by_options = |job: &str| -> Vec<String> {
+                let path = format!("{root}/tmp/bursar-next-env-{job}.txt");
+                let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+                text.lines()
+                    .filter(|l| {
+                        [
+                            "SLURM_CPUS_PER_TASK=",
+                            "SLURM_TRES_PER_TASK=",
+                            "SLURM_NTASKS_PER_NODE=",
+                            "HYDRA_",
+                            "I_MPI_HYDRA_",
+                            "OMPI_MCA_plm_slurm_args=",
+                            "PRTE_MCA_plm_slurm_args=",
+                        ]
+                        .iter()
+                        .any(|p| l.starts_with(p))
+                    })
+                    .map(str::to_string)
+                    .collect()
+            };
+            let (ours, theirs) = (set_by_options(&through_bursar), set_by_options(&direct));
+            assert_eq!(
+                ours, theirs,
+                "{version}: jobs {through_bursar} and {direct}"
+            );
+            assert_eq!(ours.len(), 9, "{ours:?}");
         }
 
         // One that runs: as alice, and settled at its sacct cost.

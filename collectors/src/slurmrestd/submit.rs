@@ -22,6 +22,8 @@ pub struct JobSubmission {
     pub tasks: Option<u32>,
     /// `--ntasks-per-node`.
     pub tasks_per_node: Option<u32>,
+    /// `-c/--cpus-per-task`, when given: also `tres_per_task` `cpu=N` from v0.0.40, and the
+    /// job's `SLURM_CPUS_PER_TASK` (and `SLURM_TRES_PER_TASK`), as sbatch sets them.
     pub cpus_per_task: Option<u32>,
     /// Memory per node in megabytes (`--mem`).
     pub memory_per_node_mb: Option<u64>,
@@ -189,6 +191,7 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, RestError> {
     validate(job)?;
     let mut env = job.environment.clone();
+    sbatch_environment(version, job, &mut env);
     // With SLURM_GET_USER_ENV slurmd loads the user's login environment, PATH included, and
     // merges these variables over it: a PATH here would replace the login one.
     let login_env = env.iter().any(|(k, _)| k == "SLURM_GET_USER_ENV");
@@ -234,6 +237,10 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let Some(cpus) = job.cpus_per_task {
         put("cpus_per_task", json!(cpus));
+        if modern {
+            // sbatch 23.11+ sends -c as a TRES per task too (scontrol's TresPerTask).
+            put("tres_per_task", json!(format!("cpu={cpus}")));
+        }
     }
     if let Some(limit) = job.time_limit_min {
         put(
@@ -320,6 +327,47 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
         let object: Map<String, Value> = env.into_iter().map(|(k, v)| (k, json!(v))).collect();
         put("environment", Value::Object(object));
         Ok(json!({ "script": job.script, "job": props }))
+    }
+}
+
+/// MPI launchers' settings sbatch 24.11 and later put in every batch job's environment, so that
+/// `mpirun` starts its daemons with `srun --external-launcher` (an option older srun lacks).
+const MPI_LAUNCHER_ENV: [(&str, &str); 6] = [
+    ("HYDRA_BOOTSTRAP", "slurm"),
+    ("HYDRA_LAUNCHER_EXTRA_ARGS", "--external-launcher"),
+    ("I_MPI_HYDRA_BOOTSTRAP", "slurm"),
+    (
+        "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS",
+        "--external-launcher",
+    ),
+    ("OMPI_MCA_plm_slurm_args", "--external-launcher"),
+    ("PRTE_MCA_plm_slurm_args", "--external-launcher"),
+];
+
+/// The variables sbatch itself adds to a job's environment from its options (slurmrestd adds
+/// none): `SLURM_CPUS_PER_TASK` and `SLURM_NTASKS_PER_NODE` for `-c` and `--ntasks-per-node`
+/// (replacing the user's), `SLURM_TRES_PER_TASK` from v0.0.40 (Slurm 23.11), and the MPI
+/// launchers' settings from v0.0.42 (Slurm 24.11), where the user has not set them.
+fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(String, String)>) {
+    let mut set = |key: &str, value: String| {
+        env.retain(|(k, _)| k != key);
+        env.push((key.to_string(), value));
+    };
+    if let Some(cpus) = job.cpus_per_task {
+        set("SLURM_CPUS_PER_TASK", cpus.to_string());
+        if version.is_data_parser() {
+            set("SLURM_TRES_PER_TASK", format!("cpu={cpus}"));
+        }
+    }
+    if let Some(per_node) = job.tasks_per_node {
+        set("SLURM_NTASKS_PER_NODE", per_node.to_string());
+    }
+    if version >= ApiVersion::V0_0_42 {
+        for (key, value) in MPI_LAUNCHER_ENV {
+            if !env.iter().any(|(k, _)| k == key) {
+                env.push((key.to_string(), value.to_string()));
+            }
+        }
     }
 }
 
@@ -658,12 +706,82 @@ mod tests {
             body["job"]["environment"],
             json!({"PATH": "/usr/local/bin:/usr/bin:/bin"})
         );
-        let body = submit_body(ApiVersion::V0_0_42, &job()).unwrap();
+        let body = submit_body(ApiVersion::V0_0_41, &job()).unwrap();
         assert_eq!(
             body["job"]["environment"],
             json!(["PATH=/usr/local/bin:/usr/bin:/bin"])
         );
         assert_eq!(body.get("script"), None);
+    }
+
+    #[test]
+    fn the_job_gets_the_variables_sbatch_sets_from_its_options() {
+        let env_of = |version: ApiVersion, job: &JobSubmission| -> Vec<String> {
+            let body = submit_body(version, job).unwrap();
+            match &body["job"]["environment"] {
+                Value::Object(map) => map
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+                    .collect(),
+                Value::Array(list) => list
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_string())
+                    .collect(),
+                other => panic!("{other}"),
+            }
+        };
+        let shaped = JobSubmission {
+            cpus_per_task: Some(4),
+            tasks_per_node: Some(2),
+            environment: vec![
+                ("SLURM_CPUS_PER_TASK".into(), "1".into()),
+                ("OMPI_MCA_plm_slurm_args".into(), "--mine".into()),
+            ],
+            ..job()
+        };
+        // 22.05: -c and --ntasks-per-node, replacing what the login shell had.
+        let old = env_of(ApiVersion::V0_0_38, &shaped);
+        assert!(
+            old.contains(&"SLURM_CPUS_PER_TASK=4".to_string()),
+            "{old:?}"
+        );
+        assert!(
+            !old.contains(&"SLURM_CPUS_PER_TASK=1".to_string()),
+            "{old:?}"
+        );
+        assert!(
+            old.contains(&"SLURM_NTASKS_PER_NODE=2".to_string()),
+            "{old:?}"
+        );
+        assert!(!old.iter().any(|v| v.starts_with("SLURM_TRES_PER_TASK=")));
+        assert!(!old.iter().any(|v| v.starts_with("HYDRA_BOOTSTRAP=")));
+        // 23.11+: -c as a TRES per task too, in the body and the environment.
+        let body = submit_body(ApiVersion::V0_0_40, &shaped).unwrap();
+        assert_eq!(body["job"]["tres_per_task"], json!("cpu=4"));
+        let v40 = env_of(ApiVersion::V0_0_40, &shaped);
+        assert!(
+            v40.contains(&"SLURM_TRES_PER_TASK=cpu=4".to_string()),
+            "{v40:?}"
+        );
+        assert!(!v40.iter().any(|v| v.starts_with("HYDRA_BOOTSTRAP=")));
+        // 24.11+: the MPI launchers' settings, the user's own kept.
+        let v42 = env_of(ApiVersion::V0_0_42, &shaped);
+        for wanted in [
+            "HYDRA_BOOTSTRAP=slurm",
+            "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=--external-launcher",
+            "PRTE_MCA_plm_slurm_args=--external-launcher",
+            "OMPI_MCA_plm_slurm_args=--mine",
+        ] {
+            assert!(v42.contains(&wanted.to_string()), "{wanted}: {v42:?}");
+        }
+        assert!(!v42.contains(&"OMPI_MCA_plm_slurm_args=--external-launcher".to_string()));
+        // Without -c: nothing of it (sbatch sends no count).
+        let plain = env_of(ApiVersion::V0_0_42, &job());
+        assert!(!plain.iter().any(|v| v.starts_with("SLURM_CPUS_PER_TASK=")));
+        assert_eq!(
+            submit_body(ApiVersion::V0_0_42, &job()).unwrap()["job"].get("tres_per_task"),
+            None
+        );
     }
 
     #[test]

@@ -256,7 +256,8 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         nodes: pinned_nodes(r),
         tasks: Some(r.ntasks),
         tasks_per_node: r.ntasks_per_node,
-        cpus_per_task: Some(r.cpus_per_task),
+        // Only a count asked for: sbatch without -c sends none (nor SLURM_CPUS_PER_TASK).
+        cpus_per_task: (r.cpus_per_task > 1).then_some(r.cpus_per_task),
         memory_per_node_mb,
         memory_per_cpu_mb,
         time_limit_min: Some(
