@@ -146,7 +146,7 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
     };
     // The fixtures are slurmrestd requests; sbatch adds to a job what its `-c 4` says:
     // SLURM_CPUS_PER_TASK, and from v0.0.40 (23.11) the TRES per task, in the environment and
-    // the body; from v0.0.42 (24.11) the MPI launchers' settings.
+    // the body, and the MPI launchers' settings.
     let mut expected = fixture_json("constructed/slurm_v0.0.38_job_submit_req.json");
     expected["job"]["environment"]["SLURM_CPUS_PER_TASK"] = json!("4");
     assert_eq!(
@@ -165,15 +165,15 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
             json!("SLURM_CPUS_PER_TASK=4"),
             json!("SLURM_TRES_PER_TASK=cpu=4"),
         ]);
-        if version >= ApiVersion::V0_0_42 {
+        {
             env.extend(
                 [
+                    "OMPI_MCA_plm_slurm_args=--external-launcher",
+                    "PRTE_MCA_plm_slurm_args=--external-launcher",
                     "HYDRA_BOOTSTRAP=slurm",
                     "HYDRA_LAUNCHER_EXTRA_ARGS=--external-launcher",
                     "I_MPI_HYDRA_BOOTSTRAP=slurm",
                     "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=--external-launcher",
-                    "OMPI_MCA_plm_slurm_args=--external-launcher",
-                    "PRTE_MCA_plm_slurm_args=--external-launcher",
                 ]
                 .map(|v| json!(v)),
             );

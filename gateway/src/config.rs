@@ -389,6 +389,10 @@ pub struct SubmitConfig {
     /// The partition of jobs that name none.
     #[serde(default)]
     pub default_partition: Option<String>,
+    /// Slurm clusters whose slurm.conf has `MpiParams=disable_slurm_hydra_bootstrap`: as sbatch
+    /// there, bursar then gives a job no Hydra bootstrap the user did not set.
+    #[serde(default)]
+    pub disable_slurm_hydra_bootstrap: bool,
     /// Working directory of jobs that give none; `{user}` is replaced (default `/home/{user}`).
     #[serde(default)]
     pub working_dir: Option<String>,

@@ -287,9 +287,10 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     // ... unless the user asked for its one node (-N 1): then it stays on one node.
     let one_node = slurm_submission(&job(json!({"nodes": 1, "ntasks": 8}))).unwrap();
     assert_eq!(one_node.nodes, Some(1));
-    let derived =
-        slurm_submission(&job(json!({"nodes": 1, "nodes_exact": false, "ntasks": 8}))).unwrap();
-    assert_eq!(derived.nodes, None);
+    // -c goes as given, 1 included (sbatch then sets SLURM_CPUS_PER_TASK); without -c, none.
+    assert_eq!(one_node.cpus_per_task, None);
+    let one_cpu = slurm_submission(&job(json!({"cpus_per_task": 1}))).unwrap();
+    assert_eq!(one_cpu.cpus_per_task, Some(1));
     assert_eq!(
         (s.memory_per_node_mb, s.memory_per_cpu_mb),
         (Some(4000), None)

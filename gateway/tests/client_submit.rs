@@ -61,7 +61,8 @@ async fn submit_prints_the_sbatch_line_and_sends_the_parsed_request() {
     assert_eq!(body["time_limit_min"], 60);
     assert_eq!(body["memory"], json!({"per_node_mb": 4096}));
     assert_eq!(body["job_name"], "train");
-    assert_eq!(body["nodes"], 1);
+    // No -N: no node count, which the server derives as the client did (one node).
+    assert_eq!(body.get("nodes"), None, "{body}");
     assert_eq!(body["script"], SCRIPT);
     assert_eq!(
         body["working_dir"],

@@ -75,8 +75,12 @@ fn every_option_in_every_form() {
         (&["--nodes=2"], |r| {
             (r.nodes, r.nodes_exact, r.ntasks) = (2, true, 2)
         }),
+        // a range runs at its minimum; Slurm may place a CPU-only job as the range allows
         (&["-N2-4"], |r| {
-            (r.nodes, r.nodes_exact, r.ntasks) = (2, true, 2)
+            (r.nodes, r.nodes_exact, r.ntasks) = (2, false, 2)
+        }),
+        (&["-N", "1-4", "-n", "8"], |r| {
+            (r.nodes, r.nodes_exact, r.ntasks) = (1, false, 8)
         }),
         (&["--nodes", "3-3"], |r| {
             (r.nodes, r.nodes_exact, r.ntasks) = (3, true, 3)
@@ -106,15 +110,24 @@ fn every_option_in_every_form() {
         }),
         // a range: the fewest of it that hold the tasks
         (&["-N", "2-4", "-n", "16", "--ntasks-per-node=4"], |r| {
-            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (4, true, 16, Some(4))
+            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (4, false, 16, Some(4))
         }),
         (&["-N", "2-8", "-n", "6", "--ntasks-per-node=4"], |r| {
-            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (2, true, 6, Some(4))
+            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (2, false, 6, Some(4))
         }),
-        (&["-c", "4"], |r| r.cpus_per_task = 4),
-        (&["-c4"], |r| r.cpus_per_task = 4),
-        (&["--cpus-per-task=4"], |r| r.cpus_per_task = 4),
-        (&["--cpus-per-task", "4"], |r| r.cpus_per_task = 4),
+        (&["-c", "4"], |r| {
+            (r.cpus_per_task, r.cpus_per_task_given) = (4, true)
+        }),
+        (&["-c4"], |r| {
+            (r.cpus_per_task, r.cpus_per_task_given) = (4, true)
+        }),
+        (&["--cpus-per-task=4"], |r| {
+            (r.cpus_per_task, r.cpus_per_task_given) = (4, true)
+        }),
+        (&["--cpus-per-task", "4"], |r| {
+            (r.cpus_per_task, r.cpus_per_task_given) = (4, true)
+        }),
+        (&["-c", "1"], |r| r.cpus_per_task_given = true),
         // memory
         (&["--mem=4G"], |r| {
             r.memory = Some(MemoryRequest::PerNode(4096))
@@ -720,17 +733,33 @@ fn json_shape_and_defaults() {
     assert!(r.nodes_exact);
     let r: JobRequest = serde_json::from_str(r#"{"nodes": 1, "ntasks": 8}"#).unwrap();
     assert!(r.nodes_exact);
-    let r: JobRequest =
-        serde_json::from_str(r#"{"nodes": 1, "nodes_exact": false, "ntasks": 8}"#).unwrap();
-    assert!(!r.nodes_exact);
     let r: JobRequest = serde_json::from_str(r#"{"ntasks": 8}"#).unwrap();
-    assert!(!r.nodes_exact);
-    // What `bursar submit` sends the server reads back the same, -N or not.
-    for words in [&["-n", "8"][..], &["-N", "1", "-n", "8"][..]] {
+    assert!(!r.nodes_exact && !r.cpus_per_task_given);
+    let r: JobRequest = serde_json::from_str(r#"{"cpus_per_task": 1}"#).unwrap();
+    assert!(r.cpus_per_task_given);
+    // What `bursar submit` sends says what was asked for, and the server reads it back the
+    // same: a node count only for -N N, a CPU count only for -c.
+    for (words, nodes, cpus) in [
+        (&["-n", "8"][..], None, None),
+        (&["-N", "1", "-n", "8"][..], Some(1), None),
+        (&["-N", "1-4", "-n", "8"][..], None, None),
+        (&["-n", "8", "--ntasks-per-node=2"][..], None, None),
+        (&["-c", "1"][..], None, Some(1)),
+    ] {
         let parsed = parse_ok(words);
-        let sent: JobRequest =
-            serde_json::from_value(serde_json::to_value(&parsed).unwrap()).unwrap();
-        assert_eq!(sent.nodes_exact, parsed.nodes_exact, "{words:?}");
+        let json = serde_json::to_value(&parsed).unwrap();
+        assert_eq!(
+            json.get("nodes").and_then(|n| n.as_u64()),
+            nodes,
+            "{words:?}"
+        );
+        assert_eq!(
+            json.get("cpus_per_task").and_then(|n| n.as_u64()),
+            cpus,
+            "{words:?}"
+        );
+        let sent: JobRequest = serde_json::from_value(json).unwrap();
+        assert_eq!(sent, parsed, "{words:?}");
     }
     r.validate().unwrap();
     let r: JobRequest =
@@ -749,10 +778,7 @@ fn json_shape_and_defaults() {
     assert_eq!(r.gpus, gpus(2, GpuPer::PerNode, Some("a100")));
     let r: JobRequest = serde_json::from_str(r#"{}"#).unwrap();
     assert_eq!(r, JobRequest::default());
-    assert_eq!(
-        serde_json::to_string(&r).unwrap(),
-        r#"{"nodes":1,"nodes_exact":false,"ntasks":1,"cpus_per_task":1}"#
-    );
+    assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"ntasks":1}"#);
 
     let full = parse_ok(&["-A", "p", "-N", "2", "--gpus=a100:3", "--mem=4G", "-t", "5"]);
     let json = serde_json::to_value(&full).unwrap();
@@ -935,6 +961,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
             clusters: clusters.into_iter().collect(),
             nodes,
             nodes_exact: true,
+            cpus_per_task_given: true,
             ntasks: nodes + extra_tasks,
             // at least what the tasks need on these nodes
             ntasks_per_node: per_node.map(|p| p.max((nodes + extra_tasks).div_ceil(nodes))),

@@ -56,6 +56,9 @@ pub struct JobSubmission {
     pub constraints: Option<String>,
     /// `--hold`: submitted with priority 0 until released (`hold` in every body version).
     pub hold: bool,
+    /// The cluster's slurm.conf has `MpiParams=disable_slurm_hydra_bootstrap`: sbatch then sets
+    /// no Hydra bootstrap for a user who has none.
+    pub disable_slurm_hydra_bootstrap: bool,
 }
 
 /// `count` GPUs per node, of `kind` (`h100`) when given.
@@ -330,43 +333,61 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
 }
 
-/// MPI launchers' settings sbatch 24.11 and later put in every batch job's environment, so that
-/// `mpirun` starts its daemons with `srun --external-launcher` (an option older srun lacks).
-const MPI_LAUNCHER_ENV: [(&str, &str); 6] = [
-    ("HYDRA_BOOTSTRAP", "slurm"),
-    ("HYDRA_LAUNCHER_EXTRA_ARGS", "--external-launcher"),
-    ("I_MPI_HYDRA_BOOTSTRAP", "slurm"),
+/// The Hydra launchers (MPICH, Intel MPI): each bootstrap variable with the one carrying its
+/// extra arguments.
+const HYDRA_BOOTSTRAPS: [(&str, &str); 2] = [
+    ("HYDRA_BOOTSTRAP", "HYDRA_LAUNCHER_EXTRA_ARGS"),
     (
+        "I_MPI_HYDRA_BOOTSTRAP",
         "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS",
-        "--external-launcher",
     ),
-    ("OMPI_MCA_plm_slurm_args", "--external-launcher"),
-    ("PRTE_MCA_plm_slurm_args", "--external-launcher"),
 ];
 
 /// The variables sbatch itself adds to a job's environment from its options (slurmrestd adds
-/// none): `SLURM_CPUS_PER_TASK` and `SLURM_NTASKS_PER_NODE` for `-c` and `--ntasks-per-node`
-/// (replacing the user's), `SLURM_TRES_PER_TASK` from v0.0.40 (Slurm 23.11), and the MPI
-/// launchers' settings from v0.0.42 (Slurm 24.11), where the user has not set them.
+/// none), as Slurm's `set_env_from_opts` and sbatch's option checks do:
+/// - `SLURM_CPUS_PER_TASK` and `SLURM_NTASKS_PER_NODE` for `-c` and `--ntasks-per-node`,
+///   replacing the user's (every version);
+/// - from v0.0.40 (Slurm 23.11 and later): `SLURM_TRES_PER_TASK` for `-c`, and the settings
+///   that make `mpirun` start its daemons with `srun --external-launcher`: Open MPI's and
+///   PRRTE's where the user has none, and a Hydra launcher's bootstrap `slurm` with its extra
+///   arguments — only where the user set no bootstrap (and the cluster does not disable it)
+///   or set `slurm` itself, since Intel MPI passes those arguments to any bootstrap (`ssh`).
 fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(String, String)>) {
-    let mut set = |key: &str, value: String| {
+    fn overwrite(env: &mut Vec<(String, String)>, key: &str, value: String) {
         env.retain(|(k, _)| k != key);
         env.push((key.to_string(), value));
-    };
+    }
+    fn append(env: &mut Vec<(String, String)>, key: &str, value: &str) {
+        if !env.iter().any(|(k, _)| k == key) {
+            env.push((key.to_string(), value.to_string()));
+        }
+    }
     if let Some(cpus) = job.cpus_per_task {
-        set("SLURM_CPUS_PER_TASK", cpus.to_string());
+        overwrite(env, "SLURM_CPUS_PER_TASK", cpus.to_string());
         if version.is_data_parser() {
-            set("SLURM_TRES_PER_TASK", format!("cpu={cpus}"));
+            overwrite(env, "SLURM_TRES_PER_TASK", format!("cpu={cpus}"));
         }
     }
     if let Some(per_node) = job.tasks_per_node {
-        set("SLURM_NTASKS_PER_NODE", per_node.to_string());
+        overwrite(env, "SLURM_NTASKS_PER_NODE", per_node.to_string());
     }
-    if version >= ApiVersion::V0_0_42 {
-        for (key, value) in MPI_LAUNCHER_ENV {
-            if !env.iter().any(|(k, _)| k == key) {
-                env.push((key.to_string(), value.to_string()));
-            }
+    if !version.is_data_parser() {
+        return;
+    }
+    append(env, "OMPI_MCA_plm_slurm_args", "--external-launcher");
+    append(env, "PRTE_MCA_plm_slurm_args", "--external-launcher");
+    for (bootstrap, extra) in HYDRA_BOOTSTRAPS {
+        let current = env
+            .iter()
+            .find(|(k, _)| k == bootstrap)
+            .map(|(_, v)| v.as_str());
+        let slurm = match current {
+            None => !job.disable_slurm_hydra_bootstrap,
+            Some(value) => value == "slurm",
+        };
+        if slurm {
+            append(env, bootstrap, "slurm");
+            append(env, extra, "--external-launcher");
         }
     }
 }
@@ -707,9 +728,10 @@ mod tests {
             json!({"PATH": "/usr/local/bin:/usr/bin:/bin"})
         );
         let body = submit_body(ApiVersion::V0_0_41, &job()).unwrap();
-        assert_eq!(
-            body["job"]["environment"],
-            json!(["PATH=/usr/local/bin:/usr/bin:/bin"])
+        let env = body["job"]["environment"].as_array().unwrap();
+        assert!(
+            env.contains(&json!("PATH=/usr/local/bin:/usr/bin:/bin")),
+            "{env:?}"
         );
         assert_eq!(body.get("script"), None);
     }
@@ -755,26 +777,57 @@ mod tests {
         );
         assert!(!old.iter().any(|v| v.starts_with("SLURM_TRES_PER_TASK=")));
         assert!(!old.iter().any(|v| v.starts_with("HYDRA_BOOTSTRAP=")));
-        // 23.11+: -c as a TRES per task too, in the body and the environment.
+        // 23.11+: -c as a TRES per task too, in the body and the environment, and the MPI
+        // launchers' settings, the user's own kept.
         let body = submit_body(ApiVersion::V0_0_40, &shaped).unwrap();
         assert_eq!(body["job"]["tres_per_task"], json!("cpu=4"));
         let v40 = env_of(ApiVersion::V0_0_40, &shaped);
-        assert!(
-            v40.contains(&"SLURM_TRES_PER_TASK=cpu=4".to_string()),
-            "{v40:?}"
-        );
-        assert!(!v40.iter().any(|v| v.starts_with("HYDRA_BOOTSTRAP=")));
-        // 24.11+: the MPI launchers' settings, the user's own kept.
-        let v42 = env_of(ApiVersion::V0_0_42, &shaped);
         for wanted in [
+            "SLURM_TRES_PER_TASK=cpu=4",
             "HYDRA_BOOTSTRAP=slurm",
+            "HYDRA_LAUNCHER_EXTRA_ARGS=--external-launcher",
+            "I_MPI_HYDRA_BOOTSTRAP=slurm",
             "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=--external-launcher",
             "PRTE_MCA_plm_slurm_args=--external-launcher",
             "OMPI_MCA_plm_slurm_args=--mine",
         ] {
-            assert!(v42.contains(&wanted.to_string()), "{wanted}: {v42:?}");
+            assert!(v40.contains(&wanted.to_string()), "{wanted}: {v40:?}");
         }
-        assert!(!v42.contains(&"OMPI_MCA_plm_slurm_args=--external-launcher".to_string()));
+        assert!(!v40.contains(&"OMPI_MCA_plm_slurm_args=--external-launcher".to_string()));
+        // A Hydra bootstrap of the user's own gets no --external-launcher (Intel MPI would pass
+        // it to ssh); `slurm` gets it; a cluster that disables the default sets none.
+        let with = |pairs: &[(&str, &str)], disabled: bool| JobSubmission {
+            environment: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            disable_slurm_hydra_bootstrap: disabled,
+            ..job()
+        };
+        let own = env_of(
+            ApiVersion::V0_0_42,
+            &with(
+                &[
+                    ("I_MPI_HYDRA_BOOTSTRAP", "ssh"),
+                    ("HYDRA_BOOTSTRAP", "slurm"),
+                ],
+                false,
+            ),
+        );
+        assert!(
+            own.contains(&"I_MPI_HYDRA_BOOTSTRAP=ssh".to_string()),
+            "{own:?}"
+        );
+        assert!(!own
+            .iter()
+            .any(|v| v.starts_with("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=")));
+        assert!(own.contains(&"HYDRA_LAUNCHER_EXTRA_ARGS=--external-launcher".to_string()));
+        let disabled = env_of(ApiVersion::V0_0_42, &with(&[], true));
+        assert!(
+            !disabled.iter().any(|v| v.contains("HYDRA")),
+            "{disabled:?}"
+        );
+        assert!(disabled.contains(&"OMPI_MCA_plm_slurm_args=--external-launcher".to_string()));
         // Without -c: nothing of it (sbatch sends no count).
         let plain = env_of(ApiVersion::V0_0_42, &job());
         assert!(!plain.iter().any(|v| v.starts_with("SLURM_CPUS_PER_TASK=")));

@@ -142,7 +142,12 @@ pub fn forwarders_from_config(
                     ),
                 };
                 let client = SlurmRestClient::new(c).with_context(|| format!("cluster {name}"))?;
-                forwarders.insert(name.clone(), Arc::new(SlurmForwarder::new(client)));
+                let mut forwarder = SlurmForwarder::new(client);
+                forwarder.disable_slurm_hydra_bootstrap = cluster
+                    .submit
+                    .as_ref()
+                    .is_some_and(|s| s.disable_slurm_hydra_bootstrap);
+                forwarders.insert(name.clone(), Arc::new(forwarder));
             }
             ClusterKind::Dstack => {
                 let Some(d) = cluster
@@ -179,11 +184,16 @@ pub fn forwarders_from_config(
 /// Submits through slurmrestd `job/submit` as the job's user.
 pub struct SlurmForwarder {
     client: SlurmRestClient,
+    /// The cluster's `MpiParams=disable_slurm_hydra_bootstrap` (`submit.disable_slurm_hydra_bootstrap`).
+    pub disable_slurm_hydra_bootstrap: bool,
 }
 
 impl SlurmForwarder {
     pub fn new(client: SlurmRestClient) -> SlurmForwarder {
-        SlurmForwarder { client }
+        SlurmForwarder {
+            client,
+            disable_slurm_hydra_bootstrap: false,
+        }
     }
 }
 
@@ -257,7 +267,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         tasks: Some(r.ntasks),
         tasks_per_node: r.ntasks_per_node,
         // Only a count asked for: sbatch without -c sends none (nor SLURM_CPUS_PER_TASK).
-        cpus_per_task: (r.cpus_per_task > 1).then_some(r.cpus_per_task),
+        cpus_per_task: (r.cpus_per_task_given || r.cpus_per_task > 1).then_some(r.cpus_per_task),
         memory_per_node_mb,
         memory_per_cpu_mb,
         time_limit_min: Some(
@@ -275,6 +285,8 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         comment: r.comment.clone(),
         constraints: r.constraint.clone(),
         hold: r.hold,
+        // the cluster's setting, which the forwarder knows
+        disable_slurm_hydra_bootstrap: false,
     })
 }
 
@@ -326,7 +338,8 @@ impl Forwarder for SlurmForwarder {
     }
 
     async fn submit(&self, job: &ForwardJob) -> Result<Forwarded, ForwardError> {
-        let submission = slurm_submission(job).map_err(ForwardError::Refused)?;
+        let mut submission = slurm_submission(job).map_err(ForwardError::Refused)?;
+        submission.disable_slurm_hydra_bootstrap = self.disable_slurm_hydra_bootstrap;
         let submitted = self
             .client
             .submit_job(&job.user, &submission)

@@ -112,80 +112,58 @@ pub struct GpuRequest {
 /// (and [`validate`](JobRequest::validate) refuses them if they disagree). Unknown fields are
 /// refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "JobRequestWire")]
+#[serde(from = "JobRequestWire", into = "JobRequestWire")]
 pub struct JobRequest {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub partition: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub qos: Option<String>,
     /// `-M/--clusters`: the clusters the user allows, in their order; empty = any.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clusters: Vec<String>,
     pub nodes: u32,
-    /// The user gave the node count (sbatch's `-N`; `nodes` in JSON unless `nodes_exact` says
-    /// otherwise): the job runs on exactly `nodes` nodes. Without it, a one-node job priced by
-    /// its CPUs alone is left to Slurm to place, as sbatch leaves a job without `-N`.
+    /// The user gave the node count (sbatch's `-N N`, `nodes` in JSON): the job runs on exactly
+    /// `nodes` nodes. Without it, a one-node job priced by its CPUs alone is left to Slurm to
+    /// place, as sbatch leaves a job without `-N`. In JSON, `nodes` is sent only when exact.
     pub nodes_exact: bool,
     pub ntasks: u32,
     /// Recorded for forwarding; when `--ntasks` is absent it already set `ntasks`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ntasks_per_node: Option<u32>,
     pub cpus_per_task: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `-c` was given (`cpus_per_task` in JSON): sbatch then sets the job's
+    /// `SLURM_CPUS_PER_TASK`, 1 included. In JSON, `cpus_per_task` is sent only when given.
+    pub cpus_per_task_given: bool,
     pub memory: Option<MemoryRequest>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus: Option<GpuRequest>,
     /// Non-GPU `--gres` entries (`shard:1`), forwarded as given and not priced.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub other_gres: Vec<String>,
     /// Whole minutes; `None` = no limit given: the partition's default applies (its
     /// maximum when it has no default), as in Slurm.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit_min: Option<u64>,
     /// `-t UNLIMITED` (`INFINITE`, `0`): no limit asked for. The job is priced and run at the
     /// partition's maximum; a partition without one refuses it (an endless job has no price).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub time_unlimited: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub job_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The batch script, `#!` line first.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
     /// `--wrap`: a command to run under `/bin/sh` instead of a script.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub wrap: Option<String>,
     /// `-D/--chdir`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub working_dir: Option<String>,
     /// Variables to set in the job (the CLI fills them from the user's environment).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub environment: BTreeMap<String, String>,
     /// `--export` as given (`ALL`, `NONE`, `ALL,VAR=value`, …), for the forwarder.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub export: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub mail_type: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub mail_user: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     /// `-C/--constraint` node features, as given.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub constraint: Option<String>,
     /// `--exclusive`: whole nodes (Slurm charges them whole; see the module docs).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub exclusive: bool,
     /// `-H/--hold`: submitted held (priority 0) until the user releases it.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub hold: bool,
     /// A dstack task; serialized as the task file's own content (JSON).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub dstack: Option<DstackTask>,
 }
 
@@ -202,6 +180,7 @@ impl Default for JobRequest {
             ntasks: 1,
             ntasks_per_node: None,
             cpus_per_task: 1,
+            cpus_per_task_given: false,
             memory: None,
             gpus: None,
             other_gres: Vec::new(),
@@ -226,68 +205,111 @@ impl Default for JobRequest {
     }
 }
 
-/// The JSON body as received: everything optional, defaults applied in `From`.
-#[derive(Deserialize)]
+/// The JSON body as received and sent: everything optional, defaults applied in `From`. A
+/// request is sent with what was asked for, so that the server derives the rest as the client
+/// did: `nodes` only when exact (sbatch's `-N`), `cpus_per_task` only when given.
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct JobRequestWire {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     account: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     partition: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     qos: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     clusters: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     nodes: Option<u32>,
-    #[serde(default)]
-    nodes_exact: Option<bool>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     ntasks: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     ntasks_per_node: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     cpus_per_task: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     memory: Option<MemoryRequest>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     gpus: Option<GpuRequest>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     other_gres: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     time_limit_min: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     time_unlimited: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     job_name: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     output: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     script: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     wrap: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     working_dir: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     environment: BTreeMap<String, String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     export: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     mail_type: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     mail_user: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     comment: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     constraint: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     exclusive: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     hold: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     dstack: Option<DstackTask>,
+}
+
+impl From<JobRequest> for JobRequestWire {
+    fn from(r: JobRequest) -> JobRequestWire {
+        // A count that was not asked for is sent only when the server could not derive it
+        // again (a request built in code rather than parsed).
+        let derived_nodes = r
+            .ntasks_per_node
+            .and_then(|per_node| nodes_for_tasks(r.ntasks, per_node))
+            .unwrap_or(1);
+        let plain = r.dstack.is_none();
+        JobRequestWire {
+            account: r.account,
+            partition: r.partition,
+            qos: r.qos,
+            clusters: r.clusters,
+            nodes: (r.nodes_exact || plain && r.nodes != derived_nodes).then_some(r.nodes),
+            ntasks: Some(r.ntasks),
+            ntasks_per_node: r.ntasks_per_node,
+            cpus_per_task: (r.cpus_per_task_given || plain && r.cpus_per_task != 1)
+                .then_some(r.cpus_per_task),
+            memory: r.memory,
+            gpus: r.gpus,
+            other_gres: r.other_gres,
+            time_limit_min: r.time_limit_min,
+            time_unlimited: r.time_unlimited,
+            job_name: r.job_name,
+            output: r.output,
+            error: r.error,
+            script: r.script,
+            wrap: r.wrap,
+            working_dir: r.working_dir,
+            environment: r.environment,
+            export: r.export,
+            mail_type: r.mail_type,
+            mail_user: r.mail_user,
+            comment: r.comment,
+            constraint: r.constraint,
+            exclusive: r.exclusive,
+            hold: r.hold,
+            dstack: r.dstack,
+        }
+    }
 }
 
 impl From<JobRequestWire> for JobRequest {
@@ -311,11 +333,11 @@ impl From<JobRequestWire> for JobRequest {
             qos: w.qos,
             clusters: w.clusters,
             nodes,
-            // `nodes` given means sbatch's -N, unless the client says it only derived it.
-            nodes_exact: w.nodes_exact.unwrap_or(w.nodes.is_some()),
+            nodes_exact: w.nodes.is_some(),
             ntasks,
             ntasks_per_node: w.ntasks_per_node,
             cpus_per_task: w.cpus_per_task.unwrap_or(base.cpus_per_task),
+            cpus_per_task_given: w.cpus_per_task.is_some(),
             memory: w.memory.or(base.memory),
             gpus: w.gpus.or(base.gpus),
             other_gres: w.other_gres,

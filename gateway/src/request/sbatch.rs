@@ -1055,10 +1055,13 @@ impl Directives {
             qos: self.qos,
             clusters: self.clusters.unwrap_or_default(),
             nodes,
-            nodes_exact: self.nodes.is_some(),
+            // A range runs at the count it was priced for, but Slurm may place a job priced
+            // by its CPUs alone as the range allows: only `-N N` is exact.
+            nodes_exact: self.nodes.is_some_and(|(min, max)| min == max),
             ntasks,
             ntasks_per_node: self.ntasks_per_node,
             cpus_per_task: self.cpus_per_task.unwrap_or(1),
+            cpus_per_task_given: self.cpus_per_task.is_some(),
             memory,
             gpus,
             other_gres,
