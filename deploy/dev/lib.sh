@@ -11,8 +11,9 @@
 # shellcheck shell=bash
 
 BURSAR_DEV_DIR=${BURSAR_DEV_DIR:-/var/tmp/bursar-dev}
-# Absolute: daemons start from / (dev_spawn).
-case $BURSAR_DEV_DIR in /*) ;; *) BURSAR_DEV_DIR=$PWD/$BURSAR_DEV_DIR ;; esac
+# Absolute (daemons start from /, dev_spawn) and canonical (no `//`, `..` or symlinks), so it
+# compares equal to what /proc/<pid>/root and /proc/self/mountinfo say.
+BURSAR_DEV_DIR=$(realpath -m -- "$BURSAR_DEV_DIR")
 BURSAR_DEV_PORT_OFFSET=${BURSAR_DEV_PORT_OFFSET:-0}
 case $BURSAR_DEV_PORT_OFFSET in
   '' | *[!0-9]*) echo "BURSAR_DEV_PORT_OFFSET must be a non-negative integer, got '$BURSAR_DEV_PORT_OFFSET'" >&2; exit 2 ;;
@@ -169,7 +170,7 @@ dev_port_free() {
   who=$(dev_port_user "$1")
   [ -z "$who" ] && return 0
   die "port $1 ($2) is already in use by pid ${who%%/*} (${who#*/}), which these scripts did not start.
-  Stop it, or run a second stack beside it with another BURSAR_DEV_DIR and BURSAR_DEV_PORT_OFFSET (e.g. 1000)."
+  Stop it, or run a second stack beside it with another BURSAR_DEV_DIR and BURSAR_DEV_PORT_OFFSET (e.g. 2000: the next cluster already uses + 1000)."
 }
 
 # dev_install_file DEST MODE OWNER — write stdin to DEST when the content differs;

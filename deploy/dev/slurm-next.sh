@@ -82,7 +82,7 @@ inch_spawn() { local pf=$1 lf=$2; shift 2; dev_spawn "$pf" "$lf" chroot "$ROOT" 
 # slurm.sh daemons have the same program names)
 nx_running() {
   dev_running "$1" "$2" || return 1
-  [ "$(readlink "/proc/$(dev_pid "$1")/root" 2>/dev/null)" = "$ROOT" ]
+  [ "/proc/$(dev_pid "$1")/root" -ef "$ROOT" ]
 }
 # nx_stop NAME PIDFILE MATCH [SECONDS] — dev_stop for a process of our chroot
 nx_stop() {
@@ -94,7 +94,7 @@ nx_stop() {
 chroot_pids() {
   local p
   for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/root" 2>/dev/null)" = "$ROOT" ] && echo "${p#/proc/}"
+    [ "$p/root" -ef "$ROOT" ] && echo "${p#/proc/}"
   done
   return 0
 }
@@ -570,8 +570,12 @@ for prog in sacct sreport sacctmgr; do
   dev_install_file "$BIN/$prog" 0755 root:root <<EOF || true
 #!/bin/sh
 # $prog of cluster $CLUSTER (Slurm $SLURM_VERSION), run in its chroot. Written by deploy/dev/slurm-next.sh.
+# A SLURM_CONF of the caller's is kept only when the chroot has it (the host's dev env exports
+# the 22.05 clusters' own, which is not this cluster's).
+conf=\${SLURM_CONF:-$CONF}
+[ -e "$ROOT\$conf" ] || conf=$CONF
 exec chroot $ROOT /usr/bin/env -i PATH=/usr/bin:/bin LANG=C.UTF-8 TZ="\${TZ:-UTC}" \\
-  SLURM_CONF="\${SLURM_CONF:-$CONF}" \${SLURM_TIME_FORMAT:+SLURM_TIME_FORMAT="\$SLURM_TIME_FORMAT"} /usr/bin/$prog "\$@"
+  SLURM_CONF="\$conf" \${SLURM_TIME_FORMAT:+SLURM_TIME_FORMAT="\$SLURM_TIME_FORMAT"} /usr/bin/$prog "\$@"
 EOF
 done
 {

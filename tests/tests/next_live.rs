@@ -115,7 +115,15 @@ fn sacct_final(dev: &DevStack, ids: &[String]) -> BTreeMap<(String, i64), i64> {
         let open = rows
             .iter()
             .any(|f| UNFINISHED.contains(&f[3].split_whitespace().next().unwrap_or("")));
-        if !open && rows.len() >= ids.len() {
+        // Every job listed: by its own id, or its array tasks' and het components' (`7_1`,
+        // `11+0`), whose JobIDRaw differ.
+        let listed = |id: &String| {
+            text.lines().any(|l| {
+                let job_id = l.split('|').next().unwrap_or("");
+                job_id == id
+            }) || ids_listed(dev, id)
+        };
+        if !open && ids.iter().all(listed) {
             return rows
                 .iter()
                 .map(|f| {
@@ -136,6 +144,27 @@ fn sacct_final(dev: &DevStack, ids: &[String]) -> BTreeMap<(String, i64), i64> {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Whether sacct lists job `id` under its JobID (array tasks `ID_N`, het components `ID+N`).
+fn ids_listed(dev: &DevStack, id: &str) -> bool {
+    let out = Command::new(dev.var("BURSAR_NEXT_SACCT"))
+        .args([
+            "--parsable2",
+            "--noheader",
+            "--allusers",
+            "-X",
+            "-j",
+            id,
+            "--format=JobID",
+        ])
+        .output()
+        .expect("run next's sacct");
+    String::from_utf8_lossy(&out.stdout).lines().any(|l| {
+        l == id
+            || l.strip_prefix(id)
+                .is_some_and(|rest| rest.starts_with('_') || rest.starts_with('+'))
+    })
 }
 
 /// A bursar site with the cluster `next` (`collect` and `submit` sections given) and the usual
@@ -607,7 +636,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             next_slurm(&gw.dev, None, &["scancel", &job, &direct], None);
         }
 
-        if version == "v0.0.42" {
+        {
             // The variables sbatch 24.11 sets from its options, in the job's environment.
             let env_script = script_dir.path().join("env.sh");
             std::fs::write(&env_script, "#!/bin/sh\nenv | sort\n").unwrap();

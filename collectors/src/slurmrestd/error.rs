@@ -170,7 +170,7 @@ fn joined(errors: &[ApiError]) -> String {
 const CTL_CONF_QUIRK: &str = "slurmctld config is unable to load";
 /// ESLURM_DB_CONNECTION: slurmrestd could not open its connection to slurmdbd.
 const ESLURM_DB_CONNECTION: i64 = 7000;
-/// What slurmrestd 23.11+ adds to ESLURM_DB_CONNECTION's description when slurmdbd refused the
+/// What slurmrestd 24.11+ adds to ESLURM_DB_CONNECTION's description when slurmdbd refused the
 /// token rather than being out of reach.
 const DB_CONN_AUTH_FAILURE: &str = "slurmdbd connection, authentication error";
 
@@ -211,7 +211,7 @@ pub(crate) fn http_error(status: u16, body: &[u8], user: &str) -> RestError {
             ),
         };
     }
-    // 23.11+: a token slurmdbd rejects fails the accounting connection itself, HTTP 502 with
+    // 24.11+: a token slurmdbd rejects fails the accounting connection itself, HTTP 502 with
     // ESLURM_DB_CONNECTION and this description; an outage says only "Failed to open slurmdbd
     // connection" and stays a retryable server error.
     if errors
