@@ -75,12 +75,12 @@ fn every_option_in_every_form() {
         (&["--nodes=2"], |r| {
             (r.nodes, r.nodes_exact, r.ntasks) = (2, true, 2)
         }),
-        // a range runs at its minimum; Slurm may place a CPU-only job as the range allows
+        // a range runs at its minimum, pinned
         (&["-N2-4"], |r| {
-            (r.nodes, r.nodes_exact, r.ntasks) = (2, false, 2)
+            (r.nodes, r.nodes_exact, r.ntasks) = (2, true, 2)
         }),
         (&["-N", "1-4", "-n", "8"], |r| {
-            (r.nodes, r.nodes_exact, r.ntasks) = (1, false, 8)
+            (r.nodes, r.nodes_exact, r.ntasks) = (1, true, 8)
         }),
         (&["--nodes", "3-3"], |r| {
             (r.nodes, r.nodes_exact, r.ntasks) = (3, true, 3)
@@ -110,10 +110,10 @@ fn every_option_in_every_form() {
         }),
         // a range: the fewest of it that hold the tasks
         (&["-N", "2-4", "-n", "16", "--ntasks-per-node=4"], |r| {
-            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (4, false, 16, Some(4))
+            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (4, true, 16, Some(4))
         }),
         (&["-N", "2-8", "-n", "6", "--ntasks-per-node=4"], |r| {
-            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (2, false, 6, Some(4))
+            (r.nodes, r.nodes_exact, r.ntasks, r.ntasks_per_node) = (2, true, 6, Some(4))
         }),
         (&["-c", "4"], |r| {
             (r.cpus_per_task, r.cpus_per_task_given) = (4, true)
@@ -735,6 +735,14 @@ fn json_shape_and_defaults() {
     assert!(r.nodes_exact);
     let r: JobRequest = serde_json::from_str(r#"{"ntasks": 8}"#).unwrap();
     assert!(!r.nodes_exact && !r.cpus_per_task_given);
+    // `nodes_exact`, which clients of one version sent, is still read (and never sent).
+    let r: JobRequest =
+        serde_json::from_str(r#"{"nodes": 1, "nodes_exact": false, "ntasks": 8}"#).unwrap();
+    assert!(!r.nodes_exact);
+    assert!(serde_json::to_value(&r)
+        .unwrap()
+        .get("nodes_exact")
+        .is_none());
     let r: JobRequest = serde_json::from_str(r#"{"cpus_per_task": 1}"#).unwrap();
     assert!(r.cpus_per_task_given);
     // What `bursar submit` sends says what was asked for, and the server reads it back the
@@ -742,7 +750,8 @@ fn json_shape_and_defaults() {
     for (words, nodes, cpus) in [
         (&["-n", "8"][..], None, None),
         (&["-N", "1", "-n", "8"][..], Some(1), None),
-        (&["-N", "1-4", "-n", "8"][..], None, None),
+        (&["-N", "1-4", "-n", "8"][..], Some(1), None),
+        (&["-N", "2-4", "-n", "8"][..], Some(2), None),
         (&["-n", "8", "--ntasks-per-node=2"][..], None, None),
         (&["-c", "1"][..], None, Some(1)),
     ] {
@@ -961,7 +970,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
             clusters: clusters.into_iter().collect(),
             nodes,
             nodes_exact: true,
-            cpus_per_task_given: true,
+            // -c 1 given or not (a count other than 1 was given)
+            cpus_per_task_given: cpus != 1 || extra_tasks % 2 == 0,
             ntasks: nodes + extra_tasks,
             // at least what the tasks need on these nodes
             ntasks_per_node: per_node.map(|p| p.max((nodes + extra_tasks).div_ceil(nodes))),

@@ -221,6 +221,10 @@ struct JobRequestWire {
     clusters: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     nodes: Option<u32>,
+    /// Whether `nodes` is sbatch's `-N` (default: whether `nodes` is given). Read, never
+    /// sent: clients that sent it still work, and a request states it by sending `nodes` or not.
+    #[serde(default, skip_serializing)]
+    nodes_exact: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ntasks: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -284,6 +288,7 @@ impl From<JobRequest> for JobRequestWire {
             qos: r.qos,
             clusters: r.clusters,
             nodes: (r.nodes_exact || plain && r.nodes != derived_nodes).then_some(r.nodes),
+            nodes_exact: None,
             ntasks: Some(r.ntasks),
             ntasks_per_node: r.ntasks_per_node,
             cpus_per_task: (r.cpus_per_task_given || plain && r.cpus_per_task != 1)
@@ -333,7 +338,7 @@ impl From<JobRequestWire> for JobRequest {
             qos: w.qos,
             clusters: w.clusters,
             nodes,
-            nodes_exact: w.nodes.is_some(),
+            nodes_exact: w.nodes_exact.unwrap_or(w.nodes.is_some()),
             ntasks,
             ntasks_per_node: w.ntasks_per_node,
             cpus_per_task: w.cpus_per_task.unwrap_or(base.cpus_per_task),
@@ -660,7 +665,11 @@ impl JobRequest {
             "ntasks-per-node",
             self.ntasks_per_node.map(|n| n.to_string()),
         );
-        put("cpus-per-task", Some(self.cpus_per_task.to_string()));
+        put(
+            "cpus-per-task",
+            (self.cpus_per_task_given || self.cpus_per_task != 1)
+                .then(|| self.cpus_per_task.to_string()),
+        );
         match self.memory {
             Some(MemoryRequest::PerNode(mb)) => put("mem", Some(format_slurm_megabytes(mb))),
             Some(MemoryRequest::PerCpu(mb)) => put("mem-per-cpu", Some(format_slurm_megabytes(mb))),

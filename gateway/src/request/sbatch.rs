@@ -1055,9 +1055,10 @@ impl Directives {
             qos: self.qos,
             clusters: self.clusters.unwrap_or_default(),
             nodes,
-            // A range runs at the count it was priced for, but Slurm may place a job priced
-            // by its CPUs alone as the range allows: only `-N N` is exact.
-            nodes_exact: self.nodes.is_some_and(|(min, max)| min == max),
+            // Any -N, a range included: the job runs on the count it was priced for (a range
+            // sent as such would let Slurm place more nodes than were priced, or a CPU-only
+            // job beyond the range's maximum).
+            nodes_exact: self.nodes.is_some(),
             ntasks,
             ntasks_per_node: self.ntasks_per_node,
             cpus_per_task: self.cpus_per_task.unwrap_or(1),
