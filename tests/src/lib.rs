@@ -266,3 +266,11 @@ pub fn unix_seconds(text: &str) -> i64 {
     let days = era * 146_097 + doe - 719_468;
     days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
 }
+
+/// `scontrol show job -o` (one line of `Key=Value` words) as key → value.
+pub fn scontrol_fields(line: &str) -> std::collections::BTreeMap<String, String> {
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}

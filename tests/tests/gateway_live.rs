@@ -27,7 +27,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bursar_tests::{bursar_bin, micros, round_half_even, DevStack, Site, Weights, CLOUD, ONPREM};
+use bursar_tests::{
+    bursar_bin, micros, round_half_even, scontrol_fields, DevStack, Site, Weights, CLOUD, ONPREM,
+};
 use serde_json::{json, Value};
 
 /// How long a submitted Slurm job may take to be listed by sacct and to finish.
@@ -829,10 +831,7 @@ fn scontrol_job(gw: &Gateway, cluster: &str, id: &str) -> BTreeMap<String, Strin
     let line = gw
         .dev
         .slurm("scontrol", cluster, &["show", "job", "-o", id]);
-    line.split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    scontrol_fields(&line)
 }
 
 #[test]

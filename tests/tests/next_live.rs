@@ -15,7 +15,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bursar_tests::{
-    bursar_bin, expected_micros, micros, parse_tres, unix_seconds, DevStack, Site, ONPREM,
+    bursar_bin, expected_micros, micros, parse_tres, scontrol_fields, unix_seconds, DevStack, Site,
+    ONPREM,
 };
 use serde_json::Value;
 
@@ -541,11 +542,9 @@ const SHAPE: [&str; 15] = [
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
     let line = next_slurm(dev, None, &["scontrol", "show", "job", "-o", job], None);
-    line.split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .filter(|(k, _)| SHAPE.contains(k) || *k == "MailType" || *k == "JobState")
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    let mut fields = scontrol_fields(&line);
+    fields.retain(|k, _| SHAPE.contains(&k.as_str()) || k == "MailType" || k == "JobState");
+    fields
 }
 
 #[test]

@@ -111,8 +111,8 @@ pub struct GpuRequest {
 /// with `dstack` takes its resources, name and time limit from the task unless they are given
 /// (and [`validate`](JobRequest::validate) refuses them if they disagree). Unknown fields are
 /// refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "JobRequestWire", into = "JobRequestWire")]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "JobRequestWire")]
 pub struct JobRequest {
     pub account: Option<String>,
     pub partition: Option<String>,
@@ -205,115 +205,143 @@ impl Default for JobRequest {
     }
 }
 
-/// The JSON body as received and sent: everything optional, defaults applied in `From`. A
-/// request is sent with what was asked for, so that the server derives the rest as the client
-/// did: `nodes` only when exact (sbatch's `-N`), `cpus_per_task` only when given.
-#[derive(Deserialize, Serialize)]
+/// The JSON body as received: everything optional, defaults applied in `From`.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JobRequestWire {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     account: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     partition: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     qos: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     clusters: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     nodes: Option<u32>,
     /// Whether `nodes` is sbatch's `-N` (default: whether `nodes` is given). Read, never
     /// sent: clients that sent it still work, and a request states it by sending `nodes` or not.
-    #[serde(default, skip_serializing)]
+    #[serde(default)]
     nodes_exact: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     ntasks: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     ntasks_per_node: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     cpus_per_task: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     memory: Option<MemoryRequest>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     gpus: Option<GpuRequest>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     other_gres: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     time_limit_min: Option<u64>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     time_unlimited: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     job_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     output: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     script: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     wrap: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     working_dir: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     environment: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     export: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     mail_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     mail_user: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     comment: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     constraint: Option<String>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     exclusive: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     hold: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     dstack: Option<DstackTask>,
 }
 
-impl From<JobRequest> for JobRequestWire {
-    fn from(r: JobRequest) -> JobRequestWire {
-        // A count that was not asked for is sent only when the server could not derive it
-        // again (a request built in code rather than parsed).
-        let derived_nodes = r
+/// A request is sent with what was asked for, so that the server derives the rest as the
+/// client did: `nodes` only when exact (sbatch's `-N`), `cpus_per_task` only when given (either
+/// also when a request built in code holds a count the server could not derive again); empty
+/// fields are left out. Written by hand, field by field, so that admission serializes the
+/// request it stores without copying it first.
+impl Serialize for JobRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let derived_nodes = self
             .ntasks_per_node
-            .and_then(|per_node| nodes_for_tasks(r.ntasks, per_node))
+            .and_then(|per_node| nodes_for_tasks(self.ntasks, per_node))
             .unwrap_or(1);
-        let plain = r.dstack.is_none();
-        JobRequestWire {
-            account: r.account,
-            partition: r.partition,
-            qos: r.qos,
-            clusters: r.clusters,
-            nodes: (r.nodes_exact || plain && r.nodes != derived_nodes).then_some(r.nodes),
-            nodes_exact: None,
-            ntasks: Some(r.ntasks),
-            ntasks_per_node: r.ntasks_per_node,
-            cpus_per_task: (r.cpus_per_task_given || plain && r.cpus_per_task != 1)
-                .then_some(r.cpus_per_task),
-            memory: r.memory,
-            gpus: r.gpus,
-            other_gres: r.other_gres,
-            time_limit_min: r.time_limit_min,
-            time_unlimited: r.time_unlimited,
-            job_name: r.job_name,
-            output: r.output,
-            error: r.error,
-            script: r.script,
-            wrap: r.wrap,
-            working_dir: r.working_dir,
-            environment: r.environment,
-            export: r.export,
-            mail_type: r.mail_type,
-            mail_user: r.mail_user,
-            comment: r.comment,
-            constraint: r.constraint,
-            exclusive: r.exclusive,
-            hold: r.hold,
-            dstack: r.dstack,
+        let plain = self.dstack.is_none();
+        let nodes =
+            (self.nodes_exact || plain && self.nodes != derived_nodes).then_some(self.nodes);
+        let cpus = (self.cpus_per_task_given || plain && self.cpus_per_task != 1)
+            .then_some(self.cpus_per_task);
+        let mut map = serializer.serialize_map(None)?;
+        macro_rules! put {
+            ($key:literal, $value:expr) => {
+                map.serialize_entry($key, $value)?
+            };
         }
+        macro_rules! some {
+            ($key:literal, $value:expr) => {
+                if let Some(value) = $value {
+                    map.serialize_entry($key, value)?;
+                }
+            };
+        }
+        some!("account", &self.account);
+        some!("partition", &self.partition);
+        some!("qos", &self.qos);
+        if !self.clusters.is_empty() {
+            put!("clusters", &self.clusters);
+        }
+        some!("nodes", &nodes);
+        put!("ntasks", &self.ntasks);
+        some!("ntasks_per_node", &self.ntasks_per_node);
+        some!("cpus_per_task", &cpus);
+        some!("memory", &self.memory);
+        some!("gpus", &self.gpus);
+        if !self.other_gres.is_empty() {
+            put!("other_gres", &self.other_gres);
+        }
+        some!("time_limit_min", &self.time_limit_min);
+        if self.time_unlimited {
+            put!("time_unlimited", &true);
+        }
+        some!("job_name", &self.job_name);
+        some!("output", &self.output);
+        some!("error", &self.error);
+        some!("script", &self.script);
+        some!("wrap", &self.wrap);
+        some!("working_dir", &self.working_dir);
+        if !self.environment.is_empty() {
+            put!("environment", &self.environment);
+        }
+        some!("export", &self.export);
+        some!("mail_type", &self.mail_type);
+        some!("mail_user", &self.mail_user);
+        some!("comment", &self.comment);
+        some!("constraint", &self.constraint);
+        if self.exclusive {
+            put!("exclusive", &true);
+        }
+        if self.hold {
+            put!("hold", &true);
+        }
+        some!("dstack", &self.dstack);
+        map.end()
     }
 }
 
