@@ -203,3 +203,94 @@ dev_claim() {
 }
 # dev_claimed DIR — true when DIR carries our mark
 dev_claimed() { [ -e "$1/.bursar-dev" ]; }
+
+# ---------------------------------------------------------------- Slurm configuration text
+# The parts slurm.sh (22.05) and slurm-next.sh (24.11) write alike; each script writes its
+# own header, cluster, paths and nodes around them.
+
+# dev_acct_db_sql PASSWORD — the SQL that gives slurmdbd its accounting database
+dev_acct_db_sql() {
+  cat <<SQL
+CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$1';
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$1';
+ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$1';
+ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$1';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+SQL
+}
+
+# dev_slurmdbd_conf MUNGE_SOCK JWT_KEY DBD_PORT LOG_DIR RUN_DIR MYSQL_PORT DB_PASS — slurmdbd.conf
+dev_slurmdbd_conf() {
+  cat <<EOF
+AuthType=auth/munge
+AuthInfo=socket=$1
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$2
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$3
+SlurmUser=slurm
+DebugLevel=info
+LogFile=$4/slurmdbd.log
+PidFile=$5/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$6
+StorageUser=slurm
+StoragePass=$7
+StorageLoc=slurm_acct_db
+PurgeEventAfter=0
+EOF
+}
+
+# dev_slurm_conf_auth MUNGE_SOCK JWT_KEY — slurm.conf's users and authentication
+dev_slurm_conf_auth() {
+  cat <<EOF
+SlurmUser=slurm
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$1
+# clients and slurmctld reach slurmdbd's munge through AccountingStoragePass, not AuthInfo
+AccountingStoragePass=$1
+CredType=cred/munge
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$2
+EOF
+}
+
+# dev_slurm_conf_common DBD_PORT ACCOUNTED_TRES — slurm.conf's plugins, scheduling and accounting
+dev_slurm_conf_common() {
+  cat <<EOF
+SlurmctldDebug=info
+SlurmdDebug=info
+# no cgroups, no systemd
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=5
+MpiDefault=none
+SwitchType=switch/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+# without a default a job with no --mem takes the whole node and jobs run one at a time
+DefMemPerCPU=1000
+PriorityType=priority/multifactor
+PriorityWeightFairshare=1000
+MailProg=/bin/true
+ReturnToService=2
+MinJobAge=30
+KillWait=5
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$1
+AccountingStorageEnforce=associations,limits,qos
+AccountingStorageTRES=$2
+JobCompType=jobcomp/none
+GresTypes=gpu
+# fake hardware: 8 CPUs / 16 GB per node on a 2-core box; the declared sizes win
+SlurmdParameters=config_overrides
+EOF
+}

@@ -318,15 +318,7 @@ if ! nx_running "$RUN/mariadbd.pid" "/usr/sbin/mariadbd "; then
     --innodb-buffer-pool-size=2G --innodb-log-file-size=64M --innodb-lock-wait-timeout=900
   dev_wait 30 mariadbd "$MYSQL_DIR/mariadbd.err" inch mariadb --no-defaults -S "$MYSQL_SOCK" -u root -e 'select 1'
 fi
-inch mariadb --no-defaults -S "$MYSQL_SOCK" -u root <<SQL
-CREATE DATABASE IF NOT EXISTS slurm_acct_db;
-CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
-CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
-ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
-ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
-SQL
+inch mariadb --no-defaults -S "$MYSQL_SOCK" -u root < <(dev_acct_db_sql "$DB_PASS")
 
 # ================================================================ 5. configuration files
 step "configuration"
@@ -340,24 +332,7 @@ CHANGED=()
 : > "$ETC/slurmdbd/slurm.conf"
 dev_install_file "$ETC/slurmdbd/slurmdbd.conf" 0600 "$SLURM_ID" <<EOF && CHANGED+=(slurmdbd) || true
 # written by deploy/dev/slurm-next.sh — edits are overwritten
-AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCK
-AuthAltTypes=auth/jwt
-AuthAltParameters=jwt_key=$JWT_KEY
-DbdHost=localhost
-DbdAddr=127.0.0.1
-DbdPort=$DBD_PORT
-SlurmUser=slurm
-DebugLevel=info
-LogFile=$LOGD/slurmdbd.log
-PidFile=$RUN/slurmdbd.pid
-StorageType=accounting_storage/mysql
-StorageHost=127.0.0.1
-StoragePort=$MYSQL_PORT
-StorageUser=slurm
-StoragePass=$DB_PASS
-StorageLoc=slurm_acct_db
-PurgeEventAfter=0
+$(dev_slurmdbd_conf "$MUNGE_SOCK" "$JWT_KEY" "$DBD_PORT" "$LOGD" "$RUN" "$MYSQL_PORT" "$DB_PASS")
 EOF
 
 # fake GPUs: character devices with /dev/null's numbers (see slurm.sh)
@@ -368,15 +343,7 @@ ClusterName=$CLUSTER
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
-SlurmUser=slurm
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCK
-# clients and slurmctld reach slurmdbd's munge through AccountingStoragePass, not AuthInfo
-AccountingStoragePass=$MUNGE_SOCK
-CredType=cred/munge
-AuthAltTypes=auth/jwt
-AuthAltParameters=jwt_key=$JWT_KEY
+$(dev_slurm_conf_auth "$MUNGE_SOCK" "$JWT_KEY")
 StateSaveLocation=$STATE/ctld
 # several slurmd of one cluster share this host (Debian builds with MultipleSlurmd): %n = node
 SlurmdSpoolDir=$STATE/slurmd-%n
@@ -384,35 +351,7 @@ SlurmctldPidFile=$RUN/slurmctld.pid
 SlurmdPidFile=$RUN/slurmd-%n.pid
 SlurmctldLogFile=$LOGD/slurmctld.log
 SlurmdLogFile=$LOGD/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-# no cgroups, no systemd
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=task=5
-MpiDefault=none
-SwitchType=switch/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-# without a default a job with no --mem takes the whole node and jobs run one at a time
-DefMemPerCPU=1000
-PriorityType=priority/multifactor
-PriorityWeightFairshare=1000
-MailProg=/bin/true
-ReturnToService=2
-MinJobAge=30
-KillWait=5
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=localhost
-AccountingStoragePort=$DBD_PORT
-AccountingStorageEnforce=associations,limits,qos
-AccountingStorageTRES=gres/gpu
-JobCompType=jobcomp/none
-GresTypes=gpu
-# fake hardware: 8 CPUs / 16 GB per node on a 2-core box; the declared sizes win
-SlurmdParameters=config_overrides
+$(dev_slurm_conf_common "$DBD_PORT" "gres/gpu")
 $(nodes | while read -r node port; do
   echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:2 Features=$FEATURES State=UNKNOWN"
 done)

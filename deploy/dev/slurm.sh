@@ -110,15 +110,7 @@ if ! dev_running "$RUN/mariadbd.pid" "/usr/sbin/mariadbd "; then
     --innodb-buffer-pool-size=1G --innodb-log-file-size=64M --innodb-lock-wait-timeout=900
   dev_wait 30 mariadbd "$MYSQL_DIR/mariadbd.err" mariadb --no-defaults -S "$MYSQL_SOCK" -u root -e 'select 1'
 fi
-mariadb --no-defaults -S "$MYSQL_SOCK" -u root <<SQL
-CREATE DATABASE IF NOT EXISTS slurm_acct_db;
-CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
-CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
-ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
-ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
-GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
-SQL
+mariadb --no-defaults -S "$MYSQL_SOCK" -u root < <(dev_acct_db_sql "$DB_PASS")
 
 # ================================================================ 5. configuration files
 step "configuration"
@@ -132,24 +124,7 @@ CHANGED=()   # configs rewritten while their daemon was running (need a restart)
 : > "$ETC/slurmdbd/slurm.conf"
 dev_install_file "$ETC/slurmdbd/slurmdbd.conf" 0600 slurm:slurm <<EOF && CHANGED+=(slurmdbd) || true
 # written by deploy/dev/slurm.sh — edits are overwritten
-AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCK
-AuthAltTypes=auth/jwt
-AuthAltParameters=jwt_key=$JWT_KEY
-DbdHost=localhost
-DbdAddr=127.0.0.1
-DbdPort=$DBD_PORT
-SlurmUser=slurm
-DebugLevel=info
-LogFile=$LOGD/slurmdbd.log
-PidFile=$RUN/slurmdbd.pid
-StorageType=accounting_storage/mysql
-StorageHost=127.0.0.1
-StoragePort=$MYSQL_PORT
-StorageUser=slurm
-StoragePass=$DB_PASS
-StorageLoc=slurm_acct_db
-PurgeEventAfter=0
+$(dev_slurmdbd_conf "$MUNGE_SOCK" "$JWT_KEY" "$DBD_PORT" "$LOGD" "$RUN" "$MYSQL_PORT" "$DB_PASS")
 EOF
 
 for c in "${CLUSTERS[@]}"; do
@@ -169,15 +144,7 @@ ClusterName=$name
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmctldPort=$cport
 SlurmdPort=$dport
-SlurmUser=slurm
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$MUNGE_SOCK
-# clients and slurmctld reach slurmdbd's munge through AccountingStoragePass, not AuthInfo
-AccountingStoragePass=$MUNGE_SOCK
-CredType=cred/munge
-AuthAltTypes=auth/jwt
-AuthAltParameters=jwt_key=$JWT_KEY
+$(dev_slurm_conf_auth "$MUNGE_SOCK" "$JWT_KEY")
 StateSaveLocation=$STATE/$name/ctld
 # several slurmd of one cluster share this host (Debian builds with MultipleSlurmd): %n = node
 SlurmdSpoolDir=$STATE/$name/slurmd-%n
@@ -185,35 +152,7 @@ SlurmctldPidFile=$RUN/$name-slurmctld.pid
 SlurmdPidFile=$RUN/$name-slurmd-%n.pid
 SlurmctldLogFile=$LOGD/$name-slurmctld.log
 SlurmdLogFile=$LOGD/$name-slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-# no cgroups, no systemd
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=task=5
-MpiDefault=none
-SwitchType=switch/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-# without a default a job with no --mem takes the whole node and jobs run one at a time
-DefMemPerCPU=1000
-PriorityType=priority/multifactor
-PriorityWeightFairshare=1000
-MailProg=/bin/true
-ReturnToService=2
-MinJobAge=30
-KillWait=5
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=localhost
-AccountingStoragePort=$DBD_PORT
-AccountingStorageEnforce=associations,limits,qos
-AccountingStorageTRES=gres/gpu$tres_extra
-JobCompType=jobcomp/none
-GresTypes=gpu
-# fake hardware: 8 CPUs / 16 GB per node on a 2-core box; the declared sizes win
-SlurmdParameters=config_overrides
+$(dev_slurm_conf_common "$DBD_PORT" "gres/gpu$tres_extra")
 $(nodes_of "$prefix" "$nn" "$dport" | while read -r node port; do
   echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:$gres_count Features=$features State=UNKNOWN"
 done)
