@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bursar_collectors::slurmrestd::{
-    mail_events, submit_body, ApiSelection, ApiVersion, GpuRequest, JobSubmission, RestError,
-    SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
+    mail_events, submit_body, ApiSelection, ApiVersion, GpuRequest, JobSubmission, KillWarning,
+    RestError, SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
 };
 use common::*;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -248,6 +248,92 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
             "{version}"
         );
     }
+    // the options only Slurm takes: v0.0.38 reads them with sbatch's own option parser
+    let options = JobSubmission {
+        warn_signal: Some(KillWarning {
+            signal: "USR1".into(),
+            seconds: 90,
+            batch_only: false,
+            reservation: true,
+        }),
+        requeue: Some(false),
+        open_append: Some(true),
+        nice: Some(-5),
+        reservation: Some("maint".into()),
+        wckey: Some("proj".into()),
+        excluded_nodes: Some("n[1,3],m1".into()),
+        standard_input: Some("/dev/null".into()),
+        no_kill: true,
+        ..fixture_job()
+    };
+    let v38 = submit_body(ApiVersion::V0_0_38, &options).unwrap();
+    let job = &v38["job"];
+    for (key, value) in [
+        ("signal", json!("R:USR1@90")),
+        ("no_requeue", json!(true)),
+        ("open_mode", json!("append")),
+        ("nice", json!(-5)),
+        ("reservation", json!("maint")),
+        ("wckey", json!("proj")),
+        ("exclude_nodes", json!("n[1,3],m1")),
+        ("standard_input", json!("/dev/null")),
+        ("no_kill", json!("set")),
+    ] {
+        assert_eq!(job[key], value, "v0.0.38 {key}: {job}");
+    }
+    assert_eq!(
+        job.get("requeue"),
+        None,
+        "22.05 requeues for any requeue value"
+    );
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
+        let body = submit_body(version, &options).unwrap();
+        let job = &body["job"];
+        for (key, value) in [
+            ("kill_warning_flags", json!(["RESERVATION_JOB"])),
+            ("kill_warning_signal", json!("USR1")),
+            (
+                "kill_warning_delay",
+                json!({"set": true, "infinite": false, "number": 90}),
+            ),
+            ("requeue", json!(false)),
+            ("open_mode", json!(["APPEND"])),
+            ("nice", json!(-5)),
+            ("excluded_nodes", json!(["n[1,3],m1"])),
+            ("kill_on_node_fail", json!(false)),
+        ] {
+            assert_eq!(job[key], value, "{version} {key}: {job}");
+        }
+    }
+    // --signal=B: is sbatch's own: 22.05's slurmrestd reads the flag only in sbatch
+    let batch_only = JobSubmission {
+        warn_signal: Some(KillWarning {
+            signal: "USR1".into(),
+            seconds: 60,
+            batch_only: true,
+            reservation: false,
+        }),
+        ..fixture_job()
+    };
+    match submit_body(ApiVersion::V0_0_38, &batch_only) {
+        Err(RestError::InvalidRequest(why)) => assert!(why.contains("B:"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let body = submit_body(ApiVersion::V0_0_41, &batch_only).unwrap();
+    assert_eq!(body["job"]["kill_warning_flags"], json!(["BATCH_JOB"]));
+    let truncate = JobSubmission {
+        open_append: Some(false),
+        requeue: Some(true),
+        ..fixture_job()
+    };
+    let v38 = submit_body(ApiVersion::V0_0_38, &truncate).unwrap();
+    assert_eq!(
+        (&v38["job"]["open_mode"], &v38["job"]["requeue"]),
+        (&json!("truncate"), &json!(true))
+    );
+    let v42 = submit_body(ApiVersion::V0_0_42, &truncate).unwrap();
+    assert_eq!(v42["job"]["open_mode"], json!(["TRUNCATE"]));
+
     // per node and per CPU (or per node and per job) at once is not a job sbatch would send
     let both = JobSubmission {
         memory_per_cpu_mb: Some(1),
@@ -298,6 +384,20 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         tasks_per_node: Some(1),
         mail_type: mail_events("ALL").unwrap(),
         mail_user: Some("alice@example.org".into()),
+        warn_signal: Some(KillWarning {
+            signal: "USR1".into(),
+            seconds: 90,
+            batch_only: true,
+            reservation: false,
+        }),
+        requeue: Some(false),
+        open_append: Some(true),
+        nice: Some(10),
+        reservation: Some("maint".into()),
+        wckey: Some("proj".into()),
+        excluded_nodes: Some("n[1,3]".into()),
+        standard_input: Some("/dev/null".into()),
+        no_kill: true,
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -325,7 +425,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 22, "{version}: {job:?}");
+        assert_eq!(job.len(), 33, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let other_job = second["job"].as_object().unwrap();
         let extra: Vec<(&String, &Value)> = other_job
@@ -358,7 +458,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 24 * 6);
+    assert_eq!(checked, 35 * 6);
 }
 
 #[tokio::test]

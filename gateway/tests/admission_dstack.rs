@@ -8,7 +8,7 @@ use bursar_gateway::admission::Admission;
 use bursar_gateway::app::App;
 use bursar_gateway::auth::{Principal, Role};
 use bursar_gateway::config::Config;
-use bursar_gateway::request::JobRequest;
+use bursar_gateway::request::{JobRequest, WarnSignal};
 use bursar_pricing::Currency;
 use serde_json::{json, Value};
 use wiremock::matchers::{body_json, header, method, path};
@@ -169,6 +169,14 @@ async fn batch_scripts_are_not_for_dstack_and_dstack_errors_release_the_hold() {
     assert_eq!(
         quote.cluster("lab").unwrap().reasons,
         ["lab: dstack has no held runs: --hold applies to Slurm clusters"]
+    );
+    let mut signalled = task();
+    signalled.slurm.signal = Some(WarnSignal::parse("USR1@30").unwrap());
+    signalled.slurm.requeue = Some(false);
+    let quote = admission.quote(&alice(), &signalled).await.unwrap();
+    assert_eq!(
+        quote.cluster("lab").unwrap().reasons,
+        ["lab: --signal, --no-requeue only Slurm clusters take"]
     );
 
     let err = admission.submit(&alice(), task(), None).await.unwrap_err();

@@ -236,13 +236,34 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
     assert_eq!(body["output"], "out-%j.log");
     assert_eq!(body["clusters"], json!(["onprem"]));
 
+    // sbatch's variables for the options only Slurm takes, on/off ones set even when empty.
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "-t", "5", "plain.sh"],
+        &home,
+        &[
+            ("BURSAR_URL", url.as_str()),
+            ("SBATCH_RESERVATION", "maint"),
+            ("SBATCH_SIGNAL", "B:USR1@30"),
+            ("SBATCH_NO_REQUEUE", ""),
+            ("SBATCH_NO_KILL", "off"),
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let body = &bodies(&server, "POST", "/v1/jobs").await[3];
+    assert_eq!(
+        body["slurm"],
+        json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false})
+    );
+
     // A variable bursar cannot carry is refused, not ignored (even empty: sbatch turns an
     // on/off option on for an empty one); a bad value names its variable.
     for (var, value, says) in [
         (
-            "SBATCH_RESERVATION",
-            "maint",
-            "SBATCH_RESERVATION is set in the environment",
+            "SBATCH_HINT",
+            "nomultithread",
+            "SBATCH_HINT is set in the environment",
         ),
         (
             "SBATCH_EXCLUSIVE",
@@ -265,7 +286,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         assert_eq!(run.code, 1, "{run:?}");
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
-    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 3);
+    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 4);
     // --help still prints the usage.
     let run = run_program(
         &bursar_exe(),
@@ -273,7 +294,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         &home,
         &[
             ("BURSAR_URL", url.as_str()),
-            ("SBATCH_RESERVATION", "maint"),
+            ("SBATCH_HINT", "nomultithread"),
         ],
     )
     .await;

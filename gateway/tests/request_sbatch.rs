@@ -3,7 +3,8 @@
 
 use bursar_gateway::request::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args, GpuPer,
-    GpuRequest, JobRequest, MemoryRequest, RequestError, TimeLimit,
+    GpuRequest, JobRequest, MemoryRequest, OpenMode, RequestError, SlurmOptions, TimeLimit,
+    WarnSignal,
 };
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
 use proptest::prelude::*;
@@ -350,6 +351,101 @@ fn time_formats() {
 }
 
 #[test]
+fn options_only_slurm_takes_are_read_as_sbatch_reads_them() {
+    let slurm = |words: &[&str]| parse_ok(words).slurm;
+    let given = slurm(&[
+        "--signal=B:USR1@90",
+        "--requeue",
+        "--open-mode=Append",
+        "--nice",
+        "--reservation=maint",
+        "--wckey=proj",
+        "-x",
+        "n[1-2]",
+        "-i/dev/null",
+        "-k",
+    ]);
+    assert_eq!(
+        given.signal.as_ref().map(ToString::to_string).as_deref(),
+        Some("B:USR1@90")
+    );
+    assert_eq!(given.requeue, Some(true));
+    assert_eq!(given.open_mode, Some(OpenMode::Append));
+    assert_eq!(given.nice, Some(100), "--nice alone is 100, as in sbatch");
+    assert_eq!(given.reservation.as_deref(), Some("maint"));
+    assert_eq!(given.wckey.as_deref(), Some("proj"));
+    assert_eq!(given.exclude.as_deref(), Some("n[1-2]"));
+    assert_eq!(given.input.as_deref(), Some("/dev/null"));
+    assert!(given.no_kill);
+    assert_eq!(slurm(&[]), SlurmOptions::default());
+    // The last one wins; --no-kill=off turns it off again.
+    let later = slurm(&[
+        "--requeue",
+        "--no-requeue",
+        "-k",
+        "--no-kill=off",
+        "--nice=-5",
+    ]);
+    assert_eq!(
+        (later.requeue, later.no_kill, later.nice),
+        (Some(false), false, Some(-5))
+    );
+    // The command line wins over the script's lines, option by option.
+    let script = "#!/bin/sh\n#SBATCH --no-requeue --signal=TERM@30 -k --wckey=a\ntrue\n";
+    let request = parse_sbatch(&args(&["--requeue", "--no-kill=no"]), Some(script)).unwrap();
+    assert_eq!(request.slurm.requeue, Some(true));
+    assert!(!request.slurm.no_kill);
+    assert_eq!(request.slurm.signal.unwrap().to_string(), "TERM@30");
+    assert_eq!(request.slurm.wckey.as_deref(), Some("a"));
+    // sbatch's variables stand between the two.
+    let vars = [("SBATCH_SIGNAL", "USR2@5"), ("SBATCH_NO_REQUEUE", "")];
+    let words: Vec<(String, String)> = vars
+        .iter()
+        .map(|(k, v)| {
+            let word = match *k {
+                "SBATCH_NO_REQUEUE" => "--no-requeue".to_string(),
+                _ => format!("--signal={v}"),
+            };
+            (k.to_string(), word)
+        })
+        .collect();
+    let command = parse_sbatch_command_with_env(&args(&[]), &words, Some(script)).unwrap();
+    assert_eq!(command.request.slurm.signal.unwrap().to_string(), "USR2@5");
+    assert_eq!(command.request.slurm.requeue, Some(false));
+    // --propagate: the client's business, not the request's.
+    let propagate =
+        |words: &[&str]| parse_sbatch_command(&args(words), Some(SCRIPT)).map(|c| c.propagate);
+    assert_eq!(propagate(&[]), Ok(None));
+    assert_eq!(propagate(&["--propagate"]).unwrap().unwrap().len(), 10);
+    assert_eq!(
+        propagate(&["--propagate=stack,RLIMIT_NOFILE,STACK"]),
+        Ok(Some(vec!["STACK".to_string(), "NOFILE".to_string()]))
+    );
+    assert_eq!(propagate(&["--propagate=NONE"]), Ok(Some(Vec::new())));
+    for bad in [
+        &["--signal=USR9"][..],
+        &["--signal=X:USR1"],
+        &["--open-mode=x"],
+        &["--nice=high"],
+        &["--nice=2147483646"],
+        &["--no-kill=maybe"],
+        &["--wckey="],
+        &["--propagate=STACK,ALL"],
+        &["--propagate=FOO"],
+        &["--requeue=yes"],
+    ] {
+        let error = parse_sbatch_command(&args(bad), Some(SCRIPT)).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                RequestError::InvalidValue { .. } | RequestError::UnexpectedValue { .. }
+            ),
+            "{bad:?}: {error}"
+        );
+    }
+}
+
+#[test]
 fn refuses_what_it_cannot_carry() {
     let unsupported = |words: &[&str], option: &str, reason_has: &str| match parse(words) {
         Err(RequestError::UnsupportedOption { option: o, reason }) => {
@@ -372,7 +468,7 @@ fn refuses_what_it_cannot_carry() {
         "--exclusive=user",
         "plain --exclusive",
     );
-    unsupported(&["-Qx"], "-x", "not supported");
+    unsupported(&["-Qy"], "-y", "not supported");
 
     assert_eq!(
         parse(&["--parsable=yes"]),
@@ -946,7 +1042,46 @@ fn request() -> impl Strategy<Value = JobRequest> {
         any::<bool>(),
         any::<bool>(),
     );
-    (shape, names, texts).prop_map(
+    let slurm = (
+        proptest::option::of(
+            (
+                prop_oneof![Just(""), Just("B:"), Just("R:"), Just("rb:")],
+                prop_oneof![Just("USR1"), Just("sigterm"), Just("10"), Just("35")],
+                proptest::option::of(0u32..=65535),
+            )
+                .prop_map(|(flags, signal, seconds)| {
+                    let at = seconds.map(|s| format!("@{s}")).unwrap_or_default();
+                    WarnSignal::parse(&format!("{flags}{signal}{at}")).unwrap()
+                }),
+        ),
+        proptest::option::of(any::<bool>()),
+        proptest::option::of(prop_oneof![
+            Just(OpenMode::Append),
+            Just(OpenMode::Truncate)
+        ]),
+        proptest::option::of(-2_147_483_645i32..=2_147_483_645),
+        proptest::option::of(text()),
+        proptest::option::of(text()),
+        proptest::option::of("[a-z]{1,4}(\\[[0-9]-[0-9]\\])?(,[a-z]{1,4}[0-9])?"),
+        proptest::option::of(text()),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(signal, requeue, open_mode, nice, reservation, wckey, exclude, input, no_kill)| {
+                SlurmOptions {
+                    signal,
+                    requeue,
+                    open_mode,
+                    nice,
+                    reservation,
+                    wckey,
+                    exclude,
+                    input,
+                    no_kill,
+                }
+            },
+        );
+    (shape, names, texts, slurm).prop_map(
         |(
             (nodes, extra_tasks, per_node, cpus, memory, gpu, other_gres, time),
             (account, partition, qos, clusters),
@@ -963,6 +1098,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 excl,
                 hold,
             ),
+            slurm,
         )| JobRequest {
             account,
             partition,
@@ -992,6 +1128,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
             constraint,
             exclusive: excl,
             hold,
+            slurm,
             ..JobRequest::default()
         },
     )

@@ -158,6 +158,12 @@ fn the_job_request_schema_lists_every_field() {
         constraint: Some("a100".into()),
         exclusive: true,
         hold: true,
+        slurm: serde_json::from_value(json!({
+            "signal": "B:USR1@90", "requeue": false, "open_mode": "append", "nice": 10,
+            "reservation": "maint", "wckey": "w", "exclude": "n[1-2]", "input": "/dev/null",
+            "no_kill": true
+        }))
+        .unwrap(),
         dstack: dstack.dstack,
     };
     let sent = serde_json::to_value(&every).unwrap();
@@ -165,8 +171,20 @@ fn the_job_request_schema_lists_every_field() {
     let mut errors = Vec::new();
     check(&doc, schema, &sent, "request", &mut errors);
     assert!(errors.is_empty(), "{}", errors.join("\n"));
-    let parsed: JobRequest = serde_json::from_value(sent).expect("the server reads it");
+    let parsed: JobRequest = serde_json::from_value(sent.clone()).expect("the server reads it");
     assert_eq!(parsed.memory, every.memory);
+    assert_eq!(parsed.slurm, every.slurm);
+    let slurm_listed: BTreeSet<String> = schema["properties"]["slurm"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(
+        keys(&sent["slurm"]),
+        slurm_listed,
+        "SlurmOptions vs openapi.json"
+    );
 }
 
 /// The exact decimal amounts of the API: `^-?[0-9]+(\.[0-9]{1,6})?$`.

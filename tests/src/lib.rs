@@ -147,6 +147,17 @@ impl DevStack {
             .unwrap_or_else(|| panic!("{key} is not in the dev stack's env files"))
     }
 
+    /// `runuser -u USER -- sbatch --parsable ARGS` on the dev stack's onprem cluster, as a
+    /// user on a login node submits; the output, whatever the outcome.
+    pub fn sbatch_as(&self, user: &str, args: &[&str]) -> std::process::Output {
+        Command::new("runuser")
+            .args(["-u", user, "--", "sbatch", "--parsable"])
+            .args(args)
+            .env("SLURM_CONF", self.var("BURSAR_DEV_ONPREM_CONF"))
+            .output()
+            .expect("run sbatch")
+    }
+
     /// Runs a Slurm client command (`sacct`, `sacctmgr`, …) against the dev stack.
     pub fn slurm(&self, program: &str, cluster: &str, args: &[&str]) -> String {
         let conf = if cluster == "cloud" {

@@ -19,24 +19,21 @@ fn site(dev: &DevStack, declare: &str) -> Site {
     ))
 }
 
-/// `runuser -u alice -- sbatch -A physics ...` on onprem.
+/// `sbatch -A physics ...` as alice on onprem.
 fn sbatch_as_alice(dev: &DevStack, wrap: &str) -> Output {
-    Command::new("runuser")
-        .args([
-            "-u",
-            "alice",
-            "--",
-            "sbatch",
-            "--parsable",
+    dev.sbatch_as(
+        "alice",
+        &[
             "-A",
             "physics",
             "-J",
-        ])
-        .arg("bursar-enforce-live")
-        .args(["--chdir", "/tmp", "--wrap", wrap])
-        .env("SLURM_CONF", dev.var("BURSAR_DEV_ONPREM_CONF"))
-        .output()
-        .expect("run sbatch")
+            "bursar-enforce-live",
+            "--chdir",
+            "/tmp",
+            "--wrap",
+            wrap,
+        ],
+    )
 }
 
 fn job_state(dev: &DevStack, job: &str) -> String {

@@ -902,6 +902,64 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     assert_eq!(field(&job, "TimeLimit"), "1-00:00:00", "{job:?}");
     assert_eq!(field(&job, "JobName"), "plain.sh");
 
+    // The options only Slurm takes, as sbatch's same options leave the job (22.05 reads them
+    // with sbatch's own parser: `no_kill` as "set", `no_requeue` for --no-requeue).
+    let options = [
+        "--signal=R:USR1@90",
+        "--no-requeue",
+        "--open-mode=append",
+        "--nice=5",
+        "-x",
+        "op-n2",
+        "-i",
+        "/dev/null",
+        "-k",
+    ];
+    let mut args = vec!["-H", "-M", "onprem", "-t", "10"];
+    args.extend(options);
+    args.push(script);
+    let sub = gw.submit(&args);
+    let ours = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
+    let mut sbatch_args = vec!["-H", "-A", "physics", "-t", "10", "--chdir", "/tmp"];
+    sbatch_args.extend(["-o", "/dev/null"]);
+    sbatch_args.extend(options);
+    sbatch_args.extend(["--wrap", "true"]);
+    let out = gw.dev.sbatch_as("alice", &sbatch_args);
+    let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(out.status.success(), "sbatch: {out:?}");
+    let theirs = scontrol_job(&gw, "onprem", &direct);
+    gw.dev.slurm("scancel", "onprem", &[&direct]);
+    for key in ["Nice", "Requeue", "ExcNodeList", "StdIn", "NumNodes"] {
+        assert_eq!(
+            ours.get(key),
+            theirs.get(key),
+            "{key}: bursar's job {} against sbatch's {direct}",
+            sub.cluster_job_id
+        );
+    }
+    assert_eq!(field(&ours, "Nice"), "5");
+    assert_eq!(field(&ours, "Requeue"), "0");
+    assert_eq!(field(&ours, "ExcNodeList"), "op-n2");
+    // --signal=B: (the batch shell only) cannot reach 22.05: refused, nothing held.
+    let refused = gw.client(
+        &gw.alice,
+        &[
+            "submit",
+            "-M",
+            "onprem",
+            "--signal=B:USR1",
+            "-t",
+            "10",
+            script,
+        ],
+    );
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("B:") && stderr.contains("v0.0.38"),
+        "{stderr}"
+    );
+
     // --gpus is GPUs for the job, not per node.
     let sub = gw.submit(&["-H", "-M", "cloud", "--gpus=h100:1", "-t", "10", script]);
     let job = scontrol_job(&gw, "cloud", &sub.cluster_job_id);

@@ -46,9 +46,25 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A Slurm command in the chroot (`next-slurm`), as `user` or root, `stdin` fed to it.
+/// The soft open-files limit of the login shell sbatch and `bursar submit` run in (slurmd's
+/// own is higher): the jobs get it as the shell's, as sbatch passes it on.
+const LOGIN_NOFILE: &str = "1000";
+
+/// `program` run by a shell with the login limits ([`LOGIN_NOFILE`]).
+fn in_login_shell(program: &str) -> Command {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args([
+        "-c",
+        &format!("ulimit -S -n {LOGIN_NOFILE} && exec \"$0\" \"$@\""),
+        program,
+    ]);
+    cmd
+}
+
+/// A Slurm command in the chroot (`next-slurm`), as `user` or root, `stdin` fed to it, from a
+/// login shell ([`in_login_shell`]).
 fn next_slurm(dev: &DevStack, user: Option<&str>, args: &[&str], stdin: Option<&str>) -> String {
-    let mut cmd = Command::new(dev.var("BURSAR_NEXT_BIN"));
+    let mut cmd = in_login_shell(dev.var("BURSAR_NEXT_BIN"));
     if let Some(user) = user {
         cmd.args(["-u", user]);
     }
@@ -440,7 +456,7 @@ impl Gateway {
     fn client(&self, args: &[&str]) -> (String, String) {
         // A clean login environment, as `next-slurm -u alice` gives sbatch: the test runner's
         // own variables (an MPI launcher's, say) would be exported with the job.
-        let out = Command::new(bursar_bin())
+        let out = in_login_shell(bursar_bin().to_str().unwrap())
             .args(args)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -522,7 +538,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 15] = [
+const SHAPE: [&str; 19] = [
     "UserId",
     "Account",
     "QOS",
@@ -538,6 +554,10 @@ const SHAPE: [&str; 15] = [
     "MinMemoryNode",
     "TresPerNode",
     "TresPerTask",
+    "Nice",
+    "Requeue",
+    "ExcNodeList",
+    "StdIn",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -558,7 +578,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     )
     .unwrap();
     let script = script.to_str().unwrap();
-    let cases: [&[&str]; 5] = [
+    let cases: [&[&str]; 6] = [
         &["-t", "5"],
         &[
             "-N",
@@ -581,6 +601,19 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         ],
         &["-t", "UNLIMITED", "--mail-type=END,FAIL"],
         &["-N", "1", "-n", "2", "-t", "10"],
+        &[
+            "-t",
+            "5",
+            "--signal=B:USR1@90",
+            "--no-requeue",
+            "--open-mode=append",
+            "--nice=5",
+            "-x",
+            "nx-n2",
+            "-i",
+            "/dev/null",
+            "-k",
+        ],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -623,7 +656,8 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         {
             // The variables sbatch 24.11 sets from its options, in the job's environment.
             let env_script = script_dir.path().join("env.sh");
-            std::fs::write(&env_script, "#!/bin/sh\nenv | sort\n").unwrap();
+            let env_text = "#!/bin/sh\nenv | sort\necho NOFILE=$(ulimit -S -n)\n";
+            std::fs::write(&env_script, env_text).unwrap();
             let options = ["-c", "2", "--ntasks-per-node=1", "-t", "5"];
             let mut args = vec!["-o", "/tmp/bursar-next-env-%j.txt"];
             args.extend(options);
@@ -631,12 +665,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             let (through_bursar, _) = gw.submit(&args);
             let mut sbatch_args = vec!["-A", "physics", "-o", "/tmp/bursar-next-env-%j.txt"];
             sbatch_args.extend(options);
-            let direct = sbatch(
-                &gw.dev,
-                "alice",
-                &sbatch_args,
-                Some("#!/bin/sh\nenv | sort\n"),
-            );
+            let direct = sbatch(&gw.dev, "alice", &sbatch_args, Some(env_text));
             sacct_final(&gw.dev, &[through_bursar.clone(), direct.clone()]);
             let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
             let set_by_options = |job: &str| -> Vec<String> {
@@ -654,6 +683,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                             "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=",
                             "OMPI_MCA_plm_slurm_args=",
                             "PRTE_MCA_plm_slurm_args=",
+                            "NOFILE=",
                         ]
                         .iter()
                         .any(|p| l.starts_with(p))
@@ -666,7 +696,11 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 ours, theirs,
                 "{version}: jobs {through_bursar} and {direct}"
             );
-            assert_eq!(ours.len(), 9, "{ours:?}");
+            assert_eq!(ours.len(), 10, "{ours:?}");
+            assert!(
+                ours.contains(&format!("NOFILE={LOGIN_NOFILE}")),
+                "the shell's limit: {ours:?}"
+            );
         }
 
         // One that runs: as alice, and settled at its sacct cost.

@@ -109,7 +109,8 @@ pub use auth::{mint_token, SlurmAuth, SlurmClaims};
 pub use error::RestError;
 pub use jobs::RawQuarantine;
 pub use submit::{
-    mail_events, submit_body, ControllerPing, GpuRequest, JobSubmission, Ping, SubmittedJob,
+    mail_events, submit_body, unsupported_at, ControllerPing, GpuRequest, JobSubmission,
+    KillWarning, Ping, SubmittedJob,
 };
 pub use version::{ApiSelection, ApiVersion, UnknownApiVersion};
 pub use window::{LegacyTimes, ServerTimeZone, UnknownServerZone, Window};
@@ -285,6 +286,15 @@ impl SlurmRestClient {
                 .get_or_try_init(|| self.discover())
                 .await
                 .copied(),
+        }
+    }
+
+    /// The version in use when it is known without asking: the configured one, or the one
+    /// already discovered.
+    pub fn known_api_version(&self) -> Option<ApiVersion> {
+        match self.selection {
+            ApiSelection::Fixed(version) => Some(version),
+            ApiSelection::Auto => self.discovered.get().copied(),
         }
     }
 

@@ -59,6 +59,37 @@ pub struct JobSubmission {
     /// The cluster's slurm.conf has `MpiParams=disable_slurm_hydra_bootstrap`: sbatch then sets
     /// no Hydra bootstrap for a user who has none.
     pub disable_slurm_hydra_bootstrap: bool,
+    /// `--signal`: a signal sent before the time limit.
+    pub warn_signal: Option<KillWarning>,
+    /// `--requeue` (`true`) / `--no-requeue` (`false`).
+    pub requeue: Option<bool>,
+    /// `--open-mode`: `true` append, `false` truncate.
+    pub open_append: Option<bool>,
+    /// `--nice`.
+    pub nice: Option<i32>,
+    /// `--reservation`.
+    pub reservation: Option<String>,
+    /// `--wckey`.
+    pub wckey: Option<String>,
+    /// `-x/--exclude`: a Slurm node list (`n[1-3],gpu01`).
+    pub excluded_nodes: Option<String>,
+    /// `-i/--input`.
+    pub standard_input: Option<String>,
+    /// `-k/--no-kill`: the job goes on when one of its nodes fails.
+    pub no_kill: bool,
+}
+
+/// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KillWarning {
+    /// A name Slurm knows without `SIG` (`USR1`), or a number.
+    pub signal: String,
+    /// Seconds before the time limit.
+    pub seconds: u16,
+    /// `B`: to the batch shell only, not the job's steps.
+    pub batch_only: bool,
+    /// `R`: also when the job's reservation ends.
+    pub reservation: bool,
 }
 
 /// `count` GPUs per node, of `kind` (`h100`) when given.
@@ -193,6 +224,9 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 ///   `mail_type` a list of event names.
 pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, RestError> {
     validate(job)?;
+    if let Some(reason) = unsupported_at(version, job) {
+        return Err(RestError::InvalidRequest(reason));
+    }
     let mut env = job.environment.clone();
     sbatch_environment(version, job, &mut env);
     // With SLURM_GET_USER_ENV slurmd loads the user's login environment, PATH included, and
@@ -316,6 +350,76 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if job.hold {
         put("hold", json!(true));
     }
+    if let Some(warning) = &job.warn_signal {
+        if modern {
+            let mut flags = Vec::new();
+            if warning.batch_only {
+                flags.push("BATCH_JOB");
+            }
+            if warning.reservation {
+                flags.push("RESERVATION_JOB");
+            }
+            if !flags.is_empty() {
+                put("kill_warning_flags", json!(flags));
+            }
+            put("kill_warning_signal", json!(warning.signal));
+            put("kill_warning_delay", no_val(u64::from(warning.seconds)));
+        } else {
+            // sbatch's own form, which 22.05 reads with sbatch's parser (`R:` only: see
+            // `unsupported_at`).
+            let flag = if warning.reservation { "R:" } else { "" };
+            put(
+                "signal",
+                json!(format!("{flag}{}@{}", warning.signal, warning.seconds)),
+            );
+        }
+    }
+    match job.requeue {
+        Some(true) => put("requeue", json!(true)),
+        // v0.0.38 turns requeueing on for any `requeue` value; `no_requeue` turns it off.
+        Some(false) if modern => put("requeue", json!(false)),
+        Some(false) => put("no_requeue", json!(true)),
+        None => {}
+    }
+    if let Some(append) = job.open_append {
+        put(
+            "open_mode",
+            match (modern, append) {
+                (true, true) => json!(["APPEND"]),
+                (true, false) => json!(["TRUNCATE"]),
+                (false, true) => json!("append"),
+                (false, false) => json!("truncate"),
+            },
+        );
+    }
+    if let Some(nice) = job.nice {
+        put("nice", json!(nice));
+    }
+    if let Some(reservation) = &job.reservation {
+        put("reservation", json!(reservation));
+    }
+    if let Some(wckey) = &job.wckey {
+        put("wckey", json!(wckey));
+    }
+    if let Some(nodes) = &job.excluded_nodes {
+        if modern {
+            // One entry: slurmctld joins the list with commas, so `n[1,3]` stays whole.
+            put("excluded_nodes", json!([nodes]));
+        } else {
+            put("exclude_nodes", json!(nodes));
+        }
+    }
+    if let Some(input) = &job.standard_input {
+        put("standard_input", json!(input));
+    }
+    if job.no_kill {
+        if modern {
+            put("kill_on_node_fail", json!(false));
+        } else {
+            // 22.05 reads `no_kill` as sbatch's `--no-kill=set`, not as a boolean.
+            put("no_kill", json!("set"));
+        }
+    }
     if modern {
         let list: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         put("environment", json!(list));
@@ -390,6 +494,17 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
             append(env, extra, "--external-launcher");
         }
     }
+}
+
+/// What `version` cannot carry of `job`, in words for the user; `None` when it carries all.
+pub fn unsupported_at(version: ApiVersion, job: &JobSubmission) -> Option<String> {
+    let batch_only = job.warn_signal.as_ref().is_some_and(|w| w.batch_only);
+    (batch_only && !version.is_data_parser()).then(|| {
+        "--signal=B:… (to the batch shell only) cannot reach this cluster: slurmrestd's \
+         OpenAPI v0.0.38 (Slurm 22.05 and 23.02) reads the B flag only in sbatch itself; \
+         leave B: out to signal every step, or use a cluster on Slurm 23.11 or later"
+            .to_string()
+    })
 }
 
 fn validate(job: &JobSubmission) -> Result<(), RestError> {

@@ -18,13 +18,13 @@ use bursar_collectors::dstack::{
     map_run, DstackClient, DstackConfig, DstackError, MapContext, RunRef,
 };
 use bursar_collectors::slurmrestd::{
-    mail_events, ApiSelection, GpuRequest as SlurmGpus, JobSubmission, RestError, SlurmAuth,
-    SlurmRestClient, SlurmRestConfig,
+    mail_events, unsupported_at, ApiSelection, GpuRequest as SlurmGpus, JobSubmission, KillWarning,
+    RestError, SlurmAuth, SlurmRestClient, SlurmRestConfig,
 };
 use serde_json::Value;
 
 use crate::config::{ClusterKind, Config};
-use crate::request::{GpuPer, JobRequest, MemoryRequest};
+use crate::request::{GpuPer, JobRequest, MemoryRequest, OpenMode};
 
 /// Limit of one submit or cancel call when `submit.timeout` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -226,6 +226,16 @@ fn pinned_nodes(r: &JobRequest) -> Option<u32> {
     (r.nodes > 1 || r.nodes_exact || per_node).then_some(r.nodes)
 }
 
+/// `--signal` as the slurmrestd client takes it.
+fn kill_warning(r: &JobRequest) -> Option<KillWarning> {
+    r.slurm.signal.as_ref().map(|s| KillWarning {
+        signal: s.signal.clone(),
+        seconds: s.seconds,
+        batch_only: s.batch_only,
+        reservation: s.reservation,
+    })
+}
+
 /// The slurmrestd submission of `job`: every resource the hold was priced for, as the user
 /// asked for it (per node or per CPU, per node or per job), the resolved partition and time
 /// limit, the script, and the environment.
@@ -287,6 +297,15 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         hold: r.hold,
         // the cluster's setting, which the forwarder knows
         disable_slurm_hydra_bootstrap: false,
+        warn_signal: kill_warning(r),
+        requeue: r.slurm.requeue,
+        open_append: r.slurm.open_mode.map(|m| m == OpenMode::Append),
+        nice: r.slurm.nice,
+        reservation: r.slurm.reservation.clone(),
+        wckey: r.slurm.wckey.clone(),
+        excluded_nodes: r.slurm.exclude.clone(),
+        standard_input: r.slurm.input.clone(),
+        no_kill: r.slurm.no_kill,
     })
 }
 
@@ -334,7 +353,19 @@ fn slurm_error(e: RestError) -> ForwardError {
 #[async_trait]
 impl Forwarder for SlurmForwarder {
     fn check(&self, request: &JobRequest) -> Result<(), String> {
-        slurm_unsupported(request)
+        slurm_unsupported(request)?;
+        // What this cluster's API version cannot carry, once the version is known (with
+        // `api_version: auto`, from the first call; before it, the submission is refused).
+        if let Some(version) = self.client.known_api_version() {
+            let probe = JobSubmission {
+                warn_signal: kill_warning(request),
+                ..JobSubmission::default()
+            };
+            if let Some(reason) = unsupported_at(version, &probe) {
+                return Err(reason);
+            }
+        }
+        Ok(())
     }
 
     async fn submit(&self, job: &ForwardJob) -> Result<Forwarded, ForwardError> {
@@ -466,6 +497,12 @@ impl Forwarder for DstackForwarder {
         }
         if request.hold {
             return Err("dstack has no held runs: --hold applies to Slurm clusters".to_string());
+        }
+        if !request.slurm.is_empty() {
+            return Err(format!(
+                "{} only Slurm clusters take",
+                request.slurm.given().join(", ")
+            ));
         }
         Ok(())
     }

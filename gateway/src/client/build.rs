@@ -36,10 +36,12 @@ pub struct Submission {
     pub notes: Vec<String>,
     /// From a dstack task file rather than a batch script.
     pub dstack: bool,
+    /// `--propagate[=LIST]` ([`SbatchCommand::propagate`](crate::request::SbatchCommand)).
+    pub propagate: Option<Vec<String>>,
 }
 
-/// What the submitting shell provides: its environment, folder, host name and umask. Taken
-/// from the process by [`Shell::current`]; built by hand in tests.
+/// What the submitting shell provides: its environment, folder, host name, umask, resource
+/// limits and nice value. Taken from the process by [`Shell::current`]; built by hand in tests.
 #[derive(Debug, Clone, Default)]
 pub struct Shell {
     pub vars: BTreeMap<String, String>,
@@ -47,6 +49,53 @@ pub struct Shell {
     pub host: Option<String>,
     /// As sbatch writes it into `SLURM_UMASK`: `0022`.
     pub umask: Option<String>,
+    /// Soft resource limits by Slurm's name ([`RLIMITS`](crate::request::sbatch::RLIMITS)): the number, `unlimited` as
+    /// `18446744073709551615` (as sbatch writes them into `SLURM_RLIMIT_*`).
+    pub limits: BTreeMap<String, String>,
+    /// The process's nice value (sbatch's `SLURM_PRIO_PROCESS`).
+    pub nice: Option<i32>,
+}
+
+/// `/proc/self/limits`' names for Slurm's ([`RLIMITS`](crate::request::sbatch::RLIMITS)).
+const PROC_LIMITS: [(&str, &str); 10] = [
+    ("Max cpu time", "CPU"),
+    ("Max file size", "FSIZE"),
+    ("Max data size", "DATA"),
+    ("Max stack size", "STACK"),
+    ("Max core file size", "CORE"),
+    ("Max resident set", "RSS"),
+    ("Max processes", "NPROC"),
+    ("Max open files", "NOFILE"),
+    ("Max locked memory", "MEMLOCK"),
+    ("Max address space", "AS"),
+];
+
+/// The soft limits of `/proc/self/limits` by Slurm's names; a line that cannot be read is left
+/// out (slurmd then leaves that limit as it is).
+fn soft_limits(text: &str) -> BTreeMap<String, String> {
+    let mut limits = BTreeMap::new();
+    for line in text.lines() {
+        let Some((label, name)) = PROC_LIMITS.iter().find(|(label, _)| {
+            line.strip_prefix(label)
+                .is_some_and(|rest| rest.starts_with(' '))
+        }) else {
+            continue;
+        };
+        let soft = line[label.len()..].split_whitespace().next();
+        let value = match soft {
+            Some("unlimited") => u64::MAX.to_string(),
+            Some(n) if n.parse::<u64>().is_ok() => n.to_string(),
+            _ => continue,
+        };
+        limits.insert(name.to_string(), value);
+    }
+    limits
+}
+
+/// The nice value in `/proc/self/stat` (its 19th field).
+fn nice_value(stat: &str) -> Option<i32> {
+    let (_, after_name) = stat.rsplit_once(')')?;
+    after_name.split_whitespace().nth(16)?.parse().ok()
 }
 
 impl Shell {
@@ -75,6 +124,12 @@ impl Shell {
                 .and_then(|d| d.to_str().map(str::to_string)),
             host,
             umask,
+            limits: std::fs::read_to_string("/proc/self/limits")
+                .map(|text| soft_limits(&text))
+                .unwrap_or_default(),
+            nice: std::fs::read_to_string("/proc/self/stat")
+                .ok()
+                .and_then(|stat| nice_value(&stat)),
         }
     }
 }
@@ -145,6 +200,7 @@ pub fn read_command_line(
         submit_variables(
             &mut job.request.environment,
             job.request.export.as_deref(),
+            job.propagate.as_deref(),
             shell,
         );
         job.request.working_dir = working_dir(job.request.working_dir.take(), shell.cwd.as_deref());
@@ -172,6 +228,19 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SBATCH_GPUS_PER_NODE", "--gpus-per-node"),
     ("SBATCH_CONSTRAINT", "--constraint"),
     ("SBATCH_EXPORT", "--export"),
+    ("SBATCH_SIGNAL", "--signal"),
+    ("SBATCH_OPEN_MODE", "--open-mode"),
+    ("SBATCH_RESERVATION", "--reservation"),
+    ("SBATCH_WCKEY", "--wckey"),
+    ("SBATCH_INPUT", "--input"),
+];
+
+/// sbatch's input variables for options without a value: set, even empty, each stands for its
+/// option (`SBATCH_NO_KILL`'s value, when it has one, is `--no-kill`'s: `set`, `off`).
+const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
+    ("SBATCH_REQUEUE", "--requeue"),
+    ("SBATCH_NO_REQUEUE", "--no-requeue"),
+    ("SBATCH_NO_KILL", "--no-kill"),
 ];
 
 /// sbatch's input environment variables bursar does not carry (22.05's and later ones): set,
@@ -198,20 +267,13 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_GPUS_PER_TASK",
     "SBATCH_GRES_FLAGS",
     "SBATCH_HINT",
-    "SBATCH_INPUT",
     "SBATCH_MEM_BIND",
     "SBATCH_MEM_PER_GPU",
     "SBATCH_NETWORK",
-    "SBATCH_NO_KILL",
-    "SBATCH_NO_REQUEUE",
-    "SBATCH_OPEN_MODE",
     "SBATCH_OVERCOMMIT",
     "SBATCH_POWER",
     "SBATCH_PROFILE",
     "SBATCH_REQ_SWITCH",
-    "SBATCH_REQUEUE",
-    "SBATCH_RESERVATION",
-    "SBATCH_SIGNAL",
     "SBATCH_CONSOLIDATE_SEGMENTS",
     "SBATCH_RUNTIME",
     "SBATCH_SEGMENT_SIZE",
@@ -225,7 +287,6 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_WAIT",
     "SBATCH_WAIT_ALL_NODES",
     "SBATCH_WAIT4SWITCH",
-    "SBATCH_WCKEY",
     "SLURM_HINT",
 ];
 
@@ -256,14 +317,33 @@ pub fn sbatch_env_options(
             words.push((name.to_string(), format!("{option}={value}")));
         }
     }
+    for (name, option) in SBATCH_ENV_FLAGS {
+        match vars.get(*name) {
+            Some(value) if *name == "SBATCH_NO_KILL" && !value.is_empty() => {
+                words.push((name.to_string(), format!("{option}={value}")))
+            }
+            Some(_) => words.push((name.to_string(), option.to_string())),
+            None => {}
+        }
+    }
     Ok(words)
 }
 
 /// What sbatch adds to every job's environment, whatever `--export` says: the submitting
 /// folder and host, the umask; for an `--export` list without `ALL` the shell's `SLURM_*`
 /// variables; for any `--export` but `ALL`, `SLURM_EXPORT_ENV` (for the steps) and, but for
-/// `NIL`, `SLURM_GET_USER_ENV=1`, which makes slurmd load the user's login environment.
-fn submit_variables(env: &mut BTreeMap<String, String>, export: Option<&str>, shell: &Shell) {
+/// `NIL`, `SLURM_GET_USER_ENV=1`, which makes slurmd load the user's login environment; the
+/// shell's nice value (`SLURM_PRIO_PROCESS`, which slurmd applies under
+/// `PropagatePrioProcess`) and soft resource limits (`SLURM_RLIMIT_*`, which slurmd applies as
+/// the cluster's `PropagateResourceLimits` says, and removes from the job's environment).
+/// With `--propagate`, only the limits it names, marked `U` so that slurmd applies them
+/// whatever the cluster says (sbatch's `_set_rlimit_env`).
+fn submit_variables(
+    env: &mut BTreeMap<String, String>,
+    export: Option<&str>,
+    propagate: Option<&[String]>,
+    shell: &Shell,
+) {
     let given = export.map(str::trim).unwrap_or("ALL");
     let all = given
         .split(',')
@@ -291,6 +371,17 @@ fn submit_variables(env: &mut BTreeMap<String, String>, export: Option<&str>, sh
     if let Some(umask) = &shell.umask {
         env.entry("SLURM_UMASK".into())
             .or_insert_with(|| umask.clone());
+    }
+    if let Some(nice) = shell.nice {
+        env.insert("SLURM_PRIO_PROCESS".into(), nice.to_string());
+    }
+    for (name, value) in &shell.limits {
+        let value = match propagate {
+            None => value.clone(),
+            Some(names) if names.contains(name) => format!("U{value}"),
+            Some(_) => continue,
+        };
+        env.insert(format!("SLURM_RLIMIT_{name}"), value);
     }
 }
 
@@ -329,6 +420,7 @@ fn sbatch_submission(
             test_only: command.test_only,
             notes: command.notes,
             dstack: false,
+            propagate: command.propagate,
         }))),
         Err(RequestError::HelpRequested) => Ok(Parsed::Help),
         Err(e) => Err(e.into()),
@@ -404,6 +496,7 @@ fn dstack_submission(options: &[String], yaml: &str) -> anyhow::Result<Parsed> {
         test_only: command.test_only,
         notes: command.notes,
         dstack: true,
+        propagate: None,
     })))
 }
 
@@ -498,6 +591,68 @@ mod tests {
     }
 
     #[test]
+    fn the_shells_limits_and_nice_value_go_as_sbatch_sends_them() {
+        let limits =
+            "Limit                     Soft Limit           Hard Limit           Units     \n\
+            Max cpu time              unlimited            unlimited            seconds   \n\
+            Max stack size            8388608              unlimited            bytes     \n\
+            Max core file size        0                    unlimited            bytes     \n\
+            Max open files            1024                 524288               files     \n\
+            Max file locks            unlimited            unlimited            locks     \n\
+            Max locked memory         garbage              8388608              bytes     \n";
+        let limits = soft_limits(limits);
+        assert_eq!(
+            limits
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>(),
+            [
+                "CORE=0",
+                "CPU=18446744073709551615",
+                "NOFILE=1024",
+                "STACK=8388608"
+            ]
+        );
+        let stat = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 5 1 0 99 \
+                    1000 10 18446744073709551615";
+        assert_eq!(nice_value(stat), Some(5));
+        assert_eq!(nice_value("garbage"), None);
+
+        let shell = Shell {
+            limits,
+            nice: Some(5),
+            ..Shell::default()
+        };
+        let sent = |export: Option<&str>, propagate: Option<&[String]>| {
+            let mut env = job_environment(export, &shell.vars);
+            submit_variables(&mut env, export, propagate, &shell);
+            env.into_iter()
+                .filter(|(k, _)| k.starts_with("SLURM_RLIMIT_") || k == "SLURM_PRIO_PROCESS")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+        };
+        let every = [
+            "SLURM_PRIO_PROCESS=5",
+            "SLURM_RLIMIT_CORE=0",
+            "SLURM_RLIMIT_CPU=18446744073709551615",
+            "SLURM_RLIMIT_NOFILE=1024",
+            "SLURM_RLIMIT_STACK=8388608",
+        ];
+        assert_eq!(sent(None, None), every);
+        assert_eq!(sent(Some("NONE"), None), every, "whatever --export says");
+        let named = ["STACK".to_string(), "NOFILE".to_string()];
+        assert_eq!(
+            sent(None, Some(&named)),
+            [
+                "SLURM_PRIO_PROCESS=5",
+                "SLURM_RLIMIT_NOFILE=U1024",
+                "SLURM_RLIMIT_STACK=U8388608"
+            ]
+        );
+        assert_eq!(sent(None, Some(&[])), ["SLURM_PRIO_PROCESS=5"]);
+    }
+
+    #[test]
     fn sbatch_adds_its_variables_as_export_says() {
         let shell = Shell {
             vars: [("SLURM_CONF", "/etc/slurm.conf"), ("HOME", "/home/alice")]
@@ -507,10 +662,11 @@ mod tests {
             cwd: Some("/work".into()),
             host: Some("login1".into()),
             umask: Some("0027".into()),
+            ..Shell::default()
         };
         let added = |export: Option<&str>| {
             let mut env = job_environment(export, &shell.vars);
-            submit_variables(&mut env, export, &shell);
+            submit_variables(&mut env, export, None, &shell);
             env
         };
         let get = |env: &BTreeMap<String, String>, k: &str| env.get(k).cloned();

@@ -36,6 +36,7 @@ pub mod dstack;
 mod error;
 mod gpu;
 pub mod sbatch;
+mod slurm;
 mod time;
 mod units;
 
@@ -52,6 +53,7 @@ pub use sbatch::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args,
     SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
+pub use slurm::{OpenMode, SlurmOptions, WarnSignal};
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
     format_slurm_megabytes, parse_dstack_megabytes, parse_slurm_megabytes, CountRange, SizeRange,
@@ -163,6 +165,9 @@ pub struct JobRequest {
     pub exclusive: bool,
     /// `-H/--hold`: submitted held (priority 0) until the user releases it.
     pub hold: bool,
+    /// Options only Slurm clusters take (`--signal`, `--requeue`, `--nice`, …): forwarded as
+    /// given, not priced (JSON: `slurm`, left out when empty).
+    pub slurm: SlurmOptions,
     /// A dstack task; serialized as the task file's own content (JSON).
     pub dstack: Option<DstackTask>,
 }
@@ -200,6 +205,7 @@ impl Default for JobRequest {
             constraint: None,
             exclusive: false,
             hold: false,
+            slurm: SlurmOptions::default(),
             dstack: None,
         }
     }
@@ -267,6 +273,8 @@ struct JobRequestWire {
     exclusive: bool,
     #[serde(default)]
     hold: bool,
+    #[serde(default)]
+    slurm: SlurmOptions,
     #[serde(default)]
     dstack: Option<DstackTask>,
 }
@@ -340,6 +348,9 @@ impl Serialize for JobRequest {
         if self.hold {
             put!("hold", &true);
         }
+        if !self.slurm.is_empty() {
+            put!("slurm", &self.slurm);
+        }
         some!("dstack", &self.dstack);
         map.end()
     }
@@ -390,6 +401,7 @@ impl From<JobRequestWire> for JobRequest {
             constraint: w.constraint,
             exclusive: w.exclusive,
             hold: w.hold,
+            slurm: w.slurm,
             dstack: w.dstack,
         }
     }
@@ -570,6 +582,7 @@ impl JobRequest {
             bursar_collectors::slurmrestd::mail_events(types)
                 .map_err(|why| RequestError::invalid_value("--mail-type", types, &why))?;
         }
+        self.slurm.validate().map_err(RequestError::Invalid)?;
         match self.time_limit_min {
             Some(0) => {
                 return invalid(
@@ -735,11 +748,24 @@ impl JobRequest {
         put("mail-user", self.mail_user.clone());
         put("comment", self.comment.clone());
         put("constraint", self.constraint.clone());
-        if self.exclusive {
-            lines.push("#SBATCH --exclusive".to_string());
-        }
-        if self.hold {
-            lines.push("#SBATCH --hold".to_string());
+        let slurm = &self.slurm;
+        put("signal", slurm.signal.as_ref().map(ToString::to_string));
+        put("open-mode", slurm.open_mode.map(|m| m.as_str().to_string()));
+        put("nice", slurm.nice.map(|n| n.to_string()));
+        put("reservation", slurm.reservation.clone());
+        put("wckey", slurm.wckey.clone());
+        put("exclude", slurm.exclude.clone());
+        put("input", slurm.input.clone());
+        for (set, flag) in [
+            (self.exclusive, "--exclusive"),
+            (self.hold, "--hold"),
+            (slurm.requeue == Some(true), "--requeue"),
+            (slurm.requeue == Some(false), "--no-requeue"),
+            (slurm.no_kill, "--no-kill"),
+        ] {
+            if set {
+                lines.push(format!("#SBATCH {flag}"));
+            }
         }
         lines
     }

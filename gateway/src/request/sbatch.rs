@@ -26,6 +26,8 @@
 //! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
 //! | `--export`, `--comment`, `-C/--constraint`, `--mail-type`, `--mail-user` | recorded as given and forwarded; not priced (`--mail-type` is checked against sbatch's words) |
 //! | `--exclusive` | recorded, with a note that Slurm charges whole nodes (`--exclusive=MODE` is refused); a Slurm cluster is not eligible for it, since bursar prices requested resources, not whole nodes ([`slurm_unsupported`](crate::admission::forward::slurm_unsupported)) |
+//! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
+//! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
 //! | `--parsable`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
 //! | `-v/--verbose` | accepted and ignored: it only changes sbatch's own chatter |
@@ -66,8 +68,12 @@
 
 use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
+use super::slurm::parse_nice;
 use super::units::parse_slurm_megabytes;
-use super::{nodes_for_tasks, GpuPer, GpuRequest, JobRequest, MemoryRequest, TimeLimit};
+use super::{
+    nodes_for_tasks, GpuPer, GpuRequest, JobRequest, MemoryRequest, OpenMode, SlurmOptions,
+    TimeLimit, WarnSignal,
+};
 
 /// The options `bursar submit` understands, for `--help`.
 pub const SBATCH_USAGE: &str = "\
@@ -101,6 +107,17 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
   -C, --constraint=FEATURES     node features
       --exclusive               whole nodes (not on Slurm clusters: bursar prices
                                 what is requested, Slurm would charge whole nodes)
+      --signal=[{R|B}:]SIG[@S]  send SIG S seconds (60) before the time limit
+      --requeue, --no-requeue   whether Slurm may requeue the job
+      --open-mode=append|truncate  how the output and error files are opened
+      --nice[=N]                lower the job's priority by N (100)
+      --reservation=NAME        run in a reservation
+      --wckey=KEY               workload characterization key
+  -x, --exclude=NODES           nodes not to run on
+  -i, --input=FILE              the script's standard input
+  -k, --no-kill                 keep the job when one of its nodes fails
+      --propagate[=LIMITS]      give the job these limits of this shell (ALL, NONE,
+                                STACK,NOFILE,...)
   -H, --hold                    submit the job held (release it with scontrol release)
       --parsable                print only the job id
   -Q, --quiet                   print nothing but errors
@@ -129,6 +146,58 @@ pub struct SbatchCommand {
     /// What the user should know about how the request was read (ranges narrowed, GRES not
     /// priced, deprecated `#SLURM` lines, …); print them before the quote.
     pub notes: Vec<String>,
+    /// `--propagate[=LIST]`: the resource limits of the submitting shell the job must get
+    /// whatever the cluster's `PropagateResourceLimits` says, as Slurm names them (`STACK`,
+    /// `NOFILE`, …; `ALL` or `NONE`), upper-case, in order; `None` when not given. The client
+    /// sends them in the job's environment ([`RLIMITS`]).
+    pub propagate: Option<Vec<String>>,
+}
+
+/// The resource limits Slurm propagates from the submitting shell (`slurm_rlimits_info.c`),
+/// by its names.
+pub const RLIMITS: [&str; 10] = [
+    "CPU", "FSIZE", "DATA", "STACK", "CORE", "RSS", "NPROC", "NOFILE", "MEMLOCK", "AS",
+];
+
+/// `--propagate`'s list as sbatch's `parse_rlimits` reads it: names with or without
+/// `RLIMIT_`, any case, comma-separated; `ALL` and `NONE` alone.
+fn parse_propagate(option: &str, value: Option<&str>) -> Result<Vec<String>, RequestError> {
+    let Some(list) = value else {
+        return Ok(RLIMITS.iter().map(|r| r.to_string()).collect());
+    };
+    let mut names: Vec<String> = Vec::new();
+    for word in list.split(',') {
+        let upper = word.trim().to_ascii_uppercase();
+        let name = upper.strip_prefix("RLIMIT_").unwrap_or(&upper);
+        match name {
+            "ALL" | "NONE" if list.contains(',') => {
+                return Err(RequestError::invalid_value(
+                    option,
+                    list,
+                    format!("{name} cannot be combined with other limits"),
+                ))
+            }
+            "ALL" => return Ok(RLIMITS.iter().map(|r| r.to_string()).collect()),
+            "NONE" => return Ok(Vec::new()),
+            _ if RLIMITS.contains(&name) => {
+                if !names.iter().any(|n| n == name) {
+                    names.push(name.to_string());
+                }
+            }
+            _ => {
+                return Err(RequestError::invalid_value(
+                    option,
+                    list,
+                    format!(
+                        "{:?} is not a resource limit Slurm propagates: use ALL, NONE or {}",
+                        word.trim(),
+                        RLIMITS.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(names)
 }
 
 /// A `bursar submit` argument vector split as sbatch splits it: options up to the first word
@@ -483,6 +552,17 @@ enum Opt {
     Comment,
     Constraint,
     Exclusive,
+    Signal,
+    Requeue,
+    NoRequeue,
+    OpenMode,
+    Nice,
+    Reservation,
+    Wckey,
+    Exclude,
+    Input,
+    NoKill,
+    Propagate,
     Hold,
     Parsable,
     Quiet,
@@ -542,6 +622,17 @@ const OPTIONS: &[Spec] = &[
     spec("comment", None, Opt::Comment, Arg::Required),
     spec("constraint", Some('C'), Opt::Constraint, Arg::Required),
     spec("exclusive", None, Opt::Exclusive, Arg::Optional),
+    spec("signal", None, Opt::Signal, Arg::Required),
+    spec("requeue", None, Opt::Requeue, Arg::Flag),
+    spec("no-requeue", None, Opt::NoRequeue, Arg::Flag),
+    spec("open-mode", None, Opt::OpenMode, Arg::Required),
+    spec("nice", None, Opt::Nice, Arg::Optional),
+    spec("reservation", None, Opt::Reservation, Arg::Required),
+    spec("wckey", None, Opt::Wckey, Arg::Required),
+    spec("exclude", Some('x'), Opt::Exclude, Arg::Required),
+    spec("input", Some('i'), Opt::Input, Arg::Required),
+    spec("no-kill", Some('k'), Opt::NoKill, Arg::Optional),
+    spec("propagate", None, Opt::Propagate, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("parsable", None, Opt::Parsable, Arg::Flag),
     spec("quiet", Some('Q'), Opt::Quiet, Arg::Flag),
@@ -651,6 +742,16 @@ struct Directives {
     comment: Option<String>,
     constraint: Option<String>,
     exclusive: bool,
+    signal: Option<WarnSignal>,
+    requeue: Option<bool>,
+    open_mode: Option<OpenMode>,
+    nice: Option<i32>,
+    reservation: Option<String>,
+    wckey: Option<String>,
+    exclude: Option<String>,
+    input: Option<String>,
+    no_kill: Option<bool>,
+    propagate: Option<Vec<String>>,
     hold: bool,
     parsable: bool,
     quiet: bool,
@@ -868,6 +969,41 @@ impl Directives {
                 }
                 self.exclusive = true;
             }
+            Opt::Signal => {
+                self.signal = Some(
+                    WarnSignal::parse(v)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
+            Opt::Requeue => self.requeue = Some(true),
+            Opt::NoRequeue => self.requeue = Some(false),
+            Opt::OpenMode => {
+                self.open_mode = Some(
+                    OpenMode::parse(v)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
+            Opt::Nice => {
+                self.nice = Some(
+                    parse_nice(value)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
+            Opt::Reservation => self.reservation = Some(text(typed, v)?),
+            Opt::Wckey => self.wckey = Some(text(typed, v)?),
+            Opt::Exclude => self.exclude = Some(text(typed, v)?),
+            Opt::Input => self.input = Some(text(typed, v)?),
+            Opt::NoKill => {
+                // As sbatch: no value or `set` turns it on, `off` or `no` off.
+                self.no_kill = Some(match value.map(str::to_ascii_lowercase).as_deref() {
+                    None | Some("set") => true,
+                    Some("off" | "no") => false,
+                    Some(_) => {
+                        return Err(RequestError::invalid_value(typed, v, "use set, off or no"))
+                    }
+                })
+            }
+            Opt::Propagate => self.propagate = Some(parse_propagate(typed, value)?),
             Opt::Hold => self.hold = true,
             Opt::Parsable => self.parsable = true,
             Opt::Quiet => self.quiet = true,
@@ -955,6 +1091,16 @@ impl Directives {
             comment: cli.comment.or(script.comment),
             constraint: cli.constraint.or(script.constraint),
             exclusive: cli.exclusive || script.exclusive,
+            signal: cli.signal.or(script.signal),
+            requeue: cli.requeue.or(script.requeue),
+            open_mode: cli.open_mode.or(script.open_mode),
+            nice: cli.nice.or(script.nice),
+            reservation: cli.reservation.or(script.reservation),
+            wckey: cli.wckey.or(script.wckey),
+            exclude: cli.exclude.or(script.exclude),
+            input: cli.input.or(script.input),
+            no_kill: cli.no_kill.or(script.no_kill),
+            propagate: cli.propagate.or(script.propagate),
             hold: cli.hold || script.hold,
             parsable: cli.parsable || script.parsable,
             quiet: cli.quiet || script.quiet,
@@ -1081,6 +1227,17 @@ impl Directives {
             constraint: self.constraint,
             exclusive: self.exclusive,
             hold: self.hold,
+            slurm: SlurmOptions {
+                signal: self.signal,
+                requeue: self.requeue,
+                open_mode: self.open_mode,
+                nice: self.nice,
+                reservation: self.reservation,
+                wckey: self.wckey,
+                exclude: self.exclude,
+                input: self.input,
+                no_kill: self.no_kill == Some(true),
+            },
             ..JobRequest::default()
         };
         Ok(SbatchCommand {
@@ -1089,6 +1246,7 @@ impl Directives {
             quiet: self.quiet,
             test_only: self.test_only,
             notes,
+            propagate: self.propagate,
         })
     }
 }

@@ -1,0 +1,393 @@
+//! [`SlurmOptions`]: sbatch options that change how Slurm runs a job but not what it costs
+//! (`--signal`, `--requeue`, `--open-mode`, `--nice`, `--reservation`, `--wckey`, `--exclude`,
+//! `--input`, `--no-kill`). They are forwarded to a Slurm cluster as given and never priced;
+//! a dstack cluster has none of them, so it is not eligible for a request that sets any.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The options, each unset unless asked for (JSON: the `slurm` object of a job request).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmOptions {
+    /// `--signal=[{R|B}:]SIG[@SECONDS]`: a signal sent that many seconds before the time limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<WarnSignal>,
+    /// `--requeue` (`true`) or `--no-requeue` (`false`); unset: the cluster's `JobRequeue`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue: Option<bool>,
+    /// `--open-mode`: how the output and error files are opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_mode: Option<OpenMode>,
+    /// `--nice[=N]` (100 without a value, as in sbatch): the job's scheduling priority lowered
+    /// by N (raised for a negative N, which only Slurm administrators may ask).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nice: Option<i32>,
+    /// `--reservation`: the reservation(s) to run in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
+    /// `--wckey`: the workload characterization key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wckey: Option<String>,
+    /// `-x/--exclude`: nodes the job must not run on, as Slurm writes node lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude: Option<String>,
+    /// `-i/--input`: the file the batch script reads as standard input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    /// `-k/--no-kill`: the job is not ended when one of its nodes fails.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_kill: bool,
+}
+
+impl SlurmOptions {
+    /// Nothing set.
+    pub fn is_empty(&self) -> bool {
+        self == &SlurmOptions::default()
+    }
+
+    /// The sbatch options set, as the user would write them (for messages).
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        let mut note = |set: bool, option: &'static str| {
+            if set {
+                given.push(option);
+            }
+        };
+        note(self.signal.is_some(), "--signal");
+        note(self.requeue == Some(true), "--requeue");
+        note(self.requeue == Some(false), "--no-requeue");
+        note(self.open_mode.is_some(), "--open-mode");
+        note(self.nice.is_some(), "--nice");
+        note(self.reservation.is_some(), "--reservation");
+        note(self.wckey.is_some(), "--wckey");
+        note(self.exclude.is_some(), "--exclude");
+        note(self.input.is_some(), "--input");
+        note(self.no_kill, "--no-kill");
+        given
+    }
+
+    /// Text values: not empty, one line; `nice` within Slurm's range.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        for (option, value) in [
+            ("--reservation", &self.reservation),
+            ("--wckey", &self.wckey),
+            ("--exclude", &self.exclude),
+            ("--input", &self.input),
+        ] {
+            if let Some(value) = value {
+                if value.is_empty() || value.chars().any(char::is_control) {
+                    return Err(format!("{option} {value:?} must be one line of text"));
+                }
+            }
+        }
+        if let Some(nice) = self.nice {
+            check_nice(i64::from(nice))?;
+        }
+        Ok(())
+    }
+}
+
+/// sbatch's bound on `--nice`: `NICE_OFFSET - 3`.
+const NICE_LIMIT: i64 = 2_147_483_645;
+
+fn check_nice(nice: i64) -> Result<i32, String> {
+    if nice.abs() > NICE_LIMIT {
+        return Err(format!(
+            "--nice={nice} is out of range (at most {NICE_LIMIT} either way)"
+        ));
+    }
+    i32::try_from(nice).map_err(|_| format!("--nice={nice} is out of range"))
+}
+
+/// `--nice`'s value: a whole number, signed; none means 100, as in sbatch.
+pub(crate) fn parse_nice(value: Option<&str>) -> Result<i32, String> {
+    let Some(text) = value else {
+        return Ok(100);
+    };
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("not a whole number".into());
+    }
+    let nice: i64 = text
+        .parse()
+        .map_err(|_| format!("{text} is out of range (at most {NICE_LIMIT} either way)"))?;
+    check_nice(nice)
+}
+
+/// `--open-mode`: output and error files appended to or truncated first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenMode {
+    Append,
+    Truncate,
+}
+
+impl OpenMode {
+    /// As sbatch reads it: a word starting with `a` (append) or `t` (truncate), any case.
+    pub fn parse(text: &str) -> Result<OpenMode, String> {
+        match text.bytes().next().map(|b| b.to_ascii_lowercase()) {
+            Some(b'a') => Ok(OpenMode::Append),
+            Some(b't') => Ok(OpenMode::Truncate),
+            _ => Err("use append or truncate".into()),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenMode::Append => "append",
+            OpenMode::Truncate => "truncate",
+        }
+    }
+}
+
+/// The signal names Slurm knows (`sig_name2num`), each with its Linux number.
+const SIGNALS: [(&str, u16); 18] = [
+    ("HUP", 1),
+    ("INT", 2),
+    ("QUIT", 3),
+    ("ABRT", 6),
+    ("KILL", 9),
+    ("USR1", 10),
+    ("USR2", 12),
+    ("PIPE", 13),
+    ("ALRM", 14),
+    ("TERM", 15),
+    ("CHLD", 17),
+    ("CONT", 18),
+    ("STOP", 19),
+    ("TSTP", 20),
+    ("TTIN", 21),
+    ("TTOU", 22),
+    ("URG", 23),
+    ("XCPU", 24),
+];
+
+/// `--signal=[{R|B}:]SIG[@SECONDS]`: send `signal` `seconds` before the job's time limit (60
+/// by default), only to the batch shell (`B`), and also when its reservation ends (`R`).
+///
+/// JSON: the sbatch form, `"B:USR1@90"`; it is written back as `B:USR1@90` (flags, a colon when
+/// there are any, the signal's name or number, the seconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarnSignal {
+    /// The name without `SIG` (`USR1`), or a number for a signal Slurm has no name for.
+    pub signal: String,
+    pub seconds: u16,
+    pub batch_only: bool,
+    pub reservation: bool,
+}
+
+impl WarnSignal {
+    /// Reads sbatch's form: optional flags `R` and `B` (either order, any case) and a colon,
+    /// a signal by name (`USR1`, `SIGUSR1`, any case) or number (1–64), and optionally `@`
+    /// and the seconds (0–65535).
+    pub fn parse(text: &str) -> Result<WarnSignal, String> {
+        let (flags, rest) = match text.split_once(':') {
+            Some((flags, rest)) => (flags, rest),
+            None => ("", text),
+        };
+        let mut batch_only = false;
+        let mut reservation = false;
+        for flag in flags.chars() {
+            let seen = match flag.to_ascii_uppercase() {
+                'B' => std::mem::replace(&mut batch_only, true),
+                'R' => std::mem::replace(&mut reservation, true),
+                _ => return Err(format!("{flags:?} is not B, R or both before the colon")),
+            };
+            if seen {
+                return Err(format!("{flag} is given twice before the colon"));
+            }
+        }
+        let (name, seconds) = match rest.split_once('@') {
+            Some((name, seconds)) => {
+                if seconds.is_empty() || !seconds.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(format!("{seconds:?} is not a number of seconds"));
+                }
+                let seconds: u16 = seconds
+                    .parse()
+                    .map_err(|_| format!("{seconds} seconds is more than 65535"))?;
+                (name, seconds)
+            }
+            None => (rest, 60),
+        };
+        Ok(WarnSignal {
+            signal: signal_name(name)?,
+            seconds,
+            batch_only,
+            reservation,
+        })
+    }
+
+    /// The signal's number (Linux).
+    pub fn number(&self) -> u16 {
+        SIGNALS
+            .iter()
+            .find(|(name, _)| *name == self.signal)
+            .map(|(_, n)| *n)
+            .or_else(|| self.signal.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// A signal as Slurm names it: `USR1` for `usr1`, `SIGUSR1` or `10`; a number it has no name
+/// for stays a number.
+fn signal_name(text: &str) -> Result<String, String> {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        let number: u16 = text
+            .parse()
+            .ok()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| format!("signal {text} is not between 1 and 64"))?;
+        return Ok(SIGNALS
+            .iter()
+            .find(|(_, n)| *n == number)
+            .map_or_else(|| number.to_string(), |(name, _)| name.to_string()));
+    }
+    let upper = text.to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    SIGNALS
+        .iter()
+        .find(|(name, _)| *name == bare)
+        .map(|(name, _)| name.to_string())
+        .ok_or_else(|| {
+            format!(
+                "{text:?} is not a signal Slurm knows: use a number or one of {}",
+                SIGNALS.map(|(name, _)| name).join(", ")
+            )
+        })
+}
+
+impl fmt::Display for WarnSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.reservation {
+            f.write_str("R")?;
+        }
+        if self.batch_only {
+            f.write_str("B")?;
+        }
+        if self.reservation || self.batch_only {
+            f.write_str(":")?;
+        }
+        write!(f, "{}@{}", self.signal, self.seconds)
+    }
+}
+
+impl Serialize for WarnSignal {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for WarnSignal {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        WarnSignal::parse(&text)
+            .map_err(|why| serde::de::Error::custom(format!("signal {text:?}: {why}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signal(text: &str) -> WarnSignal {
+        WarnSignal::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn signals_read_as_sbatch_reads_them() {
+        let s = signal("B:USR1@90");
+        assert_eq!(
+            (s.signal.as_str(), s.seconds, s.batch_only, s.reservation),
+            ("USR1", 90, true, false)
+        );
+        assert_eq!(s.number(), 10);
+        assert_eq!(signal("sigterm").to_string(), "TERM@60");
+        assert_eq!(signal("10@0").to_string(), "USR1@0");
+        assert_eq!(signal("rb:2@5").to_string(), "RB:INT@5");
+        assert_eq!(signal("R:HUP").to_string(), "R:HUP@60");
+        assert_eq!(
+            signal(":HUP").to_string(),
+            "HUP@60",
+            "sbatch skips a lone colon"
+        );
+        assert_eq!(signal("35@10").to_string(), "35@10");
+        assert_eq!(signal("35@10").number(), 35);
+        for bad in [
+            "",
+            "USR3",
+            "B:",
+            "X:USR1",
+            "BB:USR1",
+            "USR1@",
+            "USR1@-1",
+            "USR1@65536",
+            "0",
+            "65",
+            "USR1@1s",
+        ] {
+            assert!(WarnSignal::parse(bad).is_err(), "{bad:?} was taken");
+        }
+    }
+
+    #[test]
+    fn a_signal_round_trips_through_its_text() {
+        for text in ["B:USR1@90", "TERM@60", "RB:35@0", "R:XCPU@65535"] {
+            let s = signal(text);
+            assert_eq!(s.to_string(), text);
+            assert_eq!(signal(&s.to_string()), s);
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(serde_json::from_str::<WarnSignal>(&json).unwrap(), s);
+        }
+        assert!(serde_json::from_str::<WarnSignal>("\"USR9\"").is_err());
+    }
+
+    #[test]
+    fn nice_and_open_mode_follow_sbatch() {
+        assert_eq!(parse_nice(None), Ok(100));
+        assert_eq!(parse_nice(Some("-5")), Ok(-5));
+        assert_eq!(parse_nice(Some("+7")), Ok(7));
+        assert_eq!(parse_nice(Some("2147483645")), Ok(2_147_483_645));
+        for bad in [
+            "",
+            "x",
+            "1.5",
+            "2147483646",
+            "-2147483646",
+            "99999999999999999999",
+        ] {
+            assert!(parse_nice(Some(bad)).is_err(), "{bad:?}");
+        }
+        assert_eq!(OpenMode::parse("APPEND"), Ok(OpenMode::Append));
+        assert_eq!(OpenMode::parse("t"), Ok(OpenMode::Truncate));
+        assert!(OpenMode::parse("x").is_err());
+        assert!(OpenMode::parse("").is_err());
+    }
+
+    #[test]
+    fn options_say_which_are_given_and_check_their_text() {
+        let options = SlurmOptions {
+            requeue: Some(false),
+            no_kill: true,
+            exclude: Some("n[1-2]".into()),
+            ..SlurmOptions::default()
+        };
+        assert_eq!(options.given(), ["--no-requeue", "--exclude", "--no-kill"]);
+        assert!(options.validate().is_ok());
+        assert!(SlurmOptions::default().is_empty());
+        let bad = SlurmOptions {
+            wckey: Some("a\nb".into()),
+            ..SlurmOptions::default()
+        };
+        assert!(bad.validate().is_err());
+        let json: SlurmOptions =
+            serde_json::from_str(r#"{"signal": "B:USR1@90", "open_mode": "append"}"#).unwrap();
+        assert_eq!(json.open_mode, Some(OpenMode::Append));
+        assert_eq!(
+            serde_json::to_value(&json).unwrap(),
+            serde_json::json!({"signal": "B:USR1@90", "open_mode": "append"})
+        );
+        assert!(serde_json::from_str::<SlurmOptions>(r#"{"begin": "now"}"#).is_err());
+    }
+}
