@@ -251,7 +251,7 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
     // the options only Slurm takes: v0.0.38 reads them with sbatch's own option parser
     let options = JobSubmission {
         warn_signal: Some(KillWarning {
-            signal: "USR1".into(),
+            number: 10,
             seconds: 90,
             batch_only: false,
             reservation: true,
@@ -264,12 +264,14 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         excluded_nodes: Some("n[1,3],m1".into()),
         standard_input: Some("/dev/null".into()),
         no_kill: true,
+        dependency: Some("afterok:12:13".into()),
+        kill_on_invalid_dependency: Some(false),
         ..fixture_job()
     };
     let v38 = submit_body(ApiVersion::V0_0_38, &options).unwrap();
     let job = &v38["job"];
     for (key, value) in [
-        ("signal", json!("R:USR1@90")),
+        ("signal", json!("R:10@90")),
         ("no_requeue", json!(true)),
         ("open_mode", json!("append")),
         ("nice", json!(-5)),
@@ -278,6 +280,8 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         ("exclude_nodes", json!("n[1,3],m1")),
         ("standard_input", json!("/dev/null")),
         ("no_kill", json!("set")),
+        ("dependency", json!("afterok:12:13")),
+        ("kill_on_invalid_dependency", json!(false)),
     ] {
         assert_eq!(job[key], value, "v0.0.38 {key}: {job}");
     }
@@ -291,7 +295,7 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         let job = &body["job"];
         for (key, value) in [
             ("kill_warning_flags", json!(["RESERVATION_JOB"])),
-            ("kill_warning_signal", json!("USR1")),
+            ("kill_warning_signal", json!("10")),
             (
                 "kill_warning_delay",
                 json!({"set": true, "infinite": false, "number": 90}),
@@ -301,6 +305,8 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
             ("nice", json!(-5)),
             ("excluded_nodes", json!(["n[1,3],m1"])),
             ("kill_on_node_fail", json!(false)),
+            ("dependency", json!("afterok:12:13")),
+            ("flags", json!(["NO_KILL_INVALID_DEPENDENCY"])),
         ] {
             assert_eq!(job[key], value, "{version} {key}: {job}");
         }
@@ -308,7 +314,7 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
     // --signal=B: is sbatch's own: 22.05's slurmrestd reads the flag only in sbatch
     let batch_only = JobSubmission {
         warn_signal: Some(KillWarning {
-            signal: "USR1".into(),
+            number: 10,
             seconds: 60,
             batch_only: true,
             reservation: false,
@@ -333,6 +339,33 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
     );
     let v42 = submit_body(ApiVersion::V0_0_42, &truncate).unwrap();
     assert_eq!(v42["job"]["open_mode"], json!(["TRUNCATE"]));
+    // sbatch's SLURM_OPEN_MODE for the steps: v0.0.38 adds it itself, not 23.11's or 24.05's
+    let environment = |version: ApiVersion, job: &JobSubmission| {
+        let body = submit_body(version, job).unwrap();
+        body["job"]["environment"].clone()
+    };
+    for version in [ApiVersion::V0_0_40, ApiVersion::V0_0_41] {
+        let env = environment(version, &options);
+        assert!(
+            env.as_array()
+                .unwrap()
+                .contains(&json!("SLURM_OPEN_MODE=a")),
+            "{version}: {env}"
+        );
+        let env = environment(version, &truncate);
+        assert!(
+            env.as_array()
+                .unwrap()
+                .contains(&json!("SLURM_OPEN_MODE=t")),
+            "{version}: {env}"
+        );
+    }
+    assert_eq!(
+        environment(ApiVersion::V0_0_38, &options).get("SLURM_OPEN_MODE"),
+        None
+    );
+    let env = environment(ApiVersion::V0_0_41, &fixture_job());
+    assert!(!env.to_string().contains("SLURM_OPEN_MODE"), "{env}");
 
     // per node and per CPU (or per node and per job) at once is not a job sbatch would send
     let both = JobSubmission {
@@ -385,7 +418,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         mail_type: mail_events("ALL").unwrap(),
         mail_user: Some("alice@example.org".into()),
         warn_signal: Some(KillWarning {
-            signal: "USR1".into(),
+            number: 10,
             seconds: 90,
             batch_only: true,
             reservation: false,
@@ -398,6 +431,8 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         excluded_nodes: Some("n[1,3]".into()),
         standard_input: Some("/dev/null".into()),
         no_kill: true,
+        dependency: Some("afterok:12".into()),
+        kill_on_invalid_dependency: Some(true),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -425,7 +460,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 33, "{version}: {job:?}");
+        assert_eq!(job.len(), 35, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let other_job = second["job"].as_object().unwrap();
         let extra: Vec<(&String, &Value)> = other_job
@@ -458,7 +493,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 35 * 6);
+    assert_eq!(checked, 37 * 6);
 }
 
 #[tokio::test]

@@ -412,6 +412,42 @@ fn options_only_slurm_takes_are_read_as_sbatch_reads_them() {
     let command = parse_sbatch_command_with_env(&args(&[]), &words, Some(script)).unwrap();
     assert_eq!(command.request.slurm.signal.unwrap().to_string(), "USR2@5");
     assert_eq!(command.request.slurm.requeue, Some(false));
+    // -k takes the rest of its word as its value, as getopt's `k::` (sbatch refuses -kH).
+    let off = parse_ok(&["-koff"]);
+    assert!(!off.slurm.no_kill);
+    assert_eq!(off.output, None, "not -k -o ff");
+    assert!(parse(&["-kH"]).is_err());
+    assert!(parse_ok(&["-Hk"]).slurm.no_kill);
+    let split = split_sbatch_args(&args(&["-koff", "job.sh", "x"])).unwrap();
+    assert_eq!(split.script.as_deref(), Some("job.sh"));
+    // `none` is /dev/null for the script's input, output and error, as in sbatch.
+    let none = parse_ok(&["-i", "none", "-o", "NONE", "--error=None"]);
+    assert_eq!(none.slurm.input.as_deref(), Some("/dev/null"));
+    assert_eq!(none.output.as_deref(), Some("/dev/null"));
+    assert_eq!(none.error.as_deref(), Some("/dev/null"));
+    // A file of node names is read by sbatch on the login node: refused, not forwarded.
+    assert!(matches!(
+        parse(&["-x", "./bad-nodes"]),
+        Err(RequestError::InvalidValue { .. })
+    ));
+    // A dependency names jobs of one cluster: only with that cluster alone.
+    let with = slurm(&[
+        "-M",
+        "onprem",
+        "-d",
+        "afterok:12:13",
+        "--kill-on-invalid-dep=YES",
+    ]);
+    assert_eq!(with.dependency.as_deref(), Some("afterok:12:13"));
+    assert_eq!(with.kill_on_invalid_dep, Some(true));
+    for clusters in [&[][..], &["-M", "onprem,cloud"]] {
+        let mut words = clusters.to_vec();
+        words.push("--dependency=singleton");
+        match parse(&words) {
+            Err(RequestError::Invalid(why)) => assert!(why.contains("-M CLUSTER"), "{why}"),
+            other => panic!("{words:?}: {other:?}"),
+        }
+    }
     // --propagate: the client's business, not the request's.
     let propagate =
         |words: &[&str]| parse_sbatch_command(&args(words), Some(SCRIPT)).map(|c| c.propagate);
@@ -433,6 +469,8 @@ fn options_only_slurm_takes_are_read_as_sbatch_reads_them() {
         &["--propagate=STACK,ALL"],
         &["--propagate=FOO"],
         &["--requeue=yes"],
+        &["--kill-on-invalid-dep=maybe"],
+        &["-M", "onprem", "--dependency="],
     ] {
         let error = parse_sbatch_command(&args(bad), Some(SCRIPT)).unwrap_err();
         assert!(
@@ -460,7 +498,6 @@ fn refuses_what_it_cannot_carry() {
     unsupported(&["--acc=physics"], "--acc", "did you mean --account");
     unsupported(&["--array=1-10"], "--array", "job arrays");
     unsupported(&["-a", "1-3"], "-a", "job arrays");
-    unsupported(&["--dependency=afterok:1"], "--dependency", "dependencies");
     unsupported(&["--gpus-per-task=1"], "--gpus-per-task", "GPU-relative");
     unsupported(&["--mem-per-gpu=4G"], "--mem-per-gpu", "GPU-relative");
     unsupported(
@@ -1065,20 +1102,34 @@ fn request() -> impl Strategy<Value = JobRequest> {
         proptest::option::of("[a-z]{1,4}(\\[[0-9]-[0-9]\\])?(,[a-z]{1,4}[0-9])?"),
         proptest::option::of(text()),
         any::<bool>(),
+        proptest::option::of("(afterok|afterany):[0-9]{1,6}(:[0-9]{1,4})?|singleton"),
+        proptest::option::of(any::<bool>()),
     )
         .prop_map(
-            |(signal, requeue, open_mode, nice, reservation, wckey, exclude, input, no_kill)| {
-                SlurmOptions {
-                    signal,
-                    requeue,
-                    open_mode,
-                    nice,
-                    reservation,
-                    wckey,
-                    exclude,
-                    input,
-                    no_kill,
-                }
+            |(
+                signal,
+                requeue,
+                open_mode,
+                nice,
+                reservation,
+                wckey,
+                exclude,
+                input,
+                no_kill,
+                dependency,
+                kill_on_invalid_dep,
+            )| SlurmOptions {
+                signal,
+                requeue,
+                open_mode,
+                nice,
+                reservation,
+                wckey,
+                exclude,
+                input,
+                no_kill,
+                dependency,
+                kill_on_invalid_dep,
             },
         );
     (shape, names, texts, slurm).prop_map(
@@ -1098,38 +1149,44 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 excl,
                 hold,
             ),
-            slurm,
-        )| JobRequest {
-            account,
-            partition,
-            qos,
-            clusters: clusters.into_iter().collect(),
-            nodes,
-            nodes_exact: true,
-            // -c 1 given or not (a count other than 1 was given)
-            cpus_per_task_given: cpus != 1 || extra_tasks % 2 == 0,
-            ntasks: nodes + extra_tasks,
-            // at least what the tasks need on these nodes
-            ntasks_per_node: per_node.map(|p| p.max((nodes + extra_tasks).div_ceil(nodes))),
-            cpus_per_task: cpus,
-            memory,
-            gpus: gpu.map(|(count, per, kind)| GpuRequest { count, per, kind }),
-            other_gres,
-            time_limit_min: time.0,
-            time_unlimited: time.1,
-            job_name,
-            output,
-            error,
-            working_dir: dir,
-            export,
-            mail_type,
-            mail_user,
-            comment,
-            constraint,
-            exclusive: excl,
-            hold,
-            slurm,
-            ..JobRequest::default()
+            mut slurm,
+        )| {
+            // A dependency names jobs of one cluster, which the request must name alone.
+            if clusters.len() != 1 {
+                slurm.dependency = None;
+            }
+            JobRequest {
+                account,
+                partition,
+                qos,
+                clusters: clusters.into_iter().collect(),
+                nodes,
+                nodes_exact: true,
+                // -c 1 given or not (a count other than 1 was given)
+                cpus_per_task_given: cpus != 1 || extra_tasks % 2 == 0,
+                ntasks: nodes + extra_tasks,
+                // at least what the tasks need on these nodes
+                ntasks_per_node: per_node.map(|p| p.max((nodes + extra_tasks).div_ceil(nodes))),
+                cpus_per_task: cpus,
+                memory,
+                gpus: gpu.map(|(count, per, kind)| GpuRequest { count, per, kind }),
+                other_gres,
+                time_limit_min: time.0,
+                time_unlimited: time.1,
+                job_name,
+                output,
+                error,
+                working_dir: dir,
+                export,
+                mail_type,
+                mail_user,
+                comment,
+                constraint,
+                exclusive: excl,
+                hold,
+                slurm,
+                ..JobRequest::default()
+            }
         },
     )
 }

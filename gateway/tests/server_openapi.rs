@@ -161,7 +161,7 @@ fn the_job_request_schema_lists_every_field() {
         slurm: serde_json::from_value(json!({
             "signal": "B:USR1@90", "requeue": false, "open_mode": "append", "nice": 10,
             "reservation": "maint", "wckey": "w", "exclude": "n[1-2]", "input": "/dev/null",
-            "no_kill": true
+            "no_kill": true, "dependency": "afterok:1", "kill_on_invalid_dep": false
         }))
         .unwrap(),
         dstack: dstack.dstack,

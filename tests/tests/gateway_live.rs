@@ -901,10 +901,14 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     let job = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
     assert_eq!(field(&job, "TimeLimit"), "1-00:00:00", "{job:?}");
     assert_eq!(field(&job, "JobName"), "plain.sh");
+    let held = sub.cluster_job_id.clone();
 
     // The options only Slurm takes, as sbatch's same options leave the job (22.05 reads them
     // with sbatch's own parser: `no_kill` as "set", `no_requeue` for --no-requeue).
+    let dependency = format!("--dependency=afterok:{held}");
     let options = [
+        dependency.as_str(),
+        "--kill-on-invalid-dep=yes",
         "--signal=R:USR1@90",
         "--no-requeue",
         "--open-mode=append",
@@ -929,7 +933,14 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     assert!(out.status.success(), "sbatch: {out:?}");
     let theirs = scontrol_job(&gw, "onprem", &direct);
     gw.dev.slurm("scancel", "onprem", &[&direct]);
-    for key in ["Nice", "Requeue", "ExcNodeList", "StdIn", "NumNodes"] {
+    for key in [
+        "Nice",
+        "Requeue",
+        "ExcNodeList",
+        "StdIn",
+        "NumNodes",
+        "Dependency",
+    ] {
         assert_eq!(
             ours.get(key),
             theirs.get(key),
@@ -940,6 +951,10 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     assert_eq!(field(&ours, "Nice"), "5");
     assert_eq!(field(&ours, "Requeue"), "0");
     assert_eq!(field(&ours, "ExcNodeList"), "op-n2");
+    assert_eq!(
+        field(&ours, "Dependency"),
+        format!("afterok:{held}(unfulfilled)")
+    );
     // --signal=B: (the batch shell only) cannot reach 22.05: refused, nothing held.
     let refused = gw.client(
         &gw.alice,

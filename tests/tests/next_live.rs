@@ -654,6 +654,38 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         }
 
         {
+            // A dependency on a job of this cluster (named with -M), as sbatch's.
+            let (first, _) = gw.submit(&["-H", "-t", "5", script]);
+            let dependency = format!("--dependency=afterok:{first}");
+            let options = [dependency.as_str(), "--kill-on-invalid-dep=yes", "-t", "5"];
+            let mut args = vec!["-H", "-M", "next"];
+            args.extend(options);
+            args.push(script);
+            let (ours, _) = gw.submit(&args);
+            let mut sbatch_args = vec!["-H", "-A", "physics"];
+            sbatch_args.extend(options);
+            sbatch_args.extend(["--wrap", "true"]);
+            let theirs = sbatch(&gw.dev, "alice", &sbatch_args, None);
+            gw.jobs.push(theirs.clone());
+            let field = |job: &str| {
+                let line = next_slurm(&gw.dev, None, &["scontrol", "show", "job", "-o", job], None);
+                scontrol_fields(&line).get("Dependency").cloned()
+            };
+            let expected = format!("afterok:{first}(unfulfilled)");
+            assert_eq!(
+                field(&ours).as_deref(),
+                Some(expected.as_str()),
+                "{version}"
+            );
+            assert_eq!(
+                field(&ours),
+                field(&theirs),
+                "{version}: {ours} against {theirs}"
+            );
+            next_slurm(&gw.dev, None, &["scancel", &first, &ours, &theirs], None);
+        }
+
+        {
             // The variables sbatch 24.11 sets from its options, in the job's environment.
             let env_script = script_dir.path().join("env.sh");
             let env_text = "#!/bin/sh\nenv | sort\necho NOFILE=$(ulimit -S -n)\n";

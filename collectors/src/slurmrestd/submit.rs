@@ -77,13 +77,18 @@ pub struct JobSubmission {
     pub standard_input: Option<String>,
     /// `-k/--no-kill`: the job goes on when one of its nodes fails.
     pub no_kill: bool,
+    /// `-d/--dependency`, as Slurm writes it (`afterok:123`).
+    pub dependency: Option<String>,
+    /// `--kill-on-invalid-dep=yes|no`.
+    pub kill_on_invalid_dependency: Option<bool>,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KillWarning {
-    /// A name Slurm knows without `SIG` (`USR1`), or a number.
-    pub signal: String,
+    /// The signal's number: sent as a number, which every version reads (22.05's and 23.02's
+    /// signal names lack some that sbatch takes by number, such as 13 and 17).
+    pub number: u16,
     /// Seconds before the time limit.
     pub seconds: u16,
     /// `B`: to the batch shell only, not the job's steps.
@@ -362,7 +367,7 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
             if !flags.is_empty() {
                 put("kill_warning_flags", json!(flags));
             }
-            put("kill_warning_signal", json!(warning.signal));
+            put("kill_warning_signal", json!(warning.number.to_string()));
             put("kill_warning_delay", no_val(u64::from(warning.seconds)));
         } else {
             // sbatch's own form, which 22.05 reads with sbatch's parser (`R:` only: see
@@ -370,7 +375,7 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
             let flag = if warning.reservation { "R:" } else { "" };
             put(
                 "signal",
-                json!(format!("{flag}{}@{}", warning.signal, warning.seconds)),
+                json!(format!("{flag}{}@{}", warning.number, warning.seconds)),
             );
         }
     }
@@ -412,6 +417,21 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(input) = &job.standard_input {
         put("standard_input", json!(input));
     }
+    if let Some(dependency) = &job.dependency {
+        put("dependency", json!(dependency));
+    }
+    if let Some(kill) = job.kill_on_invalid_dependency {
+        if modern {
+            let flag = if kill {
+                "KILL_INVALID_DEPENDENCY"
+            } else {
+                "NO_KILL_INVALID_DEPENDENCY"
+            };
+            put("flags", json!([flag]));
+        } else {
+            put("kill_on_invalid_dependency", json!(kill));
+        }
+    }
     if job.no_kill {
         if modern {
             put("kill_on_node_fail", json!(false));
@@ -451,7 +471,8 @@ const HYDRA_BOOTSTRAPS: [(&str, &str); 2] = [
 /// none), as Slurm's `set_env_from_opts` and sbatch's option checks do:
 /// - `SLURM_CPUS_PER_TASK` and `SLURM_NTASKS_PER_NODE` for `-c` and `--ntasks-per-node`,
 ///   replacing the user's (every version);
-/// - from v0.0.40 (Slurm 23.11 and later): `SLURM_TRES_PER_TASK` for `-c`, and the settings
+/// - from v0.0.40 (Slurm 23.11 and later): `SLURM_TRES_PER_TASK` for `-c`, `SLURM_OPEN_MODE`
+///   (`a`, `t`) for `--open-mode`, and the settings
 ///   that make `mpirun` start its daemons with `srun --external-launcher`: Open MPI's and
 ///   PRRTE's where the user has none, and a Hydra launcher's bootstrap `slurm` with its extra
 ///   arguments — only where the user set no bootstrap (and the cluster does not disable it)
@@ -477,6 +498,15 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     }
     if !version.is_data_parser() {
         return;
+    }
+    if let Some(appending) = job.open_append {
+        // sbatch's (v0.0.38 adds it itself, 24.11's slurmctld at launch; 23.11's and 24.05's
+        // neither), for the job's steps.
+        overwrite(
+            env,
+            "SLURM_OPEN_MODE",
+            if appending { "a" } else { "t" }.into(),
+        );
     }
     append(env, "OMPI_MCA_plm_slurm_args", "--external-launcher");
     append(env, "PRTE_MCA_plm_slurm_args", "--external-launcher");

@@ -229,7 +229,7 @@ fn pinned_nodes(r: &JobRequest) -> Option<u32> {
 /// `--signal` as the slurmrestd client takes it.
 fn kill_warning(r: &JobRequest) -> Option<KillWarning> {
     r.slurm.signal.as_ref().map(|s| KillWarning {
-        signal: s.signal.clone(),
+        number: s.number(),
         seconds: s.seconds,
         batch_only: s.batch_only,
         reservation: s.reservation,
@@ -306,6 +306,8 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         excluded_nodes: r.slurm.exclude.clone(),
         standard_input: r.slurm.input.clone(),
         no_kill: r.slurm.no_kill,
+        dependency: r.slurm.dependency.clone(),
+        kill_on_invalid_dependency: r.slurm.kill_on_invalid_dep,
     })
 }
 
@@ -355,7 +357,8 @@ impl Forwarder for SlurmForwarder {
     fn check(&self, request: &JobRequest) -> Result<(), String> {
         slurm_unsupported(request)?;
         // What this cluster's API version cannot carry, once the version is known (with
-        // `api_version: auto`, from the first call; before it, the submission is refused).
+        // `api_version: auto`, from the first call: until then only the submission itself
+        // refuses it, with the same reason).
         if let Some(version) = self.client.known_api_version() {
             let probe = JobSubmission {
                 warn_signal: kill_warning(request),

@@ -196,6 +196,17 @@ pub fn read_command_line(
         });
     }
     if for_submit && !job.dstack {
+        if let Some(missing) = job
+            .propagate
+            .iter()
+            .flatten()
+            .find(|name| !shell.limits.contains_key(*name))
+        {
+            bail!(
+                "--propagate: this shell's {missing} limit cannot be read (/proc/self/limits), \
+                 so bursar cannot pass it on"
+            );
+        }
         job.request.environment = job_environment(job.request.export.as_deref(), &shell.vars);
         submit_variables(
             &mut job.request.environment,
@@ -235,13 +246,23 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SBATCH_INPUT", "--input"),
 ];
 
-/// sbatch's input variables for options without a value: set, even empty, each stands for its
-/// option (`SBATCH_NO_KILL`'s value, when it has one, is `--no-kill`'s: `set`, `off`).
+/// sbatch's input variables for on/off options, in sbatch's order (a later one wins). As
+/// sbatch's `slurm_process_option` reads them, one stands for its option when it is empty,
+/// `yes` or a number other than 0, and for nothing otherwise (sbatch then resets the option,
+/// which bursar does not: the script's own setting stays); `SBATCH_NO_KILL`'s value, when it
+/// has one, is `--no-kill`'s (`set`, `off`).
 const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
-    ("SBATCH_REQUEUE", "--requeue"),
-    ("SBATCH_NO_REQUEUE", "--no-requeue"),
     ("SBATCH_NO_KILL", "--no-kill"),
+    ("SBATCH_NO_REQUEUE", "--no-requeue"),
+    ("SBATCH_REQUEUE", "--requeue"),
 ];
+
+/// An on/off input variable's value that turns its option on (see [`SBATCH_ENV_FLAGS`]).
+fn turns_on(value: &str) -> bool {
+    value.is_empty()
+        || value.eq_ignore_ascii_case("yes")
+        || value.parse::<i64>().is_ok_and(|n| n != 0)
+}
 
 /// sbatch's input environment variables bursar does not carry (22.05's and later ones): set,
 /// even empty (sbatch turns an on/off option on for an empty one), they would change the job
@@ -322,8 +343,10 @@ pub fn sbatch_env_options(
             Some(value) if *name == "SBATCH_NO_KILL" && !value.is_empty() => {
                 words.push((name.to_string(), format!("{option}={value}")))
             }
-            Some(_) => words.push((name.to_string(), option.to_string())),
-            None => {}
+            Some(value) if *name == "SBATCH_NO_KILL" || turns_on(value) => {
+                words.push((name.to_string(), option.to_string()))
+            }
+            Some(_) | None => {}
         }
     }
     Ok(words)
@@ -464,6 +487,9 @@ fn dstack_submission(options: &[String], yaml: &str) -> anyhow::Result<Parsed> {
     let mut probed = options.to_vec();
     probed.push(PROBE.to_string());
     let command = parse_sbatch_command(&probed, None)?;
+    if command.propagate.is_some() {
+        bail!("--propagate applies to Slurm jobs: a dstack task gets the limits of its backend");
+    }
     let baseline = parse_sbatch_command(&[PROBE.to_string()], None)?.request;
     let given = command.request;
     let mut rest = given.clone();
@@ -653,6 +679,48 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
+    fn this_process_has_every_limit_slurm_propagates() {
+        let shell = Shell::current();
+        assert_eq!(
+            shell.limits.keys().map(String::as_str).collect::<Vec<_>>(),
+            {
+                let mut names = crate::request::sbatch::RLIMITS.to_vec();
+                names.sort_unstable();
+                names
+            }
+        );
+        assert!(shell.nice.is_some());
+    }
+
+    #[test]
+    fn on_off_variables_follow_sbatch() {
+        let words = |pairs: &[(&str, &str)]| {
+            let vars = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            sbatch_env_options(&vars)
+                .unwrap()
+                .into_iter()
+                .map(|(_, word)| word)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(words(&[("SBATCH_REQUEUE", "")]), ["--requeue"]);
+        assert_eq!(words(&[("SBATCH_REQUEUE", "yes")]), ["--requeue"]);
+        assert_eq!(words(&[("SBATCH_REQUEUE", "2")]), ["--requeue"]);
+        assert!(words(&[("SBATCH_REQUEUE", "0")]).is_empty());
+        assert!(words(&[("SBATCH_NO_REQUEUE", "no")]).is_empty());
+        // Both: sbatch reads SBATCH_REQUEUE last, so it wins.
+        assert_eq!(
+            words(&[("SBATCH_REQUEUE", "1"), ("SBATCH_NO_REQUEUE", "1")]),
+            ["--no-requeue", "--requeue"]
+        );
+        assert_eq!(words(&[("SBATCH_NO_KILL", "")]), ["--no-kill"]);
+        assert_eq!(words(&[("SBATCH_NO_KILL", "off")]), ["--no-kill=off"]);
+    }
+
+    #[test]
     fn sbatch_adds_its_variables_as_export_says() {
         let shell = Shell {
             vars: [("SLURM_CONF", "/etc/slurm.conf"), ("HOME", "/home/alice")]
@@ -740,6 +808,10 @@ mod tests {
         assert!(e.to_string().contains("only -A"), "{e}");
         let e = dstack_submission(&args(&["--wrap=hostname"]), task).unwrap_err();
         assert!(e.to_string().contains("--wrap"), "{e}");
+        let e = dstack_submission(&args(&["--propagate=STACK"]), task).unwrap_err();
+        assert!(e.to_string().contains("--propagate"), "{e}");
+        let e = dstack_submission(&args(&["--requeue"]), task).unwrap_err();
+        assert!(e.to_string().contains("only -A"), "{e}");
         assert_eq!(
             dstack_submission(&args(&["--help"]), task).unwrap(),
             Parsed::Help

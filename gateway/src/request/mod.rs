@@ -583,6 +583,14 @@ impl JobRequest {
                 .map_err(|why| RequestError::invalid_value("--mail-type", types, &why))?;
         }
         self.slurm.validate().map_err(RequestError::Invalid)?;
+        if self.slurm.dependency.is_some() && self.clusters.len() != 1 {
+            return invalid(
+                "--dependency names jobs of one cluster, and bursar may send this job to \
+                 another: name that cluster alone with -M CLUSTER (the cluster bursar submit \
+                 printed with the jobs' ids)"
+                    .into(),
+            );
+        }
         match self.time_limit_min {
             Some(0) => {
                 return invalid(
@@ -756,6 +764,13 @@ impl JobRequest {
         put("wckey", slurm.wckey.clone());
         put("exclude", slurm.exclude.clone());
         put("input", slurm.input.clone());
+        put("dependency", slurm.dependency.clone());
+        put(
+            "kill-on-invalid-dep",
+            slurm
+                .kill_on_invalid_dep
+                .map(|kill| if kill { "yes" } else { "no" }.to_string()),
+        );
         for (set, flag) in [
             (self.exclusive, "--exclusive"),
             (self.hold, "--hold"),

@@ -26,7 +26,7 @@
 //! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
 //! | `--export`, `--comment`, `-C/--constraint`, `--mail-type`, `--mail-user` | recorded as given and forwarded; not priced (`--mail-type` is checked against sbatch's words) |
 //! | `--exclusive` | recorded, with a note that Slurm charges whole nodes (`--exclusive=MODE` is refused); a Slurm cluster is not eligible for it, since bursar prices requested resources, not whole nodes ([`slurm_unsupported`](crate::admission::forward::slurm_unsupported)) |
-//! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
+//! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]`, `-d/--dependency` (with one cluster named by `-M`: job ids belong to one cluster), `--kill-on-invalid-dep` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
 //! | `--parsable`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
@@ -40,8 +40,7 @@
 //! does not read `#SBATCH` lines, so an option bursar does not carry would be silently lost
 //! between the quote and the cluster. Refusals with their own explanation: `--array` (job
 //! arrays: each task is its own job to hold and settle, not designed yet — submit the tasks
-//! separately), `--dependency` (job ids belong to one cluster while bursar may route
-//! elsewhere), heterogeneous jobs (`hetjob` lines), and the GPU-relative shapes
+//! separately), heterogeneous jobs (`hetjob` lines), and the GPU-relative shapes
 //! (`--gpus-per-task`, `--cpus-per-gpu`, `--mem-per-gpu`, `--ntasks-per-gpu`,
 //! `--gpus-per-socket`) that bursar cannot price yet.
 //!
@@ -116,6 +115,9 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
   -x, --exclude=NODES           nodes not to run on
   -i, --input=FILE              the script's standard input
   -k, --no-kill                 keep the job when one of its nodes fails
+  -d, --dependency=LIST         start after these jobs (afterok:ID:ID, singleton, ...);
+                                the jobs' cluster must be named alone with -M
+      --kill-on-invalid-dep=yes|no  end the job if its dependency can never be met
       --propagate[=LIMITS]      give the job these limits of this shell (ALL, NONE,
                                 STACK,NOFILE,...)
   -H, --hold                    submit the job held (release it with scontrol release)
@@ -160,7 +162,8 @@ pub const RLIMITS: [&str; 10] = [
 ];
 
 /// `--propagate`'s list as sbatch's `parse_rlimits` reads it: names with or without
-/// `RLIMIT_`, any case, comma-separated; `ALL` and `NONE` alone.
+/// `RLIMIT_`, comma-separated; `ALL` and `NONE` alone (bursar also takes lower case, where
+/// sbatch wants Slurm's upper-case names).
 fn parse_propagate(option: &str, value: Option<&str>) -> Result<Vec<String>, RequestError> {
     let Some(list) = value else {
         return Ok(RLIMITS.iter().map(|r| r.to_string()).collect());
@@ -260,9 +263,14 @@ fn option_words(argv: &[String], i: usize) -> Result<Option<usize>, RequestError
     };
     for (at, c) in shorts.char_indices() {
         let spec = lookup_short(c)?;
-        if matches!(spec.arg, Arg::Required) {
-            let attached = at + c.len_utf8() < shorts.len();
-            return Ok(Some(if attached { 1 } else { 2 }));
+        match spec.arg {
+            Arg::Required => {
+                let attached = at + c.len_utf8() < shorts.len();
+                return Ok(Some(if attached { 1 } else { 2 }));
+            }
+            // The rest of the word, if any, is its value (`-koff`), as getopt's `k::`.
+            Arg::Optional => return Ok(Some(1)),
+            Arg::Flag => {}
         }
     }
     Ok(Some(1))
@@ -562,6 +570,8 @@ enum Opt {
     Exclude,
     Input,
     NoKill,
+    Dependency,
+    KillOnInvalidDep,
     Propagate,
     Hold,
     Parsable,
@@ -632,6 +642,13 @@ const OPTIONS: &[Spec] = &[
     spec("exclude", Some('x'), Opt::Exclude, Arg::Required),
     spec("input", Some('i'), Opt::Input, Arg::Required),
     spec("no-kill", Some('k'), Opt::NoKill, Arg::Optional),
+    spec("dependency", Some('d'), Opt::Dependency, Arg::Required),
+    spec(
+        "kill-on-invalid-dep",
+        None,
+        Opt::KillOnInvalidDep,
+        Arg::Required,
+    ),
     spec("propagate", None, Opt::Propagate, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("parsable", None, Opt::Parsable, Arg::Flag),
@@ -648,10 +665,6 @@ fn refusal(long: &str) -> Option<&'static str> {
         "array" => {
             "job arrays are not supported by bursar yet (each array task is its own job to \
              hold and settle); submit the tasks as separate jobs"
-        }
-        "dependency" => {
-            "job dependencies are not supported by bursar: job ids belong to one cluster and \
-             bursar may route the job to another"
         }
         "het-group" | "hetjob" | "packjob" => {
             "heterogeneous jobs are not supported by bursar; submit the components as separate \
@@ -704,7 +717,6 @@ fn lookup_short(c: char) -> Result<&'static Spec, RequestError> {
     }
     let reason = match c {
         'a' => refusal("array"),
-        'd' => refusal("dependency"),
         _ => None,
     };
     Err(RequestError::UnsupportedOption {
@@ -751,6 +763,8 @@ struct Directives {
     exclude: Option<String>,
     input: Option<String>,
     no_kill: Option<bool>,
+    dependency: Option<String>,
+    kill_on_invalid_dep: Option<bool>,
     propagate: Option<Vec<String>>,
     hold: bool,
     parsable: bool,
@@ -812,6 +826,17 @@ fn parse_words<'a>(
                     into.apply(spec.opt, &typed, Some(value), place)?;
                     break;
                 }
+                if spec.arg == Arg::Optional {
+                    // getopt's `k::`: the rest of the word, if any, is the value (`-koff`).
+                    let attached = &shorts[at + c.len_utf8()..];
+                    into.apply(
+                        spec.opt,
+                        &typed,
+                        (!attached.is_empty()).then_some(attached),
+                        place,
+                    )?;
+                    break;
+                }
                 into.apply(spec.opt, &typed, None, place)?;
             }
         } else {
@@ -837,6 +862,15 @@ fn text(option: &str, value: &str) -> Result<String, RequestError> {
         ));
     }
     Ok(value.to_string())
+}
+
+/// A file for standard input, output or error: `none` (any case) is `/dev/null`, as sbatch's
+/// `arg_set_ifname` and its kin have it.
+fn file_name(option: &str, value: &str) -> Result<String, RequestError> {
+    if value.eq_ignore_ascii_case("none") {
+        return Ok("/dev/null".to_string());
+    }
+    text(option, value)
 }
 
 /// A whole number (0 is let through so [`JobRequest::validate`] can say "at least 1").
@@ -942,8 +976,8 @@ impl Directives {
                 })?)
             }
             Opt::JobName => self.job_name = Some(text(typed, v)?),
-            Opt::Output => self.output = Some(text(typed, v)?),
-            Opt::Error => self.error = Some(text(typed, v)?),
+            Opt::Output => self.output = Some(file_name(typed, v)?),
+            Opt::Error => self.error = Some(file_name(typed, v)?),
             Opt::Wrap => {
                 if place == Place::Script {
                     return Err(RequestError::UnsupportedOption {
@@ -991,8 +1025,18 @@ impl Directives {
             }
             Opt::Reservation => self.reservation = Some(text(typed, v)?),
             Opt::Wckey => self.wckey = Some(text(typed, v)?),
-            Opt::Exclude => self.exclude = Some(text(typed, v)?),
-            Opt::Input => self.input = Some(text(typed, v)?),
+            Opt::Exclude => {
+                if v.contains('/') {
+                    return Err(RequestError::invalid_value(
+                        typed,
+                        v,
+                        "a file of node names is read by sbatch on the login node, which \
+                         bursar does not do: write the names (n[1-3],gpu01)",
+                    ));
+                }
+                self.exclude = Some(text(typed, v)?)
+            }
+            Opt::Input => self.input = Some(file_name(typed, v)?),
             Opt::NoKill => {
                 // As sbatch: no value or `set` turns it on, `off` or `no` off.
                 self.no_kill = Some(match value.map(str::to_ascii_lowercase).as_deref() {
@@ -1001,6 +1045,14 @@ impl Directives {
                     Some(_) => {
                         return Err(RequestError::invalid_value(typed, v, "use set, off or no"))
                     }
+                })
+            }
+            Opt::Dependency => self.dependency = Some(text(typed, v)?),
+            Opt::KillOnInvalidDep => {
+                self.kill_on_invalid_dep = Some(match v.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(RequestError::invalid_value(typed, v, "use yes or no")),
                 })
             }
             Opt::Propagate => self.propagate = Some(parse_propagate(typed, value)?),
@@ -1100,6 +1152,8 @@ impl Directives {
             exclude: cli.exclude.or(script.exclude),
             input: cli.input.or(script.input),
             no_kill: cli.no_kill.or(script.no_kill),
+            dependency: cli.dependency.or(script.dependency),
+            kill_on_invalid_dep: cli.kill_on_invalid_dep.or(script.kill_on_invalid_dep),
             propagate: cli.propagate.or(script.propagate),
             hold: cli.hold || script.hold,
             parsable: cli.parsable || script.parsable,
@@ -1237,6 +1291,8 @@ impl Directives {
                 exclude: self.exclude,
                 input: self.input,
                 no_kill: self.no_kill == Some(true),
+                dependency: self.dependency,
+                kill_on_invalid_dep: self.kill_on_invalid_dep,
             },
             ..JobRequest::default()
         };

@@ -1,6 +1,6 @@
 //! [`SlurmOptions`]: sbatch options that change how Slurm runs a job but not what it costs
 //! (`--signal`, `--requeue`, `--open-mode`, `--nice`, `--reservation`, `--wckey`, `--exclude`,
-//! `--input`, `--no-kill`). They are forwarded to a Slurm cluster as given and never priced;
+//! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`). They are forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
 use std::fmt;
@@ -39,6 +39,13 @@ pub struct SlurmOptions {
     /// `-k/--no-kill`: the job is not ended when one of its nodes fails.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_kill: bool,
+    /// `-d/--dependency`, as Slurm writes it (`afterok:123:124`, `singleton`): job ids of one
+    /// cluster, so a request with it must name that cluster alone (`-M`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<String>,
+    /// `--kill-on-invalid-dep=yes|no`: whether a job whose dependency can never be met ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_on_invalid_dep: Option<bool>,
 }
 
 impl SlurmOptions {
@@ -65,6 +72,8 @@ impl SlurmOptions {
         note(self.exclude.is_some(), "--exclude");
         note(self.input.is_some(), "--input");
         note(self.no_kill, "--no-kill");
+        note(self.dependency.is_some(), "--dependency");
+        note(self.kill_on_invalid_dep.is_some(), "--kill-on-invalid-dep");
         given
     }
 
@@ -75,6 +84,7 @@ impl SlurmOptions {
             ("--wckey", &self.wckey),
             ("--exclude", &self.exclude),
             ("--input", &self.input),
+            ("--dependency", &self.dependency),
         ] {
             if let Some(value) = value {
                 if value.is_empty() || value.chars().any(char::is_control) {
@@ -89,8 +99,9 @@ impl SlurmOptions {
     }
 }
 
-/// sbatch's bound on `--nice`: `NICE_OFFSET - 3`.
-const NICE_LIMIT: i64 = 2_147_483_645;
+/// The bound on `--nice` every path takes: sbatch allows `NICE_OFFSET - 3` either way,
+/// slurmrestd's v0.0.38 one less.
+const NICE_LIMIT: i64 = 2_147_483_644;
 
 fn check_nice(nice: i64) -> Result<i32, String> {
     if nice.abs() > NICE_LIMIT {
@@ -101,11 +112,14 @@ fn check_nice(nice: i64) -> Result<i32, String> {
     i32::try_from(nice).map_err(|_| format!("--nice={nice} is out of range"))
 }
 
-/// `--nice`'s value: a whole number, signed; none means 100, as in sbatch.
+/// `--nice`'s value: a whole number, signed; none means 100 and an empty one 0, as in sbatch.
 pub(crate) fn parse_nice(value: Option<&str>) -> Result<i32, String> {
     let Some(text) = value else {
         return Ok(100);
     };
+    if text.is_empty() {
+        return Ok(0);
+    }
     let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err("not a whole number".into());
@@ -181,7 +195,7 @@ pub struct WarnSignal {
 impl WarnSignal {
     /// Reads sbatch's form: optional flags `R` and `B` (either order, any case) and a colon,
     /// a signal by name (`USR1`, `SIGUSR1`, any case) or number (1–64), and optionally `@`
-    /// and the seconds (0–65535).
+    /// and the seconds (0–65535; none, as in `USR1@`, is 0, as in sbatch).
     pub fn parse(text: &str) -> Result<WarnSignal, String> {
         let (flags, rest) = match text.split_once(':') {
             Some((flags, rest)) => (flags, rest),
@@ -200,8 +214,9 @@ impl WarnSignal {
             }
         }
         let (name, seconds) = match rest.split_once('@') {
+            Some((name, "")) => (name, 0),
             Some((name, seconds)) => {
-                if seconds.is_empty() || !seconds.bytes().all(|b| b.is_ascii_digit()) {
+                if !seconds.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(format!("{seconds:?} is not a number of seconds"));
                 }
                 let seconds: u16 = seconds
@@ -312,6 +327,13 @@ mod tests {
             "HUP@60",
             "sbatch skips a lone colon"
         );
+        assert_eq!(
+            signal("USR1@").to_string(),
+            "USR1@0",
+            "sbatch reads no seconds as 0"
+        );
+        assert_eq!(signal("13").number(), 13);
+        assert_eq!(signal("chld").number(), 17);
         assert_eq!(signal("35@10").to_string(), "35@10");
         assert_eq!(signal("35@10").number(), 35);
         for bad in [
@@ -320,7 +342,7 @@ mod tests {
             "B:",
             "X:USR1",
             "BB:USR1",
-            "USR1@",
+            "USR1@x",
             "USR1@-1",
             "USR1@65536",
             "0",
@@ -348,13 +370,13 @@ mod tests {
         assert_eq!(parse_nice(None), Ok(100));
         assert_eq!(parse_nice(Some("-5")), Ok(-5));
         assert_eq!(parse_nice(Some("+7")), Ok(7));
-        assert_eq!(parse_nice(Some("2147483645")), Ok(2_147_483_645));
+        assert_eq!(parse_nice(Some("2147483644")), Ok(2_147_483_644));
+        assert_eq!(parse_nice(Some("")), Ok(0), "sbatch's strtoll of nothing");
         for bad in [
-            "",
             "x",
             "1.5",
-            "2147483646",
-            "-2147483646",
+            "2147483645",
+            "-2147483645",
             "99999999999999999999",
         ] {
             assert!(parse_nice(Some(bad)).is_err(), "{bad:?}");
