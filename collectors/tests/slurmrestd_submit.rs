@@ -311,6 +311,108 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
             assert_eq!(job[key], value, "{version} {key}: {job}");
         }
     }
+    // GPUs per task, memory and CPUs per GPU, as each version's sbatch sends them
+    let per_task = JobSubmission {
+        tasks: Some(2),
+        cpus_per_task: Some(2),
+        memory_per_node_mb: None,
+        memory_per_gpu_mb: Some(500),
+        gpus_per_node: None,
+        gpus_per_task: Some(GpuRequest {
+            count: 1,
+            kind: Some("h100".into()),
+        }),
+        ..fixture_job()
+    };
+    let per_gpu = JobSubmission {
+        tasks: Some(2),
+        cpus_per_task: None,
+        cpus_per_gpu: Some(3),
+        gpus_per_node: None,
+        gpus_per_job: Some(GpuRequest {
+            count: 2,
+            kind: None,
+        }),
+        ..fixture_job()
+    };
+    let v38 = submit_body(ApiVersion::V0_0_38, &per_task).unwrap();
+    let job = &v38["job"];
+    assert_eq!(
+        (
+            &job["gpus_per_task"],
+            &job["memory_per_gpu"],
+            job.get("memory_per_node")
+        ),
+        (&json!("h100:1"), &json!(500), None)
+    );
+    assert_eq!(job["environment"]["SLURM_GPUS_PER_TASK"], json!("h100:1"));
+    assert_eq!(job["environment"]["SLURM_MEM_PER_GPU"], json!("500"));
+    assert_eq!(
+        submit_body(ApiVersion::V0_0_38, &per_gpu).unwrap()["job"]["cpus_per_gpu"],
+        json!(3)
+    );
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
+        let body = submit_body(version, &per_task).unwrap();
+        let job = &body["job"];
+        assert_eq!(
+            job["tres_per_task"],
+            json!("cpu=2,gres/gpu:h100=1"),
+            "{version}"
+        );
+        assert_eq!(job["tres_bind"], json!("gres/gpu:per_task:1"), "{version}");
+        assert_eq!(job["memory_per_tres"], json!("gres/gpu:500"), "{version}");
+        let env = job["environment"].as_array().unwrap();
+        for var in [
+            "SLURM_TRES_PER_TASK=cpu=2,gres/gpu:h100=1",
+            "SLURM_TRES_BIND=gres/gpu:per_task:1",
+            "SLURM_MEM_PER_GPU=500",
+        ] {
+            assert!(env.contains(&json!(var)), "{version}: {var} in {env:?}");
+        }
+        let body = submit_body(version, &per_gpu).unwrap();
+        assert_eq!(
+            body["job"]["cpus_per_tres"],
+            json!("gres/gpu:3"),
+            "{version}"
+        );
+        assert_eq!(body["job"].get("tres_per_task"), None, "{version}");
+        assert!(body["job"]["environment"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("SLURM_CPUS_PER_GPU=3")));
+    }
+    for (bad, why) in [
+        (
+            JobSubmission {
+                memory_per_gpu_mb: Some(1),
+                ..per_gpu.clone()
+            },
+            "memory",
+        ),
+        (
+            JobSubmission {
+                cpus_per_task: Some(1),
+                ..per_gpu.clone()
+            },
+            "CPUs per task",
+        ),
+        (
+            JobSubmission {
+                gpus_per_job: Some(GpuRequest {
+                    count: 1,
+                    kind: None,
+                }),
+                ..per_task.clone()
+            },
+            "GPUs per",
+        ),
+    ] {
+        match submit_body(ApiVersion::V0_0_42, &bad) {
+            Err(RestError::InvalidRequest(message)) => assert!(message.contains(why), "{message}"),
+            other => panic!("{why}: {other:?}"),
+        }
+    }
+
     // --signal=B: is sbatch's own: 22.05's slurmrestd reads the flag only in sbatch
     let batch_only = JobSubmission {
         warn_signal: Some(KillWarning {
@@ -446,6 +548,19 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         }),
         ..fixture_job()
     };
+    // and the GPU-relative ones, in a third
+    let gpu_relative = JobSubmission {
+        cpus_per_task: None,
+        cpus_per_gpu: Some(3),
+        memory_per_node_mb: None,
+        memory_per_gpu_mb: Some(500),
+        gpus_per_node: None,
+        gpus_per_task: Some(GpuRequest {
+            count: 1,
+            kind: None,
+        }),
+        ..fixture_job()
+    };
     let json_type = |value: &Value| match value {
         Value::String(_) => "string",
         Value::Number(_) => "integer",
@@ -462,12 +577,13 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         let job = body["job"].as_object().unwrap();
         assert_eq!(job.len(), 35, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
-        let other_job = second["job"].as_object().unwrap();
-        let extra: Vec<(&String, &Value)> = other_job
-            .iter()
+        let third = submit_body(version, &gpu_relative).unwrap();
+        let extra: Vec<(&String, &Value)> = [&second, &third]
+            .into_iter()
+            .flat_map(|body| body["job"].as_object().unwrap().iter())
             .filter(|(k, _)| !job.contains_key(*k))
             .collect();
-        assert_eq!(extra.len(), 2, "{version}: {extra:?}");
+        assert_eq!(extra.len(), 5, "{version}: {extra:?}");
         for (key, value) in job.iter().chain(extra) {
             assert_eq!(
                 fields[key].as_str(),
@@ -493,7 +609,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 37 * 6);
+    assert_eq!(checked, 40 * 6);
 }
 
 #[tokio::test]

@@ -498,8 +498,12 @@ fn refuses_what_it_cannot_carry() {
     unsupported(&["--acc=physics"], "--acc", "did you mean --account");
     unsupported(&["--array=1-10"], "--array", "job arrays");
     unsupported(&["-a", "1-3"], "-a", "job arrays");
-    unsupported(&["--gpus-per-task=1"], "--gpus-per-task", "GPU-relative");
-    unsupported(&["--mem-per-gpu=4G"], "--mem-per-gpu", "GPU-relative");
+    unsupported(&["--ntasks-per-gpu=1"], "--ntasks-per-gpu", "GPU-relative");
+    unsupported(
+        &["--gpus-per-socket=1"],
+        "--gpus-per-socket",
+        "GPU-relative",
+    );
     unsupported(
         &["--exclusive=user"],
         "--exclusive=user",
@@ -764,6 +768,35 @@ fn alloc_prices_what_slurm_allocates() {
             "cpu=16,node=2",
         ),
         (&["--mem=0"], "cpu=1,node=1"),
+        // GPU-relative shapes, as 24.11's ReqTRES gives them
+        (
+            &[
+                "-n",
+                "2",
+                "-c",
+                "2",
+                "--gpus-per-task=1",
+                "--mem-per-gpu=500",
+            ],
+            "cpu=4,mem=1000M,node=1,gres/gpu=2",
+        ),
+        (
+            &["-n", "2", "--gpus=2", "--cpus-per-gpu=3"],
+            "cpu=6,node=1,gres/gpu=2",
+        ),
+        (
+            &["-n", "4", "--gpus-per-task=H100:1", "--mem-per-gpu=10G"],
+            "cpu=4,mem=40G,node=1,gres/gpu=4,gres/gpu:h100=4",
+        ),
+        (
+            &["-N", "2", "--gpus-per-node=2", "--cpus-per-gpu=4"],
+            "cpu=16,node=2,gres/gpu=4",
+        ),
+        // tasks' CPUs when they are more than the GPUs'
+        (
+            &["-n", "8", "--gpus=1", "--cpus-per-gpu=2"],
+            "cpu=8,node=1,gres/gpu=1",
+        ),
     ];
     for (words, tres) in cases {
         assert_eq!(
@@ -780,6 +813,58 @@ fn alloc_prices_what_slurm_allocates() {
     assert_eq!(r.alloc_with_default_mem(Some(1000)).mem_mb(), 1024);
     assert!(r.memory.is_some_and(|m| !m.is_whole_node()));
     assert!(parse_ok(&["--mem=0"]).memory.unwrap().is_whole_node());
+    // With --cpus-per-gpu, DefMemPerCPU counts the CPUs the GPUs bring (24.11: mem=6000M).
+    let r = parse_ok(&["-n", "2", "--gpus=2", "--cpus-per-gpu=3"]);
+    assert_eq!(r.alloc_with_default_mem(Some(1000)).mem_mb(), 6000);
+}
+
+#[test]
+fn gpu_relative_options_follow_sbatch() {
+    let r = parse_ok(&["-n", "4", "--gpus-per-task=a100:2", "--mem-per-gpu=8G"]);
+    assert_eq!(
+        r.gpus,
+        Some(GpuRequest {
+            count: 2,
+            per: GpuPer::PerTask,
+            kind: Some("a100".into())
+        })
+    );
+    assert_eq!(r.memory, Some(MemoryRequest::PerGpu(8192)));
+    assert_eq!(
+        parse_ok(&["--gpus=2", "--cpus-per-gpu=4"]).cpus_per_gpu,
+        Some(4)
+    );
+    // sbatch's exclusions
+    let conflict = |words: &[&str]| {
+        assert!(
+            matches!(parse(words), Err(RequestError::Conflict { .. })),
+            "{words:?}: {:?}",
+            parse(words)
+        )
+    };
+    conflict(&["--gpus=1", "--mem=1G", "--mem-per-gpu=1G"]);
+    conflict(&["--gpus=1", "--mem-per-cpu=1G", "--mem-per-gpu=1G"]);
+    conflict(&["--gpus=1", "--gpus-per-task=1"]);
+    let invalid = |words: &[&str], says: &str| match parse(words) {
+        Err(RequestError::Invalid(why)) => assert!(why.contains(says), "{words:?}: {why}"),
+        other => panic!("{words:?}: {other:?}"),
+    };
+    invalid(&["--mem-per-gpu=1G"], "needs GPUs");
+    invalid(&["--cpus-per-gpu=2"], "needs GPUs");
+    invalid(
+        &["--gpus=1", "-c", "2", "--cpus-per-gpu=2"],
+        "mutually exclusive",
+    );
+    invalid(&["--gpus=1", "--cpus-per-gpu=0"], "at least 1");
+    // The command line's memory or GPU option replaces the script's group.
+    let script = "#!/bin/sh\n#SBATCH --gpus-per-task=1 --mem-per-gpu=2G\ntrue\n";
+    let r = parse_sbatch(&args(&["--gpus=2", "--mem=4G"]), Some(script)).unwrap();
+    assert_eq!(r.gpus.map(|g| (g.count, g.per)), Some((2, GpuPer::PerJob)));
+    assert_eq!(r.memory, Some(MemoryRequest::PerNode(4096)));
+    // The JSON names.
+    let json = serde_json::to_value(parse_ok(&["--gpus-per-task=1", "--mem-per-gpu=1G"])).unwrap();
+    assert_eq!(json["gpus"]["per"], "task");
+    assert_eq!(json["memory"], serde_json::json!({"per_gpu_mb": 1024}));
 }
 
 #[test]
@@ -1047,11 +1132,17 @@ fn request() -> impl Strategy<Value = JobRequest> {
         proptest::option::of(prop_oneof![
             (0u64..100_000).prop_map(MemoryRequest::PerNode),
             (1u64..100_000).prop_map(MemoryRequest::PerCpu),
+            (1u64..100_000).prop_map(MemoryRequest::PerGpu),
         ]),
         proptest::option::of((
             1u32..9,
-            prop_oneof![Just(GpuPer::PerNode), Just(GpuPer::PerJob)],
+            prop_oneof![
+                Just(GpuPer::PerNode),
+                Just(GpuPer::PerJob),
+                Just(GpuPer::PerTask)
+            ],
             proptest::option::of("[a-z][a-z0-9_.]{0,6}"),
+            proptest::option::of(1u32..9),
         )),
         proptest::collection::vec("(shard|nvme|mps)(:[0-9]{1,2})?", 0..3),
         prop_oneof![
@@ -1155,6 +1246,13 @@ fn request() -> impl Strategy<Value = JobRequest> {
             if clusters.len() != 1 {
                 slurm.dependency = None;
             }
+            let cpus_per_task_given = cpus != 1 || extra_tasks % 2 == 0;
+            // Memory and CPUs per GPU with GPUs only, and CPUs per GPU not with -c.
+            let memory = memory.filter(|m| gpu.is_some() || !matches!(m, MemoryRequest::PerGpu(_)));
+            let cpus_per_gpu = gpu
+                .as_ref()
+                .and_then(|g| g.3)
+                .filter(|_| !cpus_per_task_given);
             JobRequest {
                 account,
                 partition,
@@ -1163,13 +1261,14 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 nodes,
                 nodes_exact: true,
                 // -c 1 given or not (a count other than 1 was given)
-                cpus_per_task_given: cpus != 1 || extra_tasks % 2 == 0,
+                cpus_per_task_given,
+                cpus_per_gpu,
                 ntasks: nodes + extra_tasks,
                 // at least what the tasks need on these nodes
                 ntasks_per_node: per_node.map(|p| p.max((nodes + extra_tasks).div_ceil(nodes))),
                 cpus_per_task: cpus,
                 memory,
-                gpus: gpu.map(|(count, per, kind)| GpuRequest { count, per, kind }),
+                gpus: gpu.map(|(count, per, kind, _)| GpuRequest { count, per, kind }),
                 other_gres,
                 time_limit_min: time.0,
                 time_unlimited: time.1,

@@ -139,6 +139,7 @@ fn the_job_request_schema_lists_every_field() {
         ntasks_per_node: Some(1),
         cpus_per_task: 1,
         cpus_per_task_given: true,
+        cpus_per_gpu: Some(4),
         memory: Some(MemoryRequest::PerCpu(1024)),
         gpus: Some(serde_json::from_value(json!({"count": 1})).unwrap()),
         other_gres: vec!["shard:1".into()],

@@ -147,13 +147,18 @@ impl DevStack {
             .unwrap_or_else(|| panic!("{key} is not in the dev stack's env files"))
     }
 
-    /// `runuser -u USER -- sbatch --parsable ARGS` on the dev stack's onprem cluster, as a
-    /// user on a login node submits; the output, whatever the outcome.
-    pub fn sbatch_as(&self, user: &str, args: &[&str]) -> std::process::Output {
+    /// `runuser -u USER -- sbatch --parsable ARGS` on one of the dev stack's 22.05 clusters
+    /// (`onprem`, `cloud`), as a user on a login node submits; the output, whatever the outcome.
+    pub fn sbatch_as(&self, user: &str, cluster: &str, args: &[&str]) -> std::process::Output {
+        let conf = if cluster == "cloud" {
+            self.var("BURSAR_DEV_CLOUD_CONF")
+        } else {
+            self.var("BURSAR_DEV_ONPREM_CONF")
+        };
         Command::new("runuser")
             .args(["-u", user, "--", "sbatch", "--parsable"])
             .args(args)
-            .env("SLURM_CONF", self.var("BURSAR_DEV_ONPREM_CONF"))
+            .env("SLURM_CONF", conf)
             .output()
             .expect("run sbatch")
     }

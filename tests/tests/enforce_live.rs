@@ -23,6 +23,7 @@ fn site(dev: &DevStack, declare: &str) -> Site {
 fn sbatch_as_alice(dev: &DevStack, wrap: &str) -> Output {
     dev.sbatch_as(
         "alice",
+        "onprem",
         &[
             "-A",
             "physics",

@@ -928,7 +928,7 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     sbatch_args.extend(["-o", "/dev/null"]);
     sbatch_args.extend(options);
     sbatch_args.extend(["--wrap", "true"]);
-    let out = gw.dev.sbatch_as("alice", &sbatch_args);
+    let out = gw.dev.sbatch_as("alice", "onprem", &sbatch_args);
     let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(out.status.success(), "sbatch: {out:?}");
     let theirs = scontrol_job(&gw, "onprem", &direct);
@@ -981,6 +981,52 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     println!("cloud job {}: {job:?}", sub.cluster_job_id);
     assert_eq!(field(&job, "TresPerJob"), "gres:gpu:h100:1", "{job:?}");
     assert!(!job.contains_key("TresPerNode"), "{job:?}");
+
+    // GPUs per task, memory and CPUs per GPU, as 22.05's sbatch sends them.
+    let gpu_relative: [&[&str]; 2] = [
+        &[
+            "-n",
+            "2",
+            "-c",
+            "2",
+            "--gpus-per-task=h100:1",
+            "--mem-per-gpu=500",
+        ],
+        &["-n", "2", "--gpus=2", "--cpus-per-gpu=3"],
+    ];
+    for options in gpu_relative {
+        let mut args = vec!["-H", "-M", "cloud", "-t", "10"];
+        args.extend(options);
+        args.push(script);
+        let sub = gw.submit(&args);
+        let ours = scontrol_job(&gw, "cloud", &sub.cluster_job_id);
+        let mut sbatch_args = vec!["-H", "-A", "physics", "-t", "10", "--chdir", "/tmp"];
+        sbatch_args.extend(["-o", "/dev/null"]);
+        sbatch_args.extend(options);
+        sbatch_args.extend(["--wrap", "true"]);
+        let out = gw.dev.sbatch_as("alice", "cloud", &sbatch_args);
+        assert!(out.status.success(), "sbatch {options:?}: {out:?}");
+        let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let theirs = scontrol_job(&gw, "cloud", &direct);
+        gw.dev.slurm("scancel", "cloud", &[&direct]);
+        for key in [
+            "NumCPUs",
+            "NumTasks",
+            "CPUs/Task",
+            "TresPerTask",
+            "TresPerJob",
+            "MemPerTres",
+            "CpusPerTres",
+            "MinMemoryCPU",
+        ] {
+            assert_eq!(
+                ours.get(key),
+                theirs.get(key),
+                "{options:?} {key}: bursar's job {} against sbatch's {direct}",
+                sub.cluster_job_id
+            );
+        }
+    }
 }
 
 #[test]

@@ -538,7 +538,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 19] = [
+const SHAPE: [&str; 24] = [
     "UserId",
     "Account",
     "QOS",
@@ -558,6 +558,11 @@ const SHAPE: [&str; 19] = [
     "Requeue",
     "ExcNodeList",
     "StdIn",
+    "TresPerJob",
+    "TresBind",
+    "MemPerTres",
+    "CpusPerTres",
+    "MinMemoryTRES",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -578,7 +583,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     )
     .unwrap();
     let script = script.to_str().unwrap();
-    let cases: [&[&str]; 6] = [
+    let cases: [&[&str]; 8] = [
         &["-t", "5"],
         &[
             "-N",
@@ -614,6 +619,17 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "/dev/null",
             "-k",
         ],
+        &[
+            "-n",
+            "2",
+            "-c",
+            "2",
+            "--gpus-per-task=1",
+            "--mem-per-gpu=500",
+            "-t",
+            "5",
+        ],
+        &["-n", "2", "--gpus=2", "--cpus-per-gpu=3", "-t", "5"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -622,7 +638,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             let mut args = vec!["-H"];
             args.extend_from_slice(case);
             args.push(script);
-            let (job, _) = gw.submit(&args);
+            let (job, id) = gw.submit(&args);
             let through_bursar = scontrol_shape(&gw.dev, &job);
             let mut sbatch_args = vec!["-H", "-A", "physics"];
             sbatch_args.extend(case.iter().map(|a| {
@@ -649,6 +665,14 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 through_bursar, through_sbatch,
                 "{version} {case:?}: bursar's job {job} against sbatch's {direct}"
             );
+            if case.iter().any(|a| a.contains("-per-gpu")) {
+                // The hold is the price of what Slurm will allocate: its ReqTRES for the
+                // time limit (5 minutes), as sacct's AllocTRES prices a finished job.
+                let tres = parse_tres(&through_bursar["ReqTRES"]);
+                let expected = expected_micros(&ONPREM, &tres, 300, 1);
+                let held = micros(gw.job(id)["estimate"].as_str().unwrap());
+                assert_eq!(held, expected, "{version} {case:?}: {tres:?}");
+            }
             println!("{version} {case:?}: {through_bursar:?}");
             next_slurm(&gw.dev, None, &["scancel", &job, &direct], None);
         }

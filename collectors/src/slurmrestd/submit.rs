@@ -35,6 +35,12 @@ pub struct JobSubmission {
     pub gpus_per_node: Option<GpuRequest>,
     /// GPUs for the whole job (`--gpus`).
     pub gpus_per_job: Option<GpuRequest>,
+    /// GPUs for each task (`--gpus-per-task`).
+    pub gpus_per_task: Option<GpuRequest>,
+    /// CPUs for each GPU (`--cpus-per-gpu`; `cpus_per_tres` `gres/gpu:N` from v0.0.40).
+    pub cpus_per_gpu: Option<u32>,
+    /// Memory per GPU in megabytes (`--mem-per-gpu`; `memory_per_tres` from v0.0.40).
+    pub memory_per_gpu_mb: Option<u64>,
     /// Other GRES per node as sbatch's `--gres` takes them (`shard:1`, `nic:mlx:2`), sent
     /// beside the GPUs (`gres` in v0.0.38, `tres_per_node` as `gres/…` from v0.0.40).
     pub other_gres: Vec<String>,
@@ -279,10 +285,46 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let Some(cpus) = job.cpus_per_task {
         put("cpus_per_task", json!(cpus));
-        if modern {
-            // sbatch 23.11+ sends -c as a TRES per task too (scontrol's TresPerTask).
-            put("tres_per_task", json!(format!("cpu={cpus}")));
+    }
+    if modern {
+        // sbatch 23.11+ sends -c and --gpus-per-task as TRES per task too (scontrol's
+        // TresPerTask, `cpu=2,gres/gpu=1`), and binds each task to its GPUs.
+        if let Some(tres) = tres_per_task(job) {
+            put("tres_per_task", json!(tres));
         }
+        if let Some(gpus) = &job.gpus_per_task {
+            put("tres_bind", json!(gpu_task_binding(gpus)));
+        }
+    } else if let Some(gpus) = &job.gpus_per_task {
+        put("gpus_per_task", json!(gpus.typed_count()));
+    }
+    if let Some(cpus) = job.cpus_per_gpu {
+        put(
+            if modern {
+                "cpus_per_tres"
+            } else {
+                "cpus_per_gpu"
+            },
+            if modern {
+                json!(format!("gres/gpu:{cpus}"))
+            } else {
+                json!(cpus)
+            },
+        );
+    }
+    if let Some(mb) = job.memory_per_gpu_mb {
+        put(
+            if modern {
+                "memory_per_tres"
+            } else {
+                "memory_per_gpu"
+            },
+            if modern {
+                json!(format!("gres/gpu:{mb}"))
+            } else {
+                json!(mb)
+            },
+        );
     }
     if let Some(limit) = job.time_limit_min {
         put(
@@ -457,6 +499,28 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
 }
 
+/// v0.0.40+'s `tres_per_task` as sbatch writes it: `cpu=N` for `-c`, `gres/gpu[:TYPE]=N` for
+/// `--gpus-per-task`, comma-separated; `None` for neither.
+fn tres_per_task(job: &JobSubmission) -> Option<String> {
+    let mut tres = Vec::new();
+    if let Some(cpus) = job.cpus_per_task {
+        tres.push(format!("cpu={cpus}"));
+    }
+    if let Some(gpus) = &job.gpus_per_task {
+        tres.push(match &gpus.kind {
+            Some(kind) => format!("gres/gpu:{kind}={}", gpus.count),
+            None => format!("gres/gpu={}", gpus.count),
+        });
+    }
+    (!tres.is_empty()).then(|| tres.join(","))
+}
+
+/// The GPU binding sbatch 23.11+ gives `--gpus-per-task` when the user names none
+/// (`_implicitly_bind_tres_per_task`): each task its own GPUs.
+fn gpu_task_binding(gpus: &GpuRequest) -> String {
+    format!("gres/gpu:per_task:{}", gpus.count)
+}
+
 /// The Hydra launchers (MPICH, Intel MPI): each bootstrap variable with the one carrying its
 /// extra arguments.
 const HYDRA_BOOTSTRAPS: [(&str, &str); 2] = [
@@ -469,8 +533,10 @@ const HYDRA_BOOTSTRAPS: [(&str, &str); 2] = [
 
 /// The variables sbatch itself adds to a job's environment from its options (slurmrestd adds
 /// none), as Slurm's `set_env_from_opts` and sbatch's option checks do:
-/// - `SLURM_CPUS_PER_TASK` and `SLURM_NTASKS_PER_NODE` for `-c` and `--ntasks-per-node`,
-///   replacing the user's (every version);
+/// - `SLURM_CPUS_PER_TASK`, `SLURM_NTASKS_PER_NODE`, `SLURM_CPUS_PER_GPU` and
+///   `SLURM_MEM_PER_GPU` for `-c`, `--ntasks-per-node`, `--cpus-per-gpu` and `--mem-per-gpu`,
+///   replacing the user's (every version); `SLURM_GPUS_PER_TASK` for `--gpus-per-task` (v0.0.38:
+///   later sbatch folds it into `SLURM_TRES_PER_TASK`, with `SLURM_TRES_BIND`);
 /// - from v0.0.40 (Slurm 23.11 and later): `SLURM_TRES_PER_TASK` for `-c`, `SLURM_OPEN_MODE`
 ///   (`a`, `t`) for `--open-mode`, and the settings
 ///   that make `mpirun` start its daemons with `srun --external-launcher`: Open MPI's and
@@ -489,9 +555,22 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     }
     if let Some(cpus) = job.cpus_per_task {
         overwrite(env, "SLURM_CPUS_PER_TASK", cpus.to_string());
-        if version.is_data_parser() {
-            overwrite(env, "SLURM_TRES_PER_TASK", format!("cpu={cpus}"));
+    }
+    if let Some(cpus) = job.cpus_per_gpu {
+        overwrite(env, "SLURM_CPUS_PER_GPU", cpus.to_string());
+    }
+    if let Some(mb) = job.memory_per_gpu_mb {
+        overwrite(env, "SLURM_MEM_PER_GPU", mb.to_string());
+    }
+    if version.is_data_parser() {
+        if let Some(tres) = tres_per_task(job) {
+            overwrite(env, "SLURM_TRES_PER_TASK", tres);
         }
+        if let Some(gpus) = &job.gpus_per_task {
+            overwrite(env, "SLURM_TRES_BIND", gpu_task_binding(gpus));
+        }
+    } else if let Some(gpus) = &job.gpus_per_task {
+        overwrite(env, "SLURM_GPUS_PER_TASK", gpus.typed_count());
     }
     if let Some(per_node) = job.tasks_per_node {
         overwrite(env, "SLURM_NTASKS_PER_NODE", per_node.to_string());
@@ -558,11 +637,20 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
             return bad(format!("environment variable {key} is set twice"));
         }
     }
-    if job.memory_per_node_mb.is_some() && job.memory_per_cpu_mb.is_some() {
-        return bad("memory per node and memory per CPU exclude each other".into());
+    let memories = [
+        job.memory_per_node_mb,
+        job.memory_per_cpu_mb,
+        job.memory_per_gpu_mb,
+    ];
+    if memories.iter().flatten().count() > 1 {
+        return bad("memory per node, per CPU and per GPU exclude each other".into());
     }
-    if job.gpus_per_node.is_some() && job.gpus_per_job.is_some() {
-        return bad("GPUs per node and GPUs per job exclude each other".into());
+    let gpu_requests = [&job.gpus_per_node, &job.gpus_per_job, &job.gpus_per_task];
+    if gpu_requests.iter().filter(|g| g.is_some()).count() > 1 {
+        return bad("GPUs per node, per job and per task exclude each other".into());
+    }
+    if job.cpus_per_gpu.is_some() && job.cpus_per_task.is_some() {
+        return bad("CPUs per task and per GPU exclude each other".into());
     }
     for entry in &job.other_gres {
         let name = entry.split(':').next().unwrap_or("");
@@ -576,10 +664,7 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
             return bad(format!("{entry:?} is not one non-GPU GRES such as shard:1"));
         }
     }
-    for gpus in [&job.gpus_per_node, &job.gpus_per_job]
-        .into_iter()
-        .flatten()
-    {
+    for gpus in gpu_requests.into_iter().flatten() {
         if gpus.count == 0 {
             return bad("a GPU request of 0 GPUs".into());
         }

@@ -246,10 +246,11 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         .batch_script()
         .ok_or("a job needs a batch script or --wrap")?
         .into_owned();
-    let (memory_per_node_mb, memory_per_cpu_mb) = match r.memory {
-        Some(MemoryRequest::PerNode(mb)) => (Some(mb), None),
-        Some(MemoryRequest::PerCpu(mb)) => (None, Some(mb)),
-        None => (None, None),
+    let (memory_per_node_mb, memory_per_cpu_mb, memory_per_gpu_mb) = match r.memory {
+        Some(MemoryRequest::PerNode(mb)) => (Some(mb), None, None),
+        Some(MemoryRequest::PerCpu(mb)) => (None, Some(mb), None),
+        Some(MemoryRequest::PerGpu(mb)) => (None, None, Some(mb)),
+        None => (None, None, None),
     };
     let gpus = |per: GpuPer| {
         r.gpus.as_ref().filter(|g| g.per == per).map(|g| SlurmGpus {
@@ -285,6 +286,9 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         ),
         gpus_per_node: gpus(GpuPer::PerNode),
         gpus_per_job: gpus(GpuPer::PerJob),
+        gpus_per_task: gpus(GpuPer::PerTask),
+        cpus_per_gpu: r.cpus_per_gpu,
+        memory_per_gpu_mb,
         other_gres: r.other_gres.clone(),
         mail_type,
         mail_user: r.mail_user.clone(),
@@ -500,6 +504,19 @@ impl Forwarder for DstackForwarder {
         }
         if request.hold {
             return Err("dstack has no held runs: --hold applies to Slurm clusters".to_string());
+        }
+        if request.cpus_per_gpu.is_some()
+            || matches!(request.memory, Some(MemoryRequest::PerGpu(_)))
+            || request
+                .gpus
+                .as_ref()
+                .is_some_and(|g| g.per == GpuPer::PerTask)
+        {
+            return Err(
+                "a dstack task asks for its resources per node: --gpus-per-task, \
+                 --cpus-per-gpu and --mem-per-gpu apply to Slurm clusters"
+                    .to_string(),
+            );
         }
         if !request.slurm.is_empty() {
             return Err(format!(

@@ -18,9 +18,9 @@
 //! | TRES | rule |
 //! |---|---|
 //! | `node` | `nodes` (a `-N 2-4` range was narrowed when parsed: to its minimum, or the fewest of it that hold `-n` at `--ntasks-per-node`) |
-//! | `cpu` | `ntasks × cpus_per_task`, and never fewer than `nodes` (Slurm gives every node at least one CPU) |
-//! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; neither: 0, or the partition's `DefMemPerCPU` × `cpu` through [`JobRequest::alloc_with_default_mem`] |
-//! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), or the per-job count (`--gpus`) |
+//! | `cpu` | `ntasks × cpus_per_task`, or `--cpus-per-gpu` × `gres/gpu` when that is more, and never fewer than `nodes` (Slurm gives every node at least one CPU) |
+//! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; `--mem-per-gpu`: per GPU × `gres/gpu`; none: 0, or the partition's `DefMemPerCPU` × `cpu` through [`JobRequest::alloc_with_default_mem`] |
+//! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), per-task count × `ntasks` (`--gpus-per-task`), or the per-job count (`--gpus`) |
 //! | `gres/gpu:<type>` | the same total again when a type was given, lower-cased as Slurm's TRES names are: a breakdown of `gres/gpu`, never extra GPUs (see DESIGN "Pricing semantics") |
 //!
 //! Zero counts are left out, as Slurm leaves them out of TRES strings. `--mem=0` (Slurm: all
@@ -61,7 +61,7 @@ pub use units::{
 
 /// Memory asked for, in megabytes (MiB).
 ///
-/// JSON: `{"per_node_mb": 4096}` or `{"per_cpu_mb": 2048}`.
+/// JSON: `{"per_node_mb": 4096}`, `{"per_cpu_mb": 2048}` or `{"per_gpu_mb": 16384}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum MemoryRequest {
     /// `--mem`: on each node. 0 means all of each node's memory, as in Slurm.
@@ -70,6 +70,9 @@ pub enum MemoryRequest {
     /// `--mem-per-cpu`: for each allocated CPU.
     #[serde(rename = "per_cpu_mb")]
     PerCpu(u64),
+    /// `--mem-per-gpu`: for each allocated GPU (a job with GPUs only).
+    #[serde(rename = "per_gpu_mb")]
+    PerGpu(u64),
 }
 
 impl MemoryRequest {
@@ -89,6 +92,9 @@ pub enum GpuPer {
     /// `--gpus=N`: for the whole job.
     #[serde(rename = "job")]
     PerJob,
+    /// `--gpus-per-task=N`: for each task.
+    #[serde(rename = "task")]
+    PerTask,
 }
 
 /// GPUs asked for: a count, what it is counted over, and optionally one type.
@@ -133,6 +139,8 @@ pub struct JobRequest {
     /// `-c` was given (`cpus_per_task` in JSON): sbatch then sets the job's
     /// `SLURM_CPUS_PER_TASK`, 1 included. In JSON, `cpus_per_task` is sent only when given.
     pub cpus_per_task_given: bool,
+    /// `--cpus-per-gpu`: CPUs for each of the job's GPUs (not with `-c`, as in sbatch).
+    pub cpus_per_gpu: Option<u32>,
     pub memory: Option<MemoryRequest>,
     pub gpus: Option<GpuRequest>,
     /// Non-GPU `--gres` entries (`shard:1`), forwarded as given and not priced.
@@ -186,6 +194,7 @@ impl Default for JobRequest {
             ntasks_per_node: None,
             cpus_per_task: 1,
             cpus_per_task_given: false,
+            cpus_per_gpu: None,
             memory: None,
             gpus: None,
             other_gres: Vec::new(),
@@ -235,6 +244,8 @@ struct JobRequestWire {
     ntasks_per_node: Option<u32>,
     #[serde(default)]
     cpus_per_task: Option<u32>,
+    #[serde(default)]
+    cpus_per_gpu: Option<u32>,
     #[serde(default)]
     memory: Option<MemoryRequest>,
     #[serde(default)]
@@ -319,6 +330,7 @@ impl Serialize for JobRequest {
         put!("ntasks", &self.ntasks);
         some!("ntasks_per_node", &self.ntasks_per_node);
         some!("cpus_per_task", &cpus);
+        some!("cpus_per_gpu", &self.cpus_per_gpu);
         some!("memory", &self.memory);
         some!("gpus", &self.gpus);
         if !self.other_gres.is_empty() {
@@ -382,6 +394,7 @@ impl From<JobRequestWire> for JobRequest {
             ntasks_per_node: w.ntasks_per_node,
             cpus_per_task: w.cpus_per_task.unwrap_or(base.cpus_per_task),
             cpus_per_task_given: w.cpus_per_task.is_some(),
+            cpus_per_gpu: w.cpus_per_gpu,
             memory: w.memory.or(base.memory),
             gpus: w.gpus.or(base.gpus),
             other_gres: w.other_gres,
@@ -408,17 +421,25 @@ impl From<JobRequestWire> for JobRequest {
 }
 
 impl JobRequest {
-    /// CPUs the job is allocated: `ntasks × cpus_per_task`, at least one per node.
+    /// CPUs the job is allocated: `ntasks × cpus_per_task`, or `cpus_per_gpu` × its GPUs when
+    /// that is more, and at least one per node.
     pub fn cpus(&self) -> u64 {
-        (u64::from(self.ntasks) * u64::from(self.cpus_per_task)).max(u64::from(self.nodes))
+        let per_gpu = self
+            .cpus_per_gpu
+            .map_or(0, |c| u64::from(c).saturating_mul(self.total_gpus()));
+        (u64::from(self.ntasks) * u64::from(self.cpus_per_task))
+            .max(per_gpu)
+            .max(u64::from(self.nodes))
     }
 
-    /// GPUs over the whole job: per-node counts × `nodes`, per-job counts as given.
+    /// GPUs over the whole job: per-node counts × `nodes`, per-task counts × `ntasks`, per-job
+    /// counts as given.
     pub fn total_gpus(&self) -> u64 {
         match &self.gpus {
             None => 0,
             Some(g) => match g.per {
                 GpuPer::PerNode => u64::from(g.count) * u64::from(self.nodes),
+                GpuPer::PerTask => u64::from(g.count) * u64::from(self.ntasks),
                 GpuPer::PerJob => u64::from(g.count),
             },
         }
@@ -429,6 +450,7 @@ impl JobRequest {
         match self.memory {
             Some(MemoryRequest::PerNode(mb)) => mb.checked_mul(u64::from(self.nodes)),
             Some(MemoryRequest::PerCpu(mb)) => mb.checked_mul(self.cpus()),
+            Some(MemoryRequest::PerGpu(mb)) => mb.checked_mul(self.total_gpus()),
             None => def_mem_per_cpu_mb.map_or(Some(0), |mb| mb.checked_mul(self.cpus())),
         }
     }
@@ -537,6 +559,25 @@ impl JobRequest {
         }
         if self.memory == Some(MemoryRequest::PerCpu(0)) {
             return invalid("--mem-per-cpu must be at least 1 MB".into());
+        }
+        if self.memory == Some(MemoryRequest::PerGpu(0)) {
+            return invalid("--mem-per-gpu must be at least 1 MB".into());
+        }
+        if matches!(self.memory, Some(MemoryRequest::PerGpu(_))) && self.gpus.is_none() {
+            return invalid("--mem-per-gpu needs GPUs (--gpus, --gpus-per-node, …)".into());
+        }
+        match self.cpus_per_gpu {
+            Some(0) => return invalid("--cpus-per-gpu must be at least 1".into()),
+            Some(_) if self.gpus.is_none() => {
+                return invalid("--cpus-per-gpu needs GPUs (--gpus, --gpus-per-node, …)".into())
+            }
+            Some(_) if self.cpus_per_task_given => {
+                return invalid(
+                    "--cpus-per-task and --cpus-per-gpu are mutually exclusive, as in sbatch"
+                        .into(),
+                )
+            }
+            _ => {}
         }
         if let Some(gpus) = &self.gpus {
             if gpus.count == 0 {
@@ -722,8 +763,10 @@ impl JobRequest {
         match self.memory {
             Some(MemoryRequest::PerNode(mb)) => put("mem", Some(format_slurm_megabytes(mb))),
             Some(MemoryRequest::PerCpu(mb)) => put("mem-per-cpu", Some(format_slurm_megabytes(mb))),
+            Some(MemoryRequest::PerGpu(mb)) => put("mem-per-gpu", Some(format_slurm_megabytes(mb))),
             None => {}
         }
+        put("cpus-per-gpu", self.cpus_per_gpu.map(|c| c.to_string()));
         if let Some(g) = &self.gpus {
             let value = match &g.kind {
                 Some(kind) => format!("{kind}:{}", g.count),
@@ -731,6 +774,7 @@ impl JobRequest {
             };
             let option = match g.per {
                 GpuPer::PerNode => "gpus-per-node",
+                GpuPer::PerTask => "gpus-per-task",
                 GpuPer::PerJob => "gpus",
             };
             put(option, Some(value));

@@ -17,10 +17,12 @@
 //! | `-n/--ntasks` | tasks; without it, one task per node (or `--ntasks-per-node` per node), as sbatch; fewer tasks than nodes shrinks the nodes to the tasks, as sbatch does (with a note) |
 //! | `--ntasks-per-node` | forwarded; sets the tasks when `-n` is absent |
 //! | `-c/--cpus-per-task` | CPUs per task |
-//! | `--mem=SIZE` / `--mem-per-cpu=SIZE` | memory per node / per CPU; SIZE is `4000`, `4000M`, `4G`, `1T`, `512K` (default MB; `4GB` accepted as sbatch does); mutually exclusive |
+//! | `--mem=SIZE` / `--mem-per-cpu=SIZE` / `--mem-per-gpu=SIZE` | memory per node / per CPU / per GPU; SIZE is `4000`, `4000M`, `4G`, `1T`, `512K` (default MB; `4GB` accepted as sbatch does); mutually exclusive |
 //! | `--gres=LIST` | `gpu`, `gpu:N`, `gpu:TYPE`, `gpu:TYPE:N` entries → GPUs per node; other GRES (`shard:1`) are kept in `other_gres`, forwarded and not priced (with a note); `none` clears |
 //! | `-G/--gpus=[TYPE:]N` | GPUs for the whole job |
 //! | `--gpus-per-node=[TYPE:]N` | GPUs per node |
+//! | `--gpus-per-task=[TYPE:]N` | GPUs per task (× `ntasks` in the estimate) |
+//! | `--cpus-per-gpu=N` | CPUs per GPU: the job's CPUs are N × its GPUs when that is more than its tasks' (not with `-c`, as in sbatch) |
 //! | `-t/--time` | [`TimeLimit`] (all Slurm formats); `UNLIMITED`/`INFINITE`/`0` is [`JobRequest::time_unlimited`]: priced and run at the partition's maximum, refused where there is none |
 //! | `-J/--job-name`, `-o/--output`, `-e/--error`, `-D/--chdir` | as given |
 //! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
@@ -33,7 +35,7 @@
 //! | `-v/--verbose` | accepted and ignored: it only changes sbatch's own chatter |
 //! | `-h/--help`, `--usage` | [`RequestError::HelpRequested`]; print [`SBATCH_USAGE`] |
 //!
-//! Only one GPU source per place: `--gres=gpu…`, `--gpus` and `--gpus-per-node` together are
+//! Only one GPU source per place: `--gres=gpu…`, `--gpus`, `--gpus-per-node` and `--gpus-per-task` together are
 //! refused (bursar keeps one GPU count and type per job), and so is a second GPU type.
 //!
 //! **Everything else is refused with an error naming the option**, never dropped: slurmrestd
@@ -41,8 +43,7 @@
 //! between the quote and the cluster. Refusals with their own explanation: `--array` (job
 //! arrays: each task is its own job to hold and settle, not designed yet — submit the tasks
 //! separately), heterogeneous jobs (`hetjob` lines), and the GPU-relative shapes
-//! (`--gpus-per-task`, `--cpus-per-gpu`, `--mem-per-gpu`, `--ntasks-per-gpu`,
-//! `--gpus-per-socket`) that bursar cannot price yet.
+//! (`--ntasks-per-gpu`, `--gpus-per-socket`) that bursar cannot price yet.
 //!
 //! ## The job script (as sbatch's `_opt_batch_script` and `_get_script_buffer`)
 //! - Refused when empty, only whitespace, not starting with `#!` (sbatch's own message), with
@@ -90,9 +91,12 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
   -c, --cpus-per-task=N         CPUs per task
       --mem=SIZE                memory per node (4000, 4000M, 4G, 1T)
       --mem-per-cpu=SIZE        memory per CPU
+      --mem-per-gpu=SIZE        memory per GPU
       --gres=gpu[:TYPE][:N],... generic resources (GPUs per node)
   -G, --gpus=[TYPE:]N           GPUs for the whole job
       --gpus-per-node=[TYPE:]N  GPUs per node
+      --gpus-per-task=[TYPE:]N  GPUs per task
+      --cpus-per-gpu=N          CPUs per GPU (not with -c)
   -t, --time=TIME               time limit: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED
   -J, --job-name=NAME           job name
   -o, --output=FILE             standard output file
@@ -342,6 +346,7 @@ pub fn parse_sbatch_command_with_env(
     if !cli.gpu_sources().is_empty() {
         from_env.gpus = None;
         from_env.gpus_per_node = None;
+        from_env.gpus_per_task = None;
         if let Some(gres) = &mut from_env.gres {
             gres.gpu = None;
         }
@@ -368,8 +373,15 @@ fn memory_from_env(
     cli: &Directives,
 ) -> Result<(), RequestError> {
     let (mem_env, cpu_env) = (env.mem.take(), env.mem_per_cpu.take());
-    if cli.mem.is_some() || cli.mem_per_cpu.is_some() {
+    if !cli.memory_sources().is_empty() {
         return Ok(());
+    }
+    if (mem_env.is_some() || cpu_env.is_some()) && script.mem_per_gpu.is_some() {
+        return Err(RequestError::Invalid(
+            "the script's --mem-per-gpu and SBATCH_MEM_PER_NODE or SBATCH_MEM_PER_CPU in the \
+             environment exclude each other"
+                .into(),
+        ));
     }
     let mem = mem_env.or(script.mem);
     let cpu = cpu_env.or(script.mem_per_cpu);
@@ -545,6 +557,9 @@ enum Opt {
     CpusPerTask,
     Mem,
     MemPerCpu,
+    MemPerGpu,
+    CpusPerGpu,
+    GpusPerTask,
     Gres,
     Gpus,
     GpusPerNode,
@@ -617,6 +632,9 @@ const OPTIONS: &[Spec] = &[
     spec("cpus-per-task", Some('c'), Opt::CpusPerTask, Arg::Required),
     spec("mem", None, Opt::Mem, Arg::Required),
     spec("mem-per-cpu", None, Opt::MemPerCpu, Arg::Required),
+    spec("mem-per-gpu", None, Opt::MemPerGpu, Arg::Required),
+    spec("cpus-per-gpu", None, Opt::CpusPerGpu, Arg::Required),
+    spec("gpus-per-task", None, Opt::GpusPerTask, Arg::Required),
     spec("gres", None, Opt::Gres, Arg::Required),
     spec("gpus", Some('G'), Opt::Gpus, Arg::Required),
     spec("gpus-per-node", None, Opt::GpusPerNode, Arg::Required),
@@ -670,9 +688,9 @@ fn refusal(long: &str) -> Option<&'static str> {
             "heterogeneous jobs are not supported by bursar; submit the components as separate \
              jobs"
         }
-        "gpus-per-task" | "cpus-per-gpu" | "mem-per-gpu" | "ntasks-per-gpu" | "gpus-per-socket" => {
-            "bursar cannot price GPU-relative requests yet; use --gpus-per-node (or --gpus), \
-             --cpus-per-task and --mem"
+        "ntasks-per-gpu" | "gpus-per-socket" => {
+            "bursar cannot price this GPU-relative request yet; use --gpus-per-task, \
+             --gpus-per-node or --gpus, with --cpus-per-gpu or --cpus-per-task"
         }
         _ => return None,
     })
@@ -739,6 +757,9 @@ struct Directives {
     cpus_per_task: Option<u32>,
     mem: Option<u64>,
     mem_per_cpu: Option<u64>,
+    mem_per_gpu: Option<u64>,
+    cpus_per_gpu: Option<u32>,
+    gpus_per_task: Option<(Option<String>, u32)>,
     gres: Option<GresList>,
     gpus: Option<(Option<String>, u32)>,
     gpus_per_node: Option<(Option<String>, u32)>,
@@ -960,6 +981,14 @@ impl Directives {
                         .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
                 )
             }
+            Opt::MemPerGpu => {
+                self.mem_per_gpu = Some(
+                    parse_slurm_megabytes(v)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
+            Opt::CpusPerGpu => self.cpus_per_gpu = Some(count(typed, v)?),
+            Opt::GpusPerTask => self.gpus_per_task = Some(parse_typed_count(typed, v)?),
             Opt::Gres => self.gres = Some(parse_gres_list(typed, v)?),
             Opt::Gpus => self.gpus = Some(parse_typed_count(typed, v)?),
             Opt::GpusPerNode => self.gpus_per_node = Some(parse_typed_count(typed, v)?),
@@ -1078,22 +1107,33 @@ impl Directives {
         if self.gpus_per_node.is_some() {
             sources.push("--gpus-per-node");
         }
+        if self.gpus_per_task.is_some() {
+            sources.push("--gpus-per-task");
+        }
         sources
+    }
+
+    /// The memory options given in this place, by name.
+    fn memory_sources(&self) -> Vec<&'static str> {
+        [
+            (self.mem.is_some(), "--mem"),
+            (self.mem_per_cpu.is_some(), "--mem-per-cpu"),
+            (self.mem_per_gpu.is_some(), "--mem-per-gpu"),
+        ]
+        .into_iter()
+        .filter_map(|(given, name)| given.then_some(name))
+        .collect()
     }
 
     /// Options that exclude each other within one place.
     fn check_exclusive(&self) -> Result<(), RequestError> {
-        if self.mem.is_some() && self.mem_per_cpu.is_some() {
-            return Err(RequestError::Conflict {
-                first: "--mem".into(),
-                second: "--mem-per-cpu".into(),
-            });
-        }
-        if let [first, second, ..] = self.gpu_sources().as_slice() {
-            return Err(RequestError::Conflict {
-                first: (*first).into(),
-                second: (*second).into(),
-            });
+        for sources in [self.memory_sources(), self.gpu_sources()] {
+            if let [first, second, ..] = sources.as_slice() {
+                return Err(RequestError::Conflict {
+                    first: (*first).into(),
+                    second: (*second).into(),
+                });
+            }
         }
         Ok(())
     }
@@ -1101,9 +1141,10 @@ impl Directives {
     /// The command line over the script, option by option (see the module docs for the
     /// memory and GPU groups).
     fn merge(cli: Directives, mut script: Directives) -> Directives {
-        if cli.mem.is_some() || cli.mem_per_cpu.is_some() {
+        if !cli.memory_sources().is_empty() {
             script.mem = None;
             script.mem_per_cpu = None;
+            script.mem_per_gpu = None;
         }
         if cli.gres.is_some() {
             script.gres = None;
@@ -1111,6 +1152,7 @@ impl Directives {
         if !cli.gpu_sources().is_empty() {
             script.gpus = None;
             script.gpus_per_node = None;
+            script.gpus_per_task = None;
             if let Some(gres) = &mut script.gres {
                 gres.gpu = None;
             }
@@ -1128,6 +1170,9 @@ impl Directives {
             cpus_per_task: cli.cpus_per_task.or(script.cpus_per_task),
             mem: cli.mem.or(script.mem),
             mem_per_cpu: cli.mem_per_cpu.or(script.mem_per_cpu),
+            mem_per_gpu: cli.mem_per_gpu.or(script.mem_per_gpu),
+            cpus_per_gpu: cli.cpus_per_gpu.or(script.cpus_per_gpu),
+            gpus_per_task: cli.gpus_per_task.or(script.gpus_per_task),
             gres: cli.gres.or(script.gres),
             gpus: cli.gpus.or(script.gpus),
             gpus_per_node: cli.gpus_per_node.or(script.gpus_per_node),
@@ -1208,10 +1253,11 @@ impl Directives {
             })?,
             (None, None) => nodes,
         };
-        let memory = match (self.mem, self.mem_per_cpu) {
-            (Some(mb), _) => Some(MemoryRequest::PerNode(mb)),
-            (None, Some(mb)) => Some(MemoryRequest::PerCpu(mb)),
-            (None, None) => None,
+        let memory = match (self.mem, self.mem_per_cpu, self.mem_per_gpu) {
+            (Some(mb), _, _) => Some(MemoryRequest::PerNode(mb)),
+            (None, Some(mb), _) => Some(MemoryRequest::PerCpu(mb)),
+            (None, None, Some(mb)) => Some(MemoryRequest::PerGpu(mb)),
+            (None, None, None) => None,
         };
         let (gres_gpu, other_gres) = match self.gres {
             Some(list) => (list.gpu, list.other),
@@ -1225,7 +1271,8 @@ impl Directives {
         let gpu = gres_gpu
             .map(|g| (g, GpuPer::PerNode))
             .or(self.gpus.map(|g| (g, GpuPer::PerJob)))
-            .or(self.gpus_per_node.map(|g| (g, GpuPer::PerNode)));
+            .or(self.gpus_per_node.map(|g| (g, GpuPer::PerNode)))
+            .or(self.gpus_per_task.map(|g| (g, GpuPer::PerTask)));
         let gpus = gpu
             .filter(|((_, count), _)| *count > 0)
             .map(|((kind, count), per)| GpuRequest { count, per, kind });
@@ -1263,6 +1310,7 @@ impl Directives {
             ntasks_per_node: self.ntasks_per_node,
             cpus_per_task: self.cpus_per_task.unwrap_or(1),
             cpus_per_task_given: self.cpus_per_task.is_some(),
+            cpus_per_gpu: self.cpus_per_gpu,
             memory,
             gpus,
             other_gres,
