@@ -834,6 +834,37 @@ fn scontrol_job(gw: &Gateway, cluster: &str, id: &str) -> BTreeMap<String, Strin
     scontrol_fields(&line)
 }
 
+/// The same options held on `cluster` through `bursar submit SCRIPT` and through the cluster's
+/// own sbatch (which is cancelled): bursar's submission, its job's `scontrol` fields, sbatch's
+/// job id and its fields.
+fn held_both_ways(
+    gw: &Gateway,
+    cluster: &str,
+    options: &[&str],
+    script: &str,
+) -> (
+    Submission,
+    BTreeMap<String, String>,
+    String,
+    BTreeMap<String, String>,
+) {
+    let mut args = vec!["-H", "-M", cluster, "-t", "10"];
+    args.extend(options);
+    args.push(script);
+    let sub = gw.submit(&args);
+    let ours = scontrol_job(gw, cluster, &sub.cluster_job_id);
+    let mut sbatch_args = vec!["-H", "-A", "physics", "-t", "10", "--chdir", "/tmp"];
+    sbatch_args.extend(["-o", "/dev/null"]);
+    sbatch_args.extend(options);
+    sbatch_args.extend(["--wrap", "true"]);
+    let out = gw.dev.sbatch_as("alice", cluster, &sbatch_args);
+    assert!(out.status.success(), "sbatch {options:?}: {out:?}");
+    let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let theirs = scontrol_job(gw, cluster, &direct);
+    gw.dev.slurm("scancel", cluster, &[&direct]);
+    (sub, ours, direct, theirs)
+}
+
 #[test]
 fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     let (gw, script) = Gateway::funded("");
@@ -919,20 +950,7 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
         "/dev/null",
         "-k",
     ];
-    let mut args = vec!["-H", "-M", "onprem", "-t", "10"];
-    args.extend(options);
-    args.push(script);
-    let sub = gw.submit(&args);
-    let ours = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
-    let mut sbatch_args = vec!["-H", "-A", "physics", "-t", "10", "--chdir", "/tmp"];
-    sbatch_args.extend(["-o", "/dev/null"]);
-    sbatch_args.extend(options);
-    sbatch_args.extend(["--wrap", "true"]);
-    let out = gw.dev.sbatch_as("alice", "onprem", &sbatch_args);
-    let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(out.status.success(), "sbatch: {out:?}");
-    let theirs = scontrol_job(&gw, "onprem", &direct);
-    gw.dev.slurm("scancel", "onprem", &[&direct]);
+    let (sub, ours, direct, theirs) = held_both_ways(&gw, "onprem", &options, script);
     for key in [
         "Nice",
         "Requeue",
@@ -995,20 +1013,7 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
         &["-n", "2", "--gpus=2", "--cpus-per-gpu=3"],
     ];
     for options in gpu_relative {
-        let mut args = vec!["-H", "-M", "cloud", "-t", "10"];
-        args.extend(options);
-        args.push(script);
-        let sub = gw.submit(&args);
-        let ours = scontrol_job(&gw, "cloud", &sub.cluster_job_id);
-        let mut sbatch_args = vec!["-H", "-A", "physics", "-t", "10", "--chdir", "/tmp"];
-        sbatch_args.extend(["-o", "/dev/null"]);
-        sbatch_args.extend(options);
-        sbatch_args.extend(["--wrap", "true"]);
-        let out = gw.dev.sbatch_as("alice", "cloud", &sbatch_args);
-        assert!(out.status.success(), "sbatch {options:?}: {out:?}");
-        let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let theirs = scontrol_job(&gw, "cloud", &direct);
-        gw.dev.slurm("scancel", "cloud", &[&direct]);
+        let (sub, ours, direct, theirs) = held_both_ways(&gw, "cloud", options, script);
         for key in [
             "NumCPUs",
             "NumTasks",
