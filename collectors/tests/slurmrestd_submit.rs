@@ -375,6 +375,10 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
             json!("gres/gpu:3"),
             "{version}"
         );
+        assert!(body["job"]["environment"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("SLURM_GPUS=2")));
         assert_eq!(body["job"].get("tres_per_task"), None, "{version}");
         assert!(body["job"]["environment"]
             .as_array()
@@ -468,6 +472,18 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
     );
     let env = environment(ApiVersion::V0_0_41, &fixture_job());
     assert!(!env.to_string().contains("SLURM_OPEN_MODE"), "{env}");
+    // ... and SLURM_JOB_DEPENDENCY
+    let env = environment(ApiVersion::V0_0_41, &options);
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!("SLURM_JOB_DEPENDENCY=afterok:12:13")),
+        "{env}"
+    );
+    assert_eq!(
+        environment(ApiVersion::V0_0_38, &options).get("SLURM_JOB_DEPENDENCY"),
+        None
+    );
 
     // per node and per CPU (or per node and per job) at once is not a job sbatch would send
     let both = JobSubmission {

@@ -448,6 +448,14 @@ pub struct SubmitPartition {
     /// allocates it.
     #[serde(default)]
     pub def_mem_per_cpu_mb: Option<u64>,
+    /// Memory per GPU of GPU jobs that ask for no memory (Slurm's `DefMemPerGPU`): for them it
+    /// replaces `def_mem_per_cpu_mb`.
+    #[serde(default)]
+    pub def_mem_per_gpu_mb: Option<u64>,
+    /// CPUs per GPU of GPU jobs that give neither `-c` nor `--cpus-per-gpu` (Slurm's
+    /// `DefCpuPerGPU`).
+    #[serde(default)]
+    pub def_cpu_per_gpu: Option<u32>,
     /// GPU types the partition has. Absent: any (Slurm decides); `[]`: no GPUs at all.
     #[serde(default)]
     pub gpu_types: Option<Vec<String>>,

@@ -170,6 +170,18 @@ async fn batch_scripts_are_not_for_dstack_and_dstack_errors_release_the_hold() {
         quote.cluster("lab").unwrap().reasons,
         ["lab: dstack has no held runs: --hold applies to Slurm clusters"]
     );
+    let mut per_gpu: JobRequest = serde_json::from_value(json!({"dstack": {
+        "type": "task", "name": "train", "commands": ["python train.py"],
+        "resources": {"cpu": 4, "gpu": 1}
+    }}))
+    .unwrap();
+    per_gpu.cpus_per_gpu = Some(2);
+    let quote = admission.quote(&alice(), &per_gpu).await.unwrap();
+    assert!(
+        quote.cluster("lab").unwrap().reasons[0].contains("--cpus-per-gpu"),
+        "{:?}",
+        quote.cluster("lab").unwrap().reasons
+    );
     let mut signalled = task();
     signalled.slurm.signal = Some(WarnSignal::parse("USR1@30").unwrap());
     signalled.slurm.requeue = Some(false);

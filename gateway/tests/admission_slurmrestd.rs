@@ -287,6 +287,24 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     // ... unless the user asked for its one node (-N 1): then it stays on one node.
     let one_node = slurm_submission(&job(json!({"nodes": 1, "ntasks": 8}))).unwrap();
     assert_eq!(one_node.nodes, Some(1));
+    // GPUs per task and memory, CPUs per GPU go as given; --gpus with --cpus-per-gpu is pinned
+    // (Slurm gives each node CPUs for the GPUs it places there), per-task GPUs are not.
+    let per_task = slurm_submission(&job(json!({"ntasks": 4,
+        "gpus": {"count": 1, "per": "task", "kind": "h100"}, "memory": {"per_gpu_mb": 500}})))
+    .unwrap();
+    assert_eq!(per_task.gpus_per_task.map(|g| g.count), Some(1));
+    assert_eq!(
+        (
+            per_task.memory_per_gpu_mb,
+            per_task.memory_per_node_mb,
+            per_task.nodes
+        ),
+        (Some(500), None, None)
+    );
+    let per_gpu = slurm_submission(&job(json!({"ntasks": 2,
+        "gpus": {"count": 2, "per": "job"}, "cpus_per_gpu": 3})))
+    .unwrap();
+    assert_eq!((per_gpu.cpus_per_gpu, per_gpu.nodes), (Some(3), Some(1)));
     // -c goes as given, 1 included (sbatch then sets SLURM_CPUS_PER_TASK); without -c, none.
     assert_eq!(one_node.cpus_per_task, None);
     let one_cpu = slurm_submission(&job(json!({"cpus_per_task": 1}))).unwrap();

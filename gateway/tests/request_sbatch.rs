@@ -3,8 +3,8 @@
 
 use bursar_gateway::request::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args, GpuPer,
-    GpuRequest, JobRequest, MemoryRequest, OpenMode, RequestError, SlurmOptions, TimeLimit,
-    WarnSignal,
+    GpuRequest, JobRequest, MemoryRequest, OpenMode, PartitionDefaults, RequestError, SlurmOptions,
+    TimeLimit, WarnSignal,
 };
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
 use proptest::prelude::*;
@@ -813,6 +813,38 @@ fn alloc_prices_what_slurm_allocates() {
     assert_eq!(r.alloc_with_default_mem(Some(1000)).mem_mb(), 1024);
     assert!(r.memory.is_some_and(|m| !m.is_whole_node()));
     assert!(parse_ok(&["--mem=0"]).memory.unwrap().is_whole_node());
+    // A partition's GPU defaults, as cons_tres applies them: CPUs per GPU without -c or
+    // --cpus-per-gpu, memory per GPU (over DefMemPerCPU) without any memory option.
+    let defaults = PartitionDefaults {
+        mem_per_cpu_mb: Some(1000),
+        mem_per_gpu_mb: Some(4000),
+        cpus_per_gpu: Some(8),
+    };
+    let with = |words: &[&str]| parse_ok(words).alloc_with_defaults(&defaults);
+    assert_eq!(
+        with(&["-n", "2", "--gpus-per-task=1"]),
+        Tres::parse("cpu=16,mem=8000M,node=1,gres/gpu=2").unwrap()
+    );
+    assert_eq!(
+        with(&[
+            "-n",
+            "2",
+            "-c",
+            "2",
+            "--gpus-per-task=1",
+            "--mem-per-cpu=100"
+        ]),
+        Tres::parse("cpu=4,mem=400M,node=1,gres/gpu=2").unwrap()
+    );
+    assert_eq!(
+        with(&["--gpus=1", "--cpus-per-gpu=2", "--mem=1G"]),
+        Tres::parse("cpu=2,mem=1G,node=1,gres/gpu=1").unwrap()
+    );
+    assert_eq!(
+        with(&["-n", "3"]),
+        Tres::parse("cpu=3,mem=3000M,node=1").unwrap(),
+        "no GPUs: DefMemPerCPU"
+    );
     // With --cpus-per-gpu, DefMemPerCPU counts the CPUs the GPUs bring (24.11: mem=6000M).
     let r = parse_ok(&["-n", "2", "--gpus=2", "--cpus-per-gpu=3"]);
     assert_eq!(r.alloc_with_default_mem(Some(1000)).mem_mb(), 6000);
@@ -856,6 +888,33 @@ fn gpu_relative_options_follow_sbatch() {
         "mutually exclusive",
     );
     invalid(&["--gpus=1", "--cpus-per-gpu=0"], "at least 1");
+    invalid(
+        &["-N", "2", "-n", "4", "--gpus=2", "--cpus-per-gpu=2"],
+        "--gpus-per-node or --gpus-per-task",
+    );
+    assert!(parse(&[
+        "-N",
+        "2",
+        "-n",
+        "4",
+        "--gpus-per-node=1",
+        "--cpus-per-gpu=2"
+    ])
+    .is_ok());
+    // SBATCH_CPUS_PER_GPU gives way to a -c of the script or the command line, as in sbatch;
+    // a script's --mem-per-gpu to SBATCH_MEM_PER_NODE.
+    let script = "#!/bin/sh\n#SBATCH -c 2 --gpus=1 --mem-per-gpu=1G\ntrue\n";
+    let env = vec![
+        (
+            "SBATCH_CPUS_PER_GPU".to_string(),
+            "--cpus-per-gpu=4".to_string(),
+        ),
+        ("SBATCH_MEM_PER_NODE".to_string(), "--mem=8G".to_string()),
+    ];
+    let command = parse_sbatch_command_with_env(&args(&[]), &env, Some(script)).unwrap();
+    assert_eq!(command.request.cpus_per_gpu, None);
+    assert_eq!(command.request.cpus_per_task, 2);
+    assert_eq!(command.request.memory, Some(MemoryRequest::PerGpu(1024)));
     // The command line's memory or GPU option replaces the script's group.
     let script = "#!/bin/sh\n#SBATCH --gpus-per-task=1 --mem-per-gpu=2G\ntrue\n";
     let r = parse_sbatch(&args(&["--gpus=2", "--mem=4G"]), Some(script)).unwrap();

@@ -175,6 +175,15 @@ fn the_job_request_schema_lists_every_field() {
     let parsed: JobRequest = serde_json::from_value(sent.clone()).expect("the server reads it");
     assert_eq!(parsed.memory, every.memory);
     assert_eq!(parsed.slurm, every.slurm);
+    // the GPU-relative branches (memory per GPU, GPUs per task), in a request that validates
+    let gpu_relative: JobRequest = serde_json::from_value(json!({"ntasks": 2,
+        "gpus": {"count": 1, "per": "task"}, "memory": {"per_gpu_mb": 500}, "cpus_per_gpu": 2}))
+    .unwrap();
+    gpu_relative.validate().unwrap();
+    let mut errors = Vec::new();
+    let sent_gpu = serde_json::to_value(&gpu_relative).unwrap();
+    check(&doc, schema, &sent_gpu, "gpu request", &mut errors);
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
     let slurm_listed: BTreeSet<String> = schema["properties"]["slurm"]["properties"]
         .as_object()
         .unwrap()

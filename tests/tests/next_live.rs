@@ -714,49 +714,71 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             let env_script = script_dir.path().join("env.sh");
             let env_text = "#!/bin/sh\nenv | sort\necho NOFILE=$(ulimit -S -n)\n";
             std::fs::write(&env_script, env_text).unwrap();
-            let options = ["-c", "2", "--ntasks-per-node=1", "-t", "5"];
-            let mut args = vec!["-o", "/tmp/bursar-next-env-%j.txt"];
-            args.extend(options);
-            args.push(env_script.to_str().unwrap());
-            let (through_bursar, _) = gw.submit(&args);
-            let mut sbatch_args = vec!["-A", "physics", "-o", "/tmp/bursar-next-env-%j.txt"];
-            sbatch_args.extend(options);
-            let direct = sbatch(&gw.dev, "alice", &sbatch_args, Some(env_text));
-            sacct_final(&gw.dev, &[through_bursar.clone(), direct.clone()]);
+            // The CPU options, then the GPU ones (their variables, as sbatch sets them).
+            let option_sets: [(&[&str], usize); 2] = [
+                (&["-c", "2", "--ntasks-per-node=1", "-t", "5"], 10),
+                (
+                    &[
+                        "--gpus=1",
+                        "--cpus-per-gpu=2",
+                        "--mem-per-gpu=100",
+                        "--open-mode=append",
+                        "-t",
+                        "5",
+                    ],
+                    11,
+                ),
+            ];
             let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
-            let set_by_options = |job: &str| -> Vec<String> {
-                let path = format!("{root}/tmp/bursar-next-env-{job}.txt");
-                let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-                text.lines()
-                    .filter(|l| {
-                        [
-                            "SLURM_CPUS_PER_TASK=",
-                            "SLURM_TRES_PER_TASK=",
-                            "SLURM_NTASKS_PER_NODE=",
-                            "HYDRA_BOOTSTRAP=",
-                            "HYDRA_LAUNCHER_EXTRA_ARGS=",
-                            "I_MPI_HYDRA_BOOTSTRAP=",
-                            "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=",
-                            "OMPI_MCA_plm_slurm_args=",
-                            "PRTE_MCA_plm_slurm_args=",
-                            "NOFILE=",
-                        ]
-                        .iter()
-                        .any(|p| l.starts_with(p))
-                    })
-                    .map(str::to_string)
-                    .collect()
-            };
-            let (ours, theirs) = (set_by_options(&through_bursar), set_by_options(&direct));
-            assert_eq!(
-                ours, theirs,
-                "{version}: jobs {through_bursar} and {direct}"
-            );
-            assert_eq!(ours.len(), 10, "{ours:?}");
-            assert!(
-                ours.contains(&format!("NOFILE={LOGIN_NOFILE}")),
-                "the shell's limit: {ours:?}"
-            );
+            for (options, count) in option_sets {
+                let mut args = vec!["-o", "/tmp/bursar-next-env-%j.txt"];
+                args.extend(options);
+                args.push(env_script.to_str().unwrap());
+                let (through_bursar, _) = gw.submit(&args);
+                let mut sbatch_args = vec!["-A", "physics", "-o", "/tmp/bursar-next-env-%j.txt"];
+                sbatch_args.extend(options);
+                let direct = sbatch(&gw.dev, "alice", &sbatch_args, Some(env_text));
+                sacct_final(&gw.dev, &[through_bursar.clone(), direct.clone()]);
+                let set_by_options = |job: &str| -> Vec<String> {
+                    let path = format!("{root}/tmp/bursar-next-env-{job}.txt");
+                    let text =
+                        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+                    text.lines()
+                        .filter(|l| {
+                            [
+                                "SLURM_CPUS_PER_TASK=",
+                                "SLURM_TRES_PER_TASK=",
+                                "SLURM_NTASKS_PER_NODE=",
+                                "SLURM_GPUS=",
+                                "SLURM_CPUS_PER_GPU=",
+                                "SLURM_MEM_PER_GPU=",
+                                "SLURM_OPEN_MODE=",
+                                "SLURM_TRES_BIND=",
+                                "HYDRA_BOOTSTRAP=",
+                                "HYDRA_LAUNCHER_EXTRA_ARGS=",
+                                "I_MPI_HYDRA_BOOTSTRAP=",
+                                "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS=",
+                                "OMPI_MCA_plm_slurm_args=",
+                                "PRTE_MCA_plm_slurm_args=",
+                                "NOFILE=",
+                            ]
+                            .iter()
+                            .any(|p| l.starts_with(p))
+                        })
+                        .map(str::to_string)
+                        .collect()
+                };
+                let (ours, theirs) = (set_by_options(&through_bursar), set_by_options(&direct));
+                assert_eq!(
+                    ours, theirs,
+                    "{version} {options:?}: jobs {through_bursar} and {direct}"
+                );
+                assert_eq!(ours.len(), count, "{ours:?}");
+                assert!(
+                    ours.contains(&format!("NOFILE={LOGIN_NOFILE}")),
+                    "the shell's limit: {ours:?}"
+                );
+            }
         }
 
         // One that runs: as alice, and settled at its sacct cost.

@@ -499,8 +499,9 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
 }
 
-/// v0.0.40+'s `tres_per_task` as sbatch writes it: `cpu=N` for `-c`, `gres/gpu[:TYPE]=N` for
-/// `--gpus-per-task`, comma-separated; `None` for neither.
+/// v0.0.40+'s `tres_per_task` as sbatch 24.05 and later write it: `cpu=N` for `-c`,
+/// `gres/gpu[:TYPE]=N` for `--gpus-per-task`, comma-separated; `None` for neither. (23.11's
+/// sbatch writes `cpu:N` and `gres/gpu:N`; its slurmctld reads both.)
 fn tres_per_task(job: &JobSubmission) -> Option<String> {
     let mut tres = Vec::new();
     if let Some(cpus) = job.cpus_per_task {
@@ -533,12 +534,14 @@ const HYDRA_BOOTSTRAPS: [(&str, &str); 2] = [
 
 /// The variables sbatch itself adds to a job's environment from its options (slurmrestd adds
 /// none), as Slurm's `set_env_from_opts` and sbatch's option checks do:
-/// - `SLURM_CPUS_PER_TASK`, `SLURM_NTASKS_PER_NODE`, `SLURM_CPUS_PER_GPU` and
-///   `SLURM_MEM_PER_GPU` for `-c`, `--ntasks-per-node`, `--cpus-per-gpu` and `--mem-per-gpu`,
+/// - `SLURM_CPUS_PER_TASK`, `SLURM_NTASKS_PER_NODE`, `SLURM_CPUS_PER_GPU`,
+///   `SLURM_MEM_PER_GPU` and `SLURM_GPUS` for `-c`, `--ntasks-per-node`, `--cpus-per-gpu`,
+///   `--mem-per-gpu` and `--gpus` (not `SLURM_GPUS_PER_NODE`: a request does not tell
+///   `--gpus-per-node` from `--gres=gpu:N`, which sets none),
 ///   replacing the user's (every version); `SLURM_GPUS_PER_TASK` for `--gpus-per-task` (v0.0.38:
 ///   later sbatch folds it into `SLURM_TRES_PER_TASK`, with `SLURM_TRES_BIND`);
 /// - from v0.0.40 (Slurm 23.11 and later): `SLURM_TRES_PER_TASK` for `-c`, `SLURM_OPEN_MODE`
-///   (`a`, `t`) for `--open-mode`, and the settings
+///   (`a`, `t`) for `--open-mode`, `SLURM_JOB_DEPENDENCY`, and the settings
 ///   that make `mpirun` start its daemons with `srun --external-launcher`: Open MPI's and
 ///   PRRTE's where the user has none, and a Hydra launcher's bootstrap `slurm` with its extra
 ///   arguments — only where the user set no bootstrap (and the cluster does not disable it)
@@ -562,6 +565,9 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     if let Some(mb) = job.memory_per_gpu_mb {
         overwrite(env, "SLURM_MEM_PER_GPU", mb.to_string());
     }
+    if let Some(gpus) = &job.gpus_per_job {
+        overwrite(env, "SLURM_GPUS", gpus.typed_count());
+    }
     if version.is_data_parser() {
         if let Some(tres) = tres_per_task(job) {
             overwrite(env, "SLURM_TRES_PER_TASK", tres);
@@ -578,14 +584,14 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     if !version.is_data_parser() {
         return;
     }
+    // sbatch's, for the job's steps (v0.0.38 adds them itself, 24.11's slurmctld at launch;
+    // 23.11's and 24.05's neither).
     if let Some(appending) = job.open_append {
-        // sbatch's (v0.0.38 adds it itself, 24.11's slurmctld at launch; 23.11's and 24.05's
-        // neither), for the job's steps.
-        overwrite(
-            env,
-            "SLURM_OPEN_MODE",
-            if appending { "a" } else { "t" }.into(),
-        );
+        let mode = if appending { "a" } else { "t" };
+        overwrite(env, "SLURM_OPEN_MODE", mode.into());
+    }
+    if let Some(dependency) = &job.dependency {
+        overwrite(env, "SLURM_JOB_DEPENDENCY", dependency.clone());
     }
     append(env, "OMPI_MCA_plm_slurm_args", "--external-launcher");
     append(env, "PRTE_MCA_plm_slurm_args", "--external-launcher");

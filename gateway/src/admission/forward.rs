@@ -214,7 +214,7 @@ pub fn slurm_unsupported(request: &JobRequest) -> Result<(), String> {
 
 /// The node count to send Slurm. A job of one node that did not ask for it (no `-N`) and whose
 /// price does not depend on its nodes (no per-node memory, GPUs or other GRES, no
-/// `--ntasks-per-node`) is left to Slurm to place, as sbatch leaves a job without `-N`: one
+/// `--ntasks-per-node`, no `--gpus` with `--cpus-per-gpu`) is left to Slurm to place, as sbatch leaves a job without `-N`: one
 /// whose tasks need more nodes gets them rather than a refusal, at the same price. Any other
 /// count is sent, and pins the job to it: as sbatch's `-N` does, and because more nodes would
 /// multiply what was priced per node.
@@ -222,7 +222,10 @@ fn pinned_nodes(r: &JobRequest) -> Option<u32> {
     let per_node = matches!(r.memory, Some(MemoryRequest::PerNode(_)))
         || r.gpus.as_ref().is_some_and(|g| g.per == GpuPer::PerNode)
         || !r.other_gres.is_empty()
-        || r.ntasks_per_node.is_some();
+        || r.ntasks_per_node.is_some()
+        // Slurm gives each node CPUs for the GPUs it places there: spread over more nodes,
+        // a job's GPUs could bring more CPUs than priced.
+        || (r.cpus_per_gpu.is_some() && r.gpus.as_ref().is_some_and(|g| g.per == GpuPer::PerJob));
     (r.nodes > 1 || r.nodes_exact || per_node).then_some(r.nodes)
 }
 

@@ -17,7 +17,8 @@
 //!   and charges for, the caller. Jobs are listed to their owner; finance and admin see all.
 //!   Only the owner or an admin cancels.
 //! - **Estimate = charge.** The hold is `ClusterPricing::estimate` of the request's resource
-//!   vector ([`JobRequest::alloc_with_default_mem`] with the partition's `def_mem_per_cpu_mb`)
+//!   vector ([`JobRequest::alloc_with_defaults`] with the partition's `def_mem_per_cpu_mb`,
+//!   `def_mem_per_gpu_mb` and `def_cpu_per_gpu`)
 //!   over the time limit the job is forwarded with (the request's, else the partition's
 //!   `default_time`, else its `max_time`), from `now`: the code that prices the charge.
 //! - **No overspending.** The quote's balances are a preview; the decision is

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::forward::Forwarder;
 use crate::config::{ClusterConfig, ClusterKind, Config};
-use crate::request::{JobRequest, TimeLimit};
+use crate::request::{JobRequest, PartitionDefaults, TimeLimit};
 
 /// Whether the account's chain can pay for the job on one cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,18 +339,23 @@ fn price(
     minutes: u64,
     quote: &mut ClusterQuote,
 ) {
-    let def_mem = cluster
+    let defaults = cluster
         .submit
         .as_ref()
         .and_then(|s| s.partitions.get(partition))
-        .and_then(|p| p.def_mem_per_cpu_mb);
+        .map(|p| PartitionDefaults {
+            mem_per_cpu_mb: p.def_mem_per_cpu_mb,
+            mem_per_gpu_mb: p.def_mem_per_gpu_mb,
+            cpus_per_gpu: p.def_cpu_per_gpu,
+        })
+        .unwrap_or_default();
     let Some(pricing) = ctx.pricing.get(name) else {
         quote
             .reasons
             .push(format!("{name} has no pricing rules loaded"));
         return;
     };
-    let alloc = ctx.request.alloc_with_default_mem(def_mem);
+    let alloc = ctx.request.alloc_with_defaults(&defaults);
     let seconds = TimeLimit::Minutes(minutes).seconds().unwrap_or(u64::MAX);
     match pricing.estimate(
         Some(partition),

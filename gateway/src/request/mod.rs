@@ -18,8 +18,8 @@
 //! | TRES | rule |
 //! |---|---|
 //! | `node` | `nodes` (a `-N 2-4` range was narrowed when parsed: to its minimum, or the fewest of it that hold `-n` at `--ntasks-per-node`) |
-//! | `cpu` | `ntasks × cpus_per_task`, or `--cpus-per-gpu` × `gres/gpu` when that is more, and never fewer than `nodes` (Slurm gives every node at least one CPU) |
-//! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; `--mem-per-gpu`: per GPU × `gres/gpu`; none: 0, or the partition's `DefMemPerCPU` × `cpu` through [`JobRequest::alloc_with_default_mem`] |
+//! | `cpu` | `ntasks × cpus_per_task`, or `--cpus-per-gpu` (without it and `-c`, the partition's `DefCpuPerGPU`) × `gres/gpu` when that is more, and never fewer than `nodes` (Slurm gives every node at least one CPU) |
+//! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; `--mem-per-gpu`: per GPU × `gres/gpu`; none: 0, or through [`JobRequest::alloc_with_defaults`] the partition's `DefMemPerGPU` × `gres/gpu` for a job with GPUs, else its `DefMemPerCPU` × `cpu` |
 //! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), per-task count × `ntasks` (`--gpus-per-task`), or the per-job count (`--gpus`) |
 //! | `gres/gpu:<type>` | the same total again when a type was given, lower-cased as Slurm's TRES names are: a breakdown of `gres/gpu`, never extra GPUs (see DESIGN "Pricing semantics") |
 //!
@@ -58,6 +58,15 @@ pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
     format_slurm_megabytes, parse_dstack_megabytes, parse_slurm_megabytes, CountRange, SizeRange,
 };
+
+/// What a Slurm partition gives a job that does not ask (its `DefMemPerCPU`, `DefMemPerGPU`,
+/// `DefCpuPerGPU`), for pricing as slurmctld will allocate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionDefaults {
+    pub mem_per_cpu_mb: Option<u64>,
+    pub mem_per_gpu_mb: Option<u64>,
+    pub cpus_per_gpu: Option<u32>,
+}
 
 /// Memory asked for, in megabytes (MiB).
 ///
@@ -424,8 +433,23 @@ impl JobRequest {
     /// CPUs the job is allocated: `ntasks × cpus_per_task`, or `cpus_per_gpu` × its GPUs when
     /// that is more, and at least one per node.
     pub fn cpus(&self) -> u64 {
+        self.cpus_with(&PartitionDefaults::default())
+    }
+
+    /// The CPUs per GPU the job gets: its `--cpus-per-gpu`, else, for a job with GPUs and no
+    /// `-c`, the partition's `DefCpuPerGPU` (cons_tres's `_set_gpu_defaults`).
+    pub fn cpus_per_gpu_with(&self, defaults: &PartitionDefaults) -> Option<u32> {
+        self.cpus_per_gpu.or_else(|| {
+            (self.gpus.is_some() && !self.cpus_per_task_given)
+                .then_some(defaults.cpus_per_gpu)
+                .flatten()
+        })
+    }
+
+    /// [`cpus`](Self::cpus) on a partition with these defaults.
+    pub fn cpus_with(&self, defaults: &PartitionDefaults) -> u64 {
         let per_gpu = self
-            .cpus_per_gpu
+            .cpus_per_gpu_with(defaults)
             .map_or(0, |c| u64::from(c).saturating_mul(self.total_gpus()));
         (u64::from(self.ntasks) * u64::from(self.cpus_per_task))
             .max(per_gpu)
@@ -446,24 +470,41 @@ impl JobRequest {
     }
 
     /// Memory over the whole job in MB; `None` when it would overflow.
-    fn checked_memory_mb(&self, def_mem_per_cpu_mb: Option<u64>) -> Option<u64> {
+    fn checked_memory_mb(&self, defaults: &PartitionDefaults) -> Option<u64> {
+        let cpus = self.cpus_with(defaults);
         match self.memory {
             Some(MemoryRequest::PerNode(mb)) => mb.checked_mul(u64::from(self.nodes)),
-            Some(MemoryRequest::PerCpu(mb)) => mb.checked_mul(self.cpus()),
+            Some(MemoryRequest::PerCpu(mb)) => mb.checked_mul(cpus),
             Some(MemoryRequest::PerGpu(mb)) => mb.checked_mul(self.total_gpus()),
-            None => def_mem_per_cpu_mb.map_or(Some(0), |mb| mb.checked_mul(self.cpus())),
+            // A job with GPUs gets DefMemPerGPU where the partition has it, else DefMemPerCPU.
+            None => match (defaults.mem_per_gpu_mb, self.gpus.is_some()) {
+                (Some(mb), true) => mb.checked_mul(self.total_gpus()),
+                _ => defaults
+                    .mem_per_cpu_mb
+                    .map_or(Some(0), |mb| mb.checked_mul(cpus)),
+            },
         }
     }
 
     /// The resource vector to price, as Slurm would allocate it (rules in the module docs).
-    /// Memory is 0 when none was asked for; see [`alloc_with_default_mem`](Self::alloc_with_default_mem).
+    /// Memory is 0 when none was asked for; see [`alloc_with_defaults`](Self::alloc_with_defaults).
     pub fn alloc(&self) -> Tres {
-        self.alloc_with_default_mem(None)
+        self.alloc_with_defaults(&PartitionDefaults::default())
     }
 
     /// [`alloc`](Self::alloc), with a request that names no memory given the partition's
     /// `DefMemPerCPU` (MB per CPU), as slurmctld would. A request that names memory ignores it.
     pub fn alloc_with_default_mem(&self, def_mem_per_cpu_mb: Option<u64>) -> Tres {
+        self.alloc_with_defaults(&PartitionDefaults {
+            mem_per_cpu_mb: def_mem_per_cpu_mb,
+            ..PartitionDefaults::default()
+        })
+    }
+
+    /// [`alloc`](Self::alloc) on a partition with these defaults, applied as slurmctld applies
+    /// them: CPUs per GPU to a job with GPUs and no `-c` or `--cpus-per-gpu`, memory per GPU
+    /// (else per CPU) to a job that names no memory.
+    pub fn alloc_with_defaults(&self, defaults: &PartitionDefaults) -> Tres {
         let mut tres = Tres::new();
         let mut put = |name: &str, count: u64| {
             if count > 0 {
@@ -471,12 +512,8 @@ impl JobRequest {
             }
         };
         put("node", u64::from(self.nodes));
-        put("cpu", self.cpus());
-        put(
-            "mem",
-            self.checked_memory_mb(def_mem_per_cpu_mb)
-                .unwrap_or(u64::MAX),
-        );
+        put("cpu", self.cpus_with(defaults));
+        put("mem", self.checked_memory_mb(defaults).unwrap_or(u64::MAX));
         let gpus = self.total_gpus();
         put("gres/gpu", gpus);
         if let Some(kind) = self.gpus.as_ref().and_then(|g| g.kind.as_deref()) {
@@ -574,6 +611,17 @@ impl JobRequest {
             Some(_) if self.cpus_per_task_given => {
                 return invalid(
                     "--cpus-per-task and --cpus-per-gpu are mutually exclusive, as in sbatch"
+                        .into(),
+                )
+            }
+            Some(_)
+                if self.nodes > 1
+                    && self.gpus.as_ref().is_some_and(|g| g.per == GpuPer::PerJob) =>
+            {
+                return invalid(
+                    "--gpus with --cpus-per-gpu on more than one node: Slurm gives each node \
+                     CPUs for the GPUs it places there, which cannot be priced in advance; ask \
+                     for the GPUs with --gpus-per-node or --gpus-per-task"
                         .into(),
                 )
             }
@@ -720,7 +768,9 @@ impl JobRequest {
                 );
             }
         }
-        if self.checked_memory_mb(None).is_none()
+        if self
+            .checked_memory_mb(&PartitionDefaults::default())
+            .is_none()
             || u64::from(self.nodes)
                 .checked_mul(u64::from(self.gpus.as_ref().map_or(0, |g| g.count)))
                 .is_none()

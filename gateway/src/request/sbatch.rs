@@ -342,6 +342,10 @@ pub fn parse_sbatch_command_with_env(
         (None, Some(_)) => {}
     }
     memory_from_env(&mut from_env, &mut from_script, &cli)?;
+    // A -c given on the command line or in the script drops SBATCH_CPUS_PER_GPU, as in sbatch.
+    if cli.cpus_per_task.is_some() || from_script.cpus_per_task.is_some() {
+        from_env.cpus_per_gpu = None;
+    }
     // GPUs on the command line replace the variables' GPUs, conflicting or not.
     if !cli.gpu_sources().is_empty() {
         from_env.gpus = None;
@@ -376,12 +380,9 @@ fn memory_from_env(
     if !cli.memory_sources().is_empty() {
         return Ok(());
     }
-    if (mem_env.is_some() || cpu_env.is_some()) && script.mem_per_gpu.is_some() {
-        return Err(RequestError::Invalid(
-            "the script's --mem-per-gpu and SBATCH_MEM_PER_NODE or SBATCH_MEM_PER_CPU in the \
-             environment exclude each other"
-                .into(),
-        ));
+    // The script's --mem-per-gpu wins over the variables' memory, as in sbatch.
+    if script.mem_per_gpu.is_some() {
+        return Ok(());
     }
     let mem = mem_env.or(script.mem);
     let cpu = cpu_env.or(script.mem_per_cpu);
