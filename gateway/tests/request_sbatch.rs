@@ -1306,10 +1306,12 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 slurm.dependency = None;
             }
             let cpus_per_task_given = cpus != 1 || extra_tasks % 2 == 0;
-            // Memory and CPUs per GPU with GPUs only, and CPUs per GPU not with -c.
+            // Memory and CPUs per GPU with GPUs only, and CPUs per GPU not with -c ...
             let memory = memory.filter(|m| gpu.is_some() || !matches!(m, MemoryRequest::PerGpu(_)));
+            // ... nor with --gpus over more than one node (not priceable: refused).
             let cpus_per_gpu = gpu
                 .as_ref()
+                .filter(|g| !(g.1 == GpuPer::PerJob && nodes > 1))
                 .and_then(|g| g.3)
                 .filter(|_| !cpus_per_task_given);
             JobRequest {
