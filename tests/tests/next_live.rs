@@ -730,19 +730,27 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 ),
             ];
             let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
+            // Output files of this run alone: a wiped cluster hands job ids out again, and
+            // --open-mode=append would add to an earlier run's file of the same id.
+            let output = format!(
+                "/tmp/bursar-next-env-{}-{}-%j.txt",
+                std::process::id(),
+                now()
+            );
             for (options, count) in option_sets {
-                let mut args = vec!["-o", "/tmp/bursar-next-env-%j.txt"];
+                let mut args = vec!["-o", output.as_str()];
                 args.extend(options);
                 args.push(env_script.to_str().unwrap());
                 let (through_bursar, _) = gw.submit(&args);
-                let mut sbatch_args = vec!["-A", "physics", "-o", "/tmp/bursar-next-env-%j.txt"];
+                let mut sbatch_args = vec!["-A", "physics", "-o", output.as_str()];
                 sbatch_args.extend(options);
                 let direct = sbatch(&gw.dev, "alice", &sbatch_args, Some(env_text));
                 sacct_final(&gw.dev, &[through_bursar.clone(), direct.clone()]);
                 let set_by_options = |job: &str| -> Vec<String> {
-                    let path = format!("{root}/tmp/bursar-next-env-{job}.txt");
+                    let path = format!("{root}{}", output.replace("%j", job));
                     let text =
                         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+                    let _ = std::fs::remove_file(&path);
                     text.lines()
                         .filter(|l| {
                             [
