@@ -1246,7 +1246,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
             Just(OpenMode::Append),
             Just(OpenMode::Truncate)
         ]),
-        proptest::option::of(-2_147_483_645i32..=2_147_483_645),
+        proptest::option::of(-2_147_483_644i32..=2_147_483_644),
         proptest::option::of(text()),
         proptest::option::of(text()),
         proptest::option::of("[a-z]{1,4}(\\[[0-9]-[0-9]\\])?(,[a-z]{1,4}[0-9])?"),
