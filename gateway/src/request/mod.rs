@@ -671,7 +671,7 @@ impl JobRequest {
             bursar_collectors::slurmrestd::mail_events(types)
                 .map_err(|why| RequestError::invalid_value("--mail-type", types, &why))?;
         }
-        self.slurm.validate().map_err(RequestError::Invalid)?;
+        self.slurm.validate()?;
         if self.slurm.dependency.is_some() && self.clusters.len() != 1 {
             return invalid(
                 "--dependency names jobs of one cluster, and bursar may send this job to \

@@ -7,6 +7,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::RequestError;
+
 /// The options, each unset unless asked for (JSON: the `slurm` object of a job request).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,8 +79,8 @@ impl SlurmOptions {
         given
     }
 
-    /// Text values: not empty, one line; `nice` within Slurm's range.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// Text values: not empty, one line (the request's own check); `nice` within Slurm's range.
+    pub(crate) fn validate(&self) -> Result<(), RequestError> {
         for (option, value) in [
             ("--reservation", &self.reservation),
             ("--wckey", &self.wckey),
@@ -87,13 +89,11 @@ impl SlurmOptions {
             ("--dependency", &self.dependency),
         ] {
             if let Some(value) = value {
-                if value.is_empty() || value.chars().any(char::is_control) {
-                    return Err(format!("{option} {value:?} must be one line of text"));
-                }
+                super::check_text(option, value)?;
             }
         }
         if let Some(nice) = self.nice {
-            check_nice(i64::from(nice))?;
+            check_nice(i64::from(nice)).map_err(RequestError::Invalid)?;
         }
         Ok(())
     }
