@@ -707,7 +707,7 @@ async fn a_token_24_11_rejects_is_an_auth_error_on_both_apis() {
         .mount(&server)
         .await;
     let (controller, _key) = client(&server, Some(ApiVersion::V0_0_42));
-    let err = controller.job_state(7).await.unwrap_err();
+    let err = controller.job_states(7).await.unwrap_err();
     assert!(matches!(err, RestError::Auth { .. }), "{err:?}");
     assert!(!err.is_retryable());
 }

@@ -515,6 +515,41 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         assert_eq!(body["job"].get("hold"), None, "{version}");
         assert_eq!(body["job"].get("constraints"), None, "{version}");
     }
+
+    // --array: `job.array` in every generation, the text as sbatch passes it (slurmctld reads
+    // the step and the throttle from it); no variable of its own, as sbatch sets none
+    // (slurmctld and slurmd set SLURM_ARRAY_* for each task).
+    for version in ApiVersion::ALL {
+        let array = JobSubmission {
+            array: Some("0-5:2%2".into()),
+            ..fixture_job()
+        };
+        let body = submit_body(version, &array).unwrap();
+        assert_eq!(body["job"]["array"], json!("0-5:2%2"), "{version}");
+        assert!(
+            !body["job"]["environment"]
+                .to_string()
+                .contains("SLURM_ARRAY"),
+            "{version}: {}",
+            body["job"]["environment"]
+        );
+        let plain = submit_body(version, &fixture_job()).unwrap();
+        assert_eq!(plain["job"].get("array"), None, "{version}");
+        // An empty list would be no array at all to slurmctld: a job of one task.
+        for bad in ["", "0-3 %2"] {
+            let broken = JobSubmission {
+                array: Some(bad.into()),
+                ..fixture_job()
+            };
+            assert!(
+                matches!(
+                    submit_body(version, &broken),
+                    Err(RestError::InvalidRequest(_))
+                ),
+                "{version} {bad:?}"
+            );
+        }
+    }
 }
 
 /// Every field bursar sends in `job` is one the version's published submit schema has, with
@@ -551,6 +586,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         no_kill: true,
         dependency: Some("afterok:12".into()),
         kill_on_invalid_dependency: Some(true),
+        array: Some("0-9:3%2".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -591,7 +627,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 35, "{version}: {job:?}");
+        assert_eq!(job.len(), 36, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -625,7 +661,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 40 * 6);
+    assert_eq!(checked, 41 * 6);
 }
 
 #[tokio::test]
@@ -987,7 +1023,7 @@ async fn secrets_never_show_in_debug_output() {
 }
 
 #[tokio::test]
-async fn job_state_reads_both_generations_and_an_unknown_job_is_none() {
+async fn job_states_read_both_generations_and_an_unknown_job_has_none() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path("/slurm/v0.0.38/job/3119"))
@@ -1009,11 +1045,8 @@ async fn job_state_reads_both_generations_and_an_unknown_job_is_none() {
         .mount(&server)
         .await;
     let (v38, _key) = client(&server, Some(ApiVersion::V0_0_38));
-    assert_eq!(
-        v38.job_state(3119).await.unwrap().as_deref(),
-        Some("PENDING")
-    );
-    assert_eq!(v38.job_state(99999999).await.unwrap(), None);
+    assert_eq!(v38.job_states(3119).await.unwrap(), ["PENDING"]);
+    assert!(v38.job_states(99999999).await.unwrap().is_empty());
     // 23.11 and later answer an unknown job with HTTP 404 (and errno 2017).
     Mock::given(method("GET"))
         .and(path("/slurm/v0.0.41/job/8"))
@@ -1026,10 +1059,26 @@ async fn job_state_reads_both_generations_and_an_unknown_job_is_none() {
         ))
         .mount(&server)
         .await;
+    // A job array's id lists its tasks and its pending rest.
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.41/job/10"))
+        .respond_with(json_answer(
+            200,
+            r#"{"jobs": [{"job_id": 11, "job_state": ["COMPLETED"]},
+                         {"job_id": 12, "job_state": ["RUNNING"]},
+                         {"job_id": 10, "job_state": ["PENDING"]}], "errors": []}"#
+                .into(),
+        ))
+        .mount(&server)
+        .await;
     let (v41, _key) = client(&server, Some(ApiVersion::V0_0_41));
-    assert_eq!(v41.job_state(7).await.unwrap().as_deref(), Some("PENDING"));
-    assert_eq!(v41.job_state(8).await.unwrap(), None);
+    assert_eq!(v41.job_states(7).await.unwrap(), ["PENDING"]);
+    assert!(v41.job_states(8).await.unwrap().is_empty());
+    assert_eq!(
+        v41.job_states(10).await.unwrap(),
+        ["COMPLETED", "RUNNING", "PENDING"]
+    );
     // Any other 404 (no such path: a wrong URL prefix) is an error.
-    let err = v41.job_state(9).await.unwrap_err();
+    let err = v41.job_states(9).await.unwrap_err();
     assert!(err.to_string().contains("404"), "{err}");
 }

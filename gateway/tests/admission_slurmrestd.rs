@@ -319,6 +319,10 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     let s = slurm_submission(&job(json!({"constraint": "[skylake|icelake]&ib"}))).unwrap();
     assert_eq!(s.constraints.as_deref(), Some("[skylake|icelake]&ib"));
     assert_eq!(slurm_submission(&job(json!({}))).unwrap().constraints, None);
+    // A job array goes as written: slurmctld reads the step and the throttle from the text.
+    let s = slurm_submission(&job(json!({"array": "[0-5:2]%2"}))).unwrap();
+    assert_eq!(s.array.as_deref(), Some("[0-5:2]%2"));
+    assert_eq!(slurm_submission(&job(json!({}))).unwrap().array, None);
 }
 
 #[tokio::test]

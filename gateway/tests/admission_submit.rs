@@ -484,6 +484,7 @@ async fn forwarded_at(f: &Fixture, at: i64, cluster_job_id: &str) -> bursar_ledg
                     request_json: "{}".into(),
                     route_json: "{}".into(),
                     at,
+                    array_tasks: None,
                 },
             }],
             at,

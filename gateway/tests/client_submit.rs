@@ -236,7 +236,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
     assert_eq!(body["output"], "out-%j.log");
     assert_eq!(body["clusters"], json!(["onprem"]));
 
-    // sbatch's variables for the options only Slurm takes, on/off ones set even when empty.
+    // sbatch's variables for the options only Slurm takes, on/off ones set even when empty,
+    // and SBATCH_ARRAY_INX for --array.
     let run = run_program(
         &bursar_exe(),
         &["submit", "-t", "5", "plain.sh"],
@@ -247,6 +248,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             ("SBATCH_SIGNAL", "B:USR1@30"),
             ("SBATCH_NO_REQUEUE", ""),
             ("SBATCH_NO_KILL", "off"),
+            ("SBATCH_ARRAY_INX", "0-3%2"),
         ],
     )
     .await;
@@ -256,6 +258,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         body["slurm"],
         json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false})
     );
+    assert_eq!(body["array"], "0-3%2");
 
     // A variable bursar cannot carry is refused, not ignored (even empty: sbatch turns an
     // on/off option on for an empty one); a bad value names its variable.
@@ -274,6 +277,11 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             "SBATCH_TIMELIMIT",
             "soon",
             "SBATCH_TIMELIMIT in the environment",
+        ),
+        (
+            "SBATCH_ARRAY_INX",
+            "0-3%0",
+            "SBATCH_ARRAY_INX in the environment: invalid --array value",
         ),
     ] {
         let run = run_program(
@@ -477,7 +485,10 @@ async fn bad_options_are_refused_before_any_call() {
     home.write("job.sh", SCRIPT);
     home.write("notascript", "srun hostname\n");
     for (args, expected) in [
-        (&["submit", "--array=1-3", "job.sh"][..], "--array"),
+        (
+            &["submit", "--array=5-2", "job.sh"][..],
+            "invalid --array value \"5-2\"",
+        ),
         (
             &["submit", "notascript"][..],
             "This does not look like a batch script",

@@ -2,9 +2,9 @@
 //! the shebang rule, `alloc()`, and rendering back to `#SBATCH` lines.
 
 use bursar_gateway::request::{
-    parse_sbatch, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args, GpuPer,
-    GpuRequest, JobRequest, MemoryRequest, OpenMode, PartitionDefaults, RequestError, SlurmOptions,
-    TimeLimit, WarnSignal,
+    parse_sbatch, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args,
+    ArraySpec, GpuPer, GpuRequest, JobRequest, MemoryRequest, OpenMode, PartitionDefaults,
+    RequestError, SlurmOptions, TimeLimit, WarnSignal,
 };
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
 use proptest::prelude::*;
@@ -228,6 +228,19 @@ fn every_option_in_every_form() {
         (&["-H"], |r| r.hold = true),
         (&["--hold"], |r| r.hold = true),
         (&["-HQ"], |r| r.hold = true),
+        // job arrays
+        (&["--array=0-9%2"], |r| {
+            r.array = Some(ArraySpec::parse("0-9%2").unwrap())
+        }),
+        (&["--array", "1,3,5-7"], |r| {
+            r.array = Some(ArraySpec::parse("1,3,5-7").unwrap())
+        }),
+        (&["-a0-15:4"], |r| {
+            r.array = Some(ArraySpec::parse("0-15:4").unwrap())
+        }),
+        (&["-Ha", "2"], |r| {
+            (r.hold, r.array) = (true, Some(ArraySpec::parse("2").unwrap()))
+        }),
         // client flags and ignored chatter leave the job alone
         (
             &["--parsable", "-Q", "--test-only", "-v", "--verbose", "-Qv"],
@@ -496,8 +509,6 @@ fn refuses_what_it_cannot_carry() {
     unsupported(&["-w", "n1"], "-w", "not supported");
     unsupported(&["--bogus"], "--bogus", "not supported");
     unsupported(&["--acc=physics"], "--acc", "did you mean --account");
-    unsupported(&["--array=1-10"], "--array", "job arrays");
-    unsupported(&["-a", "1-3"], "-a", "job arrays");
     unsupported(&["--ntasks-per-gpu=1"], "--ntasks-per-gpu", "GPU-relative");
     unsupported(
         &["--gpus-per-socket=1"],
@@ -564,6 +575,16 @@ fn refuses_what_it_cannot_carry() {
     invalid(&["-A", "two words"], "not a valid name");
     invalid(&["-M", "a,,b"], "cluster name is empty");
     invalid(&["-M", "all,a"], "`all` cannot be combined");
+    invalid(
+        &["--array=5-2"],
+        "invalid --array value \"5-2\": the range ends (2) before it starts (5)",
+    );
+    invalid(
+        &["-a", "0-9%0"],
+        "invalid -a value \"0-9%0\": %0 sets no limit",
+    );
+    invalid(&["-a", "4000001"], "is above 4000000");
+    invalid(&["--array="], "invalid --array value \"\": no task indexes");
 
     assert_eq!(
         parse(&["--mem=1G", "--mem-per-cpu=1G"]),
@@ -674,8 +695,8 @@ fn script_errors_name_the_line() {
         ("#!/bin/sh\n#SBATCHX\n", "line 2: X: not an option"),
         ("#!/bin/sh\n#SBATCH -t\n", "line 2: -t needs a value"),
         (
-            "#!/bin/sh\n#SBATCH --array=1-4\n",
-            "line 2: --array: job arrays",
+            "#!/bin/sh\n#SBATCH --array=1-4:0\n",
+            "line 2: invalid --array value \"1-4:0\": the step must be at least 1",
         ),
         (
             "#!/bin/sh\n#SBATCH --mem=1G\n#SBATCH --mem-per-cpu=1G\n",
@@ -1003,6 +1024,86 @@ fn splits_argv_like_sbatch() {
 }
 
 #[test]
+fn job_arrays_from_the_command_line_the_script_and_the_environment() {
+    let array = |r: &JobRequest| r.array.as_ref().map(|a| a.as_slurm().to_string());
+    let script =
+        "#!/bin/sh\n#SBATCH --array=1-4\n#SBATCH -J arr\nsrun ./task $SLURM_ARRAY_TASK_ID\n";
+    let from_script = parse_sbatch(&[], Some(script)).unwrap();
+    assert_eq!(array(&from_script).as_deref(), Some("1-4"));
+    let spec = from_script.array.as_ref().unwrap();
+    assert_eq!((spec.tasks(), spec.max_running()), (4, None));
+    assert_eq!(spec.indexes().collect::<Vec<_>>(), [1, 2, 3, 4]);
+    // The array does not change the shape of each task's job.
+    assert_eq!(from_script.alloc(), parse_ok(&[]).alloc());
+    // The command line wins over the script, and -a takes the next word (also when splitting).
+    let merged = parse_sbatch(&args(&["-a", "0-9%2"]), Some(script)).unwrap();
+    assert_eq!(array(&merged).as_deref(), Some("0-9%2"));
+    assert_eq!(merged.array.as_ref().unwrap().max_running(), Some(2));
+    let split = split_sbatch_args(&args(&["-a", "1-3", "job.sh", "x"])).unwrap();
+    assert_eq!(
+        (split.options, split.script.as_deref()),
+        (args(&["-a", "1-3"]), Some("job.sh"))
+    );
+    // SBATCH_ARRAY_INX, which `bursar submit` reads as sbatch does: over the script, under the
+    // command line.
+    let env = |value: &str| vec![("SBATCH_ARRAY_INX".to_string(), format!("--array={value}"))];
+    let with_env = |cli: &[&str], value: &str| {
+        parse_sbatch_command_with_env(&args(cli), &env(value), Some(script)).map(|c| c.request)
+    };
+    assert_eq!(
+        array(&with_env(&[], "7,9%1").unwrap()).as_deref(),
+        Some("7,9%1")
+    );
+    assert_eq!(
+        array(&with_env(&["--array=2-3"], "7,9%1").unwrap()).as_deref(),
+        Some("2-3")
+    );
+    let error = with_env(&[], "9-7").unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("SBATCH_ARRAY_INX in the environment: invalid --array value \"9-7\""),
+        "{error}"
+    );
+    // Written back as a #SBATCH line, and as JSON: the sbatch text, left out when absent.
+    assert!(merged
+        .to_sbatch_lines()
+        .contains(&"#SBATCH --array=0-9%2".to_string()));
+    let json = serde_json::to_value(&merged).unwrap();
+    assert_eq!(json["array"], serde_json::json!("0-9%2"));
+    let back: JobRequest = serde_json::from_value(json).unwrap();
+    assert_eq!(back, merged);
+    let plain = serde_json::to_value(parse_ok(&[])).unwrap();
+    assert!(plain.get("array").is_none(), "{plain}");
+    // A JSON body is checked with the same messages.
+    let r: JobRequest = serde_json::from_str(r#"{"array": "[0-5:2]%2"}"#).unwrap();
+    assert_eq!(r.array.as_ref().map(ArraySpec::tasks), Some(3));
+    for (bad, has) in [
+        (
+            r#"{"array": "3-1"}"#,
+            "invalid --array value \"3-1\": the range ends",
+        ),
+        (r#"{"array": ""}"#, "no task indexes"),
+        (r#"{"array": "0-3%0"}"#, "%0 sets no limit"),
+        (r#"{"array": 3}"#, "expected a string"),
+    ] {
+        let error = serde_json::from_str::<JobRequest>(bad).unwrap_err();
+        assert!(error.to_string().contains(has), "{bad}: {error}");
+    }
+    // A dstack task has no arrays.
+    let mut task: JobRequest = serde_json::from_value(serde_json::json!({"dstack": {
+        "type": "task", "name": "train", "commands": ["python train.py"]
+    }}))
+    .unwrap();
+    task.array = Some(ArraySpec::parse("0-3").unwrap());
+    let error = task.validate().unwrap_err();
+    assert!(
+        error.to_string().contains("dstack has no job arrays"),
+        "{error}"
+    );
+}
+
+#[test]
 fn json_shape_and_defaults() {
     let r: JobRequest = serde_json::from_str(r#"{"account": "physics", "nodes": 2}"#).unwrap();
     assert_eq!((r.nodes, r.ntasks, r.cpus_per_task), (2, 2, 1));
@@ -1182,6 +1283,39 @@ fn mail_types() -> impl Strategy<Value = String> {
     .prop_map(|words| words.join(","))
 }
 
+/// A valid `--array` text: one to three entries (`N`, `N-M`, `N-M:STEP`), perhaps in
+/// brackets, perhaps with `%MAX`.
+fn array_spec() -> impl Strategy<Value = ArraySpec> {
+    (
+        proptest::collection::vec(
+            (
+                0u32..5000,
+                proptest::option::of((0u32..300, proptest::option::of(1u32..12))),
+            ),
+            1..4,
+        ),
+        any::<bool>(),
+        proptest::option::of(1u32..100),
+    )
+        .prop_map(|(entries, brackets, throttle)| {
+            let list: Vec<String> = entries
+                .into_iter()
+                .map(|(first, range)| match range {
+                    None => first.to_string(),
+                    Some((span, None)) => format!("{first}-{}", first + span),
+                    Some((span, Some(step))) => format!("{first}-{}:{step}", first + span),
+                })
+                .collect();
+            let list = list.join(",");
+            let list = if brackets { format!("[{list}]") } else { list };
+            let text = match throttle {
+                Some(max) => format!("{list}%{max}"),
+                None => list,
+            };
+            ArraySpec::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
+        })
+}
+
 fn request() -> impl Strategy<Value = JobRequest> {
     let shape = (
         1u32..5,
@@ -1215,6 +1349,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
         proptest::option::of(name()),
         proptest::option::of(name()),
         proptest::collection::btree_set(name().prop_filter("not all", |n| n != "all"), 0..3),
+        proptest::option::of(array_spec()),
     );
     let texts = (
         proptest::option::of(text()),
@@ -1285,7 +1420,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
     (shape, names, texts, slurm).prop_map(
         |(
             (nodes, extra_tasks, per_node, cpus, memory, gpu, other_gres, time),
-            (account, partition, qos, clusters),
+            (account, partition, qos, clusters, array),
             (
                 job_name,
                 output,
@@ -1344,6 +1479,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 constraint,
                 exclusive: excl,
                 hold,
+                array,
                 slurm,
                 ..JobRequest::default()
             }

@@ -801,6 +801,7 @@ async fn the_expiry_loop_expires_holds_and_their_api_jobs() {
             request_json: "{}".into(),
             route_json: "{}".into(),
             at: now - 2 * 3600,
+            array_tasks: None,
         })
         .await
         .unwrap();

@@ -159,6 +159,7 @@ fn the_job_request_schema_lists_every_field() {
         constraint: Some("a100".into()),
         exclusive: true,
         hold: true,
+        array: Some(bursar_gateway::request::ArraySpec::parse("0-9:3%2").unwrap()),
         slurm: serde_json::from_value(json!({
             "signal": "B:USR1@90", "requeue": false, "open_mode": "append", "nice": 10,
             "reservation": "maint", "wckey": "w", "exclude": "n[1-2]", "input": "/dev/null",
@@ -175,6 +176,7 @@ fn the_job_request_schema_lists_every_field() {
     let parsed: JobRequest = serde_json::from_value(sent.clone()).expect("the server reads it");
     assert_eq!(parsed.memory, every.memory);
     assert_eq!(parsed.slurm, every.slurm);
+    assert_eq!(parsed.array, every.array);
     // the GPU-relative branches (memory per GPU, GPUs per task), in a request that validates
     let gpu_relative: JobRequest = serde_json::from_value(json!({"ntasks": 2,
         "gpus": {"count": 1, "per": "task"}, "memory": {"per_gpu_mb": 500}, "cpus_per_gpu": 2}))

@@ -552,6 +552,9 @@ pub struct NewApiJob {
     pub request_json: String,
     pub route_json: String,
     pub at: i64,
+    /// A job array's task count (`sbatch --array`): its hold is that many tasks' estimates,
+    /// and settles task by task (migration 0015). `None` for every other job.
+    pub array_tasks: Option<u32>,
 }
 
 /// A job submitted through the gateway's API, as stored. `cluster_job_id` is set once the
@@ -577,11 +580,15 @@ pub struct ApiJob {
     pub route_json: String,
     pub submitted_at: i64,
     pub updated_at: i64,
+    /// A job array's task count ([`NewApiJob::array_tasks`]).
+    pub array_tasks: Option<u32>,
 }
 
-/// One usage record of an API job that has several (a dstack run's job submissions): the
-/// record `(job's cluster, job_id, submit)` ([`crate::Ledger::record_job_parts`]). dstack's
-/// job ids (submission UUIDs) are unique across clusters, so a record is a part of one job.
+/// One usage record of an API job that has several (a dstack run's job submissions, a job
+/// array's tasks): the record `(job's cluster, job_id, submit)`
+/// ([`crate::Ledger::record_job_parts`]). dstack's job ids (submission UUIDs) are unique across
+/// clusters, and a Slurm record's raw id and submit second name one record of one cluster but
+/// for a coincidence, so a record is a part of one job.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobPart {
     pub api_job_id: i64,

@@ -36,6 +36,7 @@ fn admission(n: usize, account: &str, units: i64, key: Option<&str>) -> NewAdmis
             request_json: format!("{{\"n\":{n}}}"),
             route_json: "{}".to_string(),
             at: T0 + HOUR,
+            array_tasks: None,
         },
     }
 }

@@ -31,6 +31,33 @@ fn job(key: Option<&str>, user: &str, account: &str, hold_id: Option<i64>) -> Ne
         request_json: "{}".to_string(),
         route_json: r#"{"cluster":"alpha"}"#.to_string(),
         at: T0,
+        array_tasks: None,
+    }
+}
+
+/// A ledger whose account physics has 100 su for 30 days from `T0`.
+async fn funded_physics() -> (tempfile::TempDir, bursar_ledger::Ledger) {
+    let (dir, ledger) = temp_ledger().await;
+    ledger.ensure_account("physics", None).await.unwrap();
+    ledger
+        .set_allocation("physics", &su(), 100 * UNIT, T0, T0 + 30 * DAY)
+        .await
+        .unwrap();
+    (dir, ledger)
+}
+
+/// A hold of `amount` su on physics at alpha, placed at `T0` for a day, linked to `job_ref`.
+fn physics_hold(key: &str, job_ref: Option<&str>, amount: i64) -> NewHold {
+    NewHold {
+        account: "physics".to_string(),
+        currency: su(),
+        amount,
+        cluster: "alpha".to_string(),
+        job_ref: job_ref.map(str::to_string),
+        placed_at: T0,
+        expires_at: T0 + DAY,
+        idempotency_key: key.to_string(),
+        note: None,
     }
 }
 
@@ -306,23 +333,8 @@ async fn an_unknown_hold_is_refused_and_expiring_a_hold_expires_its_job() {
 /// keeps its state.
 #[tokio::test]
 async fn closing_a_hold_records_its_jobs_state() {
-    let (_dir, ledger) = temp_ledger().await;
-    ledger.ensure_account("physics", None).await.unwrap();
-    ledger
-        .set_allocation("physics", &su(), 100 * UNIT, T0, T0 + 30 * DAY)
-        .await
-        .unwrap();
-    let hold = |key: &str, job_ref: Option<&str>| NewHold {
-        account: "physics".to_string(),
-        currency: su(),
-        amount: 4 * UNIT,
-        cluster: "alpha".to_string(),
-        job_ref: job_ref.map(str::to_string),
-        placed_at: T0,
-        expires_at: T0 + DAY,
-        idempotency_key: key.to_string(),
-        note: None,
-    };
+    let (_dir, ledger) = funded_physics().await;
+    let hold = |key: &str, job_ref: Option<&str>| physics_hold(key, job_ref, 4 * UNIT);
     let mut jobs = Vec::new();
     for (key, job_ref) in [
         ("settles", Some("41")),
@@ -440,4 +452,218 @@ async fn a_job_s_parts_are_recorded_once_and_read_by_job() {
         ledger.job_parts(&[b.id]).await.unwrap(),
         [part(b.id, "sub-1", T0), part(b.id, "sub-9", T0)]
     );
+}
+
+/// A job array holds its tasks' estimates under the array's id: each task that ends releases
+/// its share (once, however often its record is posted), a task requeued after a node failure
+/// releases nothing until its next run ends, the pending rest and running tasks keep the hold
+/// alive, and the task that ends the last of them settles the hold and the job. Every task's
+/// record is a part of the job; another cluster's array under the same id, and a single job,
+/// are left alone.
+#[tokio::test]
+async fn a_job_array_releases_its_hold_task_by_task_and_settles_with_the_last() {
+    let (_dir, ledger) = funded_physics().await;
+    let hold = ledger
+        .try_place_hold(&NewHold {
+            expires_at: T0 + HOUR,
+            ..physics_hold("array", Some("63"), 12 * UNIT)
+        })
+        .await
+        .unwrap();
+    let job = ledger
+        .create_api_job(&NewApiJob {
+            estimate: 12 * UNIT,
+            array_tasks: Some(3),
+            ..job(None, "alice", "physics", Some(hold.id))
+        })
+        .await
+        .unwrap();
+    assert_eq!(job.array_tasks, Some(3));
+    ledger
+        .update_api_job(job.id, "held", Some("63"), T0)
+        .await
+        .unwrap();
+    let held = |ledger: &bursar_ledger::Ledger| {
+        let ledger = ledger.clone();
+        async move {
+            let h = ledger.holds_by_id(&[hold.id]).await.unwrap().remove(0);
+            let held = ledger.balance("physics", T0 + HOUR).await.unwrap()[0].held;
+            assert_eq!(
+                held,
+                if h.state == bursar_ledger::HoldState::Active {
+                    h.amount
+                } else {
+                    0
+                }
+            );
+            (h.state, h.amount, h.expires_at)
+        }
+    };
+    let task = |raw: &str, display: &str, state: &str, units: i64| bursar_ledger::UsageCharge {
+        display_id: display.to_string(),
+        state: state.to_string(),
+        is_final: state != "RUNNING" && state != "PENDING",
+        ..common::record(raw, state, "physics", units, T0 + HOUR)
+    };
+
+    // Task 0 ends, task 1 runs, the rest waits: one share released, the expiry moved.
+    let posted = ledger
+        .post_usage(
+            &[
+                task("64", "63_0", "COMPLETED", 2),
+                task("65", "63_1", "RUNNING", 1),
+                task("63", "63_[2]", "PENDING", 0),
+            ],
+            T0 + 2 * HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!(posted.settled_holds, 0);
+    let active = bursar_ledger::HoldState::Active;
+    assert_eq!(held(&ledger).await, (active, 8 * UNIT, T0 + 3 * HOUR));
+    // The same record again, and another cluster's array under the same id: nothing.
+    let other = bursar_ledger::UsageCharge {
+        cluster: "beta".to_string(),
+        ..task("66", "63_1", "COMPLETED", 1)
+    };
+    ledger
+        .post_usage(&[task("64", "63_0", "COMPLETED", 2), other], T0 + 2 * HOUR)
+        .await
+        .unwrap();
+    assert_eq!(held(&ledger).await.1, 8 * UNIT);
+    // Task 1 fails on a node (Slurm may run it again): nothing released; it ends: a share.
+    ledger
+        .post_usage(&[task("65", "63_1", "NODE_FAIL", 1)], T0 + 2 * HOUR)
+        .await
+        .unwrap();
+    assert_eq!(held(&ledger).await.1, 8 * UNIT);
+    let rerun = bursar_ledger::UsageCharge {
+        submit: T0 + 60,
+        ..task("65", "63_1", "COMPLETED", 1)
+    };
+    ledger.post_usage(&[rerun], T0 + 2 * HOUR).await.unwrap();
+    assert_eq!(held(&ledger).await.1, 4 * UNIT);
+    // The last task — under the array's own id, which is not the hold's job — settles it.
+    let posted = ledger
+        .post_usage(&[task("63", "63_2", "COMPLETED", 3)], T0 + 3 * HOUR)
+        .await
+        .unwrap();
+    assert_eq!(posted.settled_holds, 1);
+    let (state, ..) = held(&ledger).await;
+    assert_eq!(state, bursar_ledger::HoldState::Settled);
+    assert_eq!(
+        ledger.api_job(job.id).await.unwrap().unwrap().state,
+        "settled"
+    );
+    let mut parts: Vec<(String, i64)> = ledger
+        .job_parts(&[job.id])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.job_id, p.submit))
+        .collect();
+    parts.sort();
+    let want: Vec<(String, i64)> = [("63", T0), ("64", T0), ("65", T0), ("65", T0 + 60)]
+        .into_iter()
+        .map(|(j, s)| (j.to_string(), s))
+        .collect();
+    assert_eq!(parts, want);
+    // Charged: 2 + 1 (the node failure) + 1 + 3 of the tasks and beta's 1; nothing held.
+    let balance = ledger
+        .balance("physics", T0 + HOUR)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!((balance.charged, balance.held), (8 * UNIT, 0));
+    assert!(ledger.verify().await.unwrap().is_empty());
+}
+
+/// A job array that holds nothing (an estimate of 0) is settled when its last task ends, not
+/// when the task under the array's own id does.
+#[tokio::test]
+async fn a_free_job_array_is_settled_by_its_last_task() {
+    let (_dir, ledger) = temp_ledger().await;
+    ledger.ensure_account("physics", None).await.unwrap();
+    let job = ledger
+        .create_api_job(&NewApiJob {
+            estimate: 0,
+            array_tasks: Some(2),
+            ..job(None, "alice", "physics", None)
+        })
+        .await
+        .unwrap();
+    ledger
+        .update_api_job(job.id, "held", Some("70"), T0)
+        .await
+        .unwrap();
+    let task = |raw: &str, display: &str| bursar_ledger::UsageCharge {
+        display_id: display.to_string(),
+        ..common::record(raw, "r", "physics", 0, T0 + HOUR)
+    };
+    ledger
+        .post_usage(&[task("70", "70_1")], T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(ledger.api_job(job.id).await.unwrap().unwrap().state, "held");
+    ledger
+        .post_usage(&[task("71", "70_0")], T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger.api_job(job.id).await.unwrap().unwrap().state,
+        "settled"
+    );
+}
+
+/// Once the record under a job array's own id ends (its last task, or its pending rest
+/// cancelled on the cluster), no task of it starts any more: its hold is listed for the
+/// gateway to ask the cluster whether any task still waits, whatever the state.
+#[tokio::test]
+async fn a_job_array_whose_pending_rest_ended_is_listed_to_confirm() {
+    let (_dir, ledger) = funded_physics().await;
+    let mut holds = Vec::new();
+    for (n, array) in [("63", Some(3)), ("80", None)] {
+        let hold = ledger
+            .try_place_hold(&physics_hold(&format!("job {n}"), Some(n), 12 * UNIT))
+            .await
+            .unwrap();
+        ledger
+            .create_api_job(&NewApiJob {
+                estimate: 12 * UNIT,
+                array_tasks: array,
+                ..job(None, "alice", "physics", Some(hold.id))
+            })
+            .await
+            .unwrap();
+        holds.push(hold.id);
+    }
+    let record = |raw: &str, display: &str, state: &str| bursar_ledger::UsageCharge {
+        display_id: display.to_string(),
+        state: state.to_string(),
+        is_final: state != "PENDING",
+        ..common::record(raw, state, "physics", 0, T0 + HOUR)
+    };
+    ledger
+        .post_usage(
+            &[
+                record("63", "63_[1-2]", "PENDING"),
+                record("80", "80", "COMPLETED"),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    assert!(ledger.holds_to_confirm().await.unwrap().is_empty());
+    ledger
+        .post_usage(&[record("63", "63_[1-2]", "CANCELLED")], T0 + HOUR)
+        .await
+        .unwrap();
+    let listed: Vec<i64> = ledger
+        .holds_to_confirm()
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| h.id)
+        .collect();
+    assert_eq!(listed, [holds[0]]);
 }

@@ -633,12 +633,7 @@ fn a_job_runs_as_its_user_holds_its_estimate_and_settles_at_its_sacct_cost() {
     assert_eq!(estimate, 20_736);
 
     let quote = gw.client_json(&gw.alice, &["quote", "--format", "json", script]);
-    let onprem = quote
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["cluster"] == "onprem")
-        .unwrap_or_else(|| panic!("onprem is not quoted: {quote}"));
+    let onprem = cluster_quote(&quote, "onprem");
     assert_eq!(
         micros(onprem["estimate"].as_str().unwrap()),
         estimate,
@@ -826,6 +821,16 @@ fn node_features_reach_the_cluster_and_one_it_lacks_is_refused_with_nothing_held
     println!("refused: {}", stderr.trim());
 }
 
+/// The quote of `cluster` in `bursar quote --format json`'s answer.
+fn cluster_quote<'q>(quote: &'q Value, cluster: &str) -> &'q Value {
+    quote
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["cluster"] == cluster)
+        .unwrap_or_else(|| panic!("{cluster} is not quoted: {quote}"))
+}
+
 /// `scontrol show job -o ID` as `field → value`.
 fn scontrol_job(gw: &Gateway, cluster: &str, id: &str) -> BTreeMap<String, String> {
     let line = gw
@@ -973,6 +978,32 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
         field(&ours, "Dependency"),
         format!("afterok:{held}(unfulfilled)")
     );
+    // A job array, as sbatch's: the same indexes and throttle (held, its tasks wait as one
+    // record; 22.05 lists the indexes with the throttle: `ArrayJobId=M ArrayTaskId=0,2,4%2
+    // ArrayTaskThrottle=2`), each task of one shape.
+    let (sub, ours, direct, theirs) = held_both_ways(&gw, "onprem", &["--array=0-5:2%2"], script);
+    println!("onprem array {}: {ours:?}", sub.cluster_job_id);
+    for key in [
+        "ArrayTaskId",
+        "ArrayTaskThrottle",
+        "NumNodes",
+        "NumCPUs",
+        "NumTasks",
+        "TimeLimit",
+        "MinMemoryCPU",
+        "MinMemoryNode",
+    ] {
+        assert_eq!(
+            ours.get(key),
+            theirs.get(key),
+            "{key}: bursar's array {} against sbatch's {direct}",
+            sub.cluster_job_id
+        );
+    }
+    assert_eq!(field(&ours, "ArrayJobId"), sub.cluster_job_id);
+    assert_eq!(field(&ours, "ArrayTaskId"), "0,2,4%2");
+    assert_eq!(field(&ours, "ArrayTaskThrottle"), "2");
+
     // --signal=B: (the batch shell only) cannot reach 22.05: refused, nothing held.
     let refused = gw.client(
         &gw.alice,
@@ -1439,4 +1470,199 @@ fn a_job_requeued_after_its_node_fails_keeps_its_hold_until_it_ends() {
     assert_eq!(gw.alice_held("physics", "su"), 0);
     println!("cancelled while queued again: {settled}");
     drop(down);
+}
+
+/// A one-minute job array script for alice on physics (`--array=ARRAY`), each task sleeping
+/// `seconds`.
+fn array_script(gw: &Gateway, array: &str, seconds: u32) -> String {
+    let script = gw.site.dir.path().join("array.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/bash\n#SBATCH -A physics\n#SBATCH -t 1\n#SBATCH --array={array}\n\
+             #SBATCH -o /dev/null\nsleep {seconds}\n"
+        ),
+    )
+    .unwrap();
+    script.to_str().unwrap().to_string()
+}
+
+/// The `sacct -X` lines of job array `array` on `cluster`: `JobID`, `State`, `ElapsedRaw`,
+/// `AllocTRES` of each task (and of its pending rest, while it has one).
+fn array_sacct(gw: &Gateway, cluster: &str, array: &str) -> Vec<Vec<String>> {
+    let out = gw.dev.slurm(
+        "sacct",
+        cluster,
+        &[
+            "-M",
+            cluster,
+            "-j",
+            array,
+            "-X",
+            "-n",
+            "-P",
+            "--noconvert",
+            "--format=JobID,State,ElapsedRaw,AllocTRES",
+        ],
+    );
+    out.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split('|').map(str::to_string).collect())
+        .collect()
+}
+
+/// What `tasks` (lines of [`array_sacct`]) cost on onprem.
+fn onprem_cost(tasks: &[Vec<String>]) -> i64 {
+    tasks
+        .iter()
+        .map(|t| {
+            let (cpu, mem, gpus) = tres_counts(&t[3]);
+            cost_micros(&ONPREM, cpu, mem, gpus, t[2].parse().unwrap())
+        })
+        .sum()
+}
+
+/// [`array_sacct`] once `tasks` tasks of the array have ended.
+fn array_tasks_done(gw: &Gateway, cluster: &str, array: &str, tasks: usize) -> Vec<Vec<String>> {
+    wait_for(
+        &format!("the {tasks} tasks of array {array} on {cluster} to end"),
+        JOB_WAIT,
+        || {
+            let lines = array_sacct(gw, cluster, array);
+            let ended = lines
+                .iter()
+                .filter(|f| {
+                    !["PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "COMPLETING"]
+                        .contains(&f[1].split_whitespace().next().unwrap_or(""))
+                })
+                .count();
+            (ended == tasks && lines.len() == tasks).then_some(lines)
+        },
+    )
+}
+
+#[test]
+fn a_job_array_holds_every_task_releases_each_as_it_ends_and_settles_at_their_sacct_cost() {
+    let (gw, _) = Gateway::funded("");
+    // Three tasks, one at a time (`%1`), each 6 s: the collection (every 2 s) sees each end.
+    let script = array_script(&gw, "0-4:2%1", 6);
+    let script = script.as_str();
+    let task = cost_micros(&ONPREM, 1, 1000, 0, 60);
+    let estimate = 3 * task;
+
+    let quote = gw.client_json(&gw.alice, &["quote", "--format", "json", script]);
+    let onprem = cluster_quote(&quote, "onprem");
+    assert_eq!(
+        micros(onprem["estimate"].as_str().unwrap()),
+        estimate,
+        "{onprem}"
+    );
+    let sub = gw.submit(&[script]);
+    assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+    let job = gw.job(sub.id);
+    assert_eq!(micros(job["estimate"].as_str().unwrap()), estimate, "{job}");
+    assert_eq!(micros(job["hold"].as_str().unwrap()), estimate, "{job}");
+    assert_eq!(gw.alice_held("physics", "su"), estimate);
+    // On the cluster: one array of tasks 0, 2 and 4, as alice.
+    let shown = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
+    assert_eq!(shown["ArrayJobId"], sub.cluster_job_id, "{shown:?}");
+    assert_eq!(
+        shown["UserId"].split('(').next(),
+        Some("alice"),
+        "{shown:?}"
+    );
+    println!(
+        "held: array {} ({:?}), {} su for 3 tasks",
+        sub.cluster_job_id, shown["ArrayTaskId"], job["hold"]
+    );
+
+    // A task ends while others wait: the hold shrinks by one task's share, still held.
+    let partial = wait_for("a task's share released", JOB_WAIT, || {
+        let job = gw.job(sub.id);
+        let hold = micros(job["hold"].as_str().unwrap());
+        (job["state"] == "held" && hold < estimate).then_some(hold)
+    });
+    assert!(
+        partial == 2 * task || partial == task,
+        "hold {partial} of {estimate}"
+    );
+    assert_eq!(gw.alice_held("physics", "su"), partial);
+    println!("one task ended: {partial} µsu still held");
+
+    // All end: settled at what sacct says the three tasks used.
+    let tasks = array_tasks_done(&gw, "onprem", &sub.cluster_job_id, 3);
+    let mut ids: Vec<&str> = tasks.iter().map(|t| t[0].as_str()).collect();
+    ids.sort_unstable();
+    let want: Vec<String> = [0, 2, 4]
+        .iter()
+        .map(|i| format!("{}_{i}", sub.cluster_job_id))
+        .collect();
+    assert_eq!(ids, want, "{tasks:?}");
+    let expected = onprem_cost(&tasks);
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(
+        micros(settled["charge"].as_str().unwrap()),
+        expected,
+        "{settled}\n{tasks:?}"
+    );
+    assert_eq!(gw.alice_held("physics", "su"), 0);
+    println!("settled: {tasks:?}; charge {} su", settled["charge"]);
+}
+
+#[test]
+fn cancelling_a_job_array_cancels_every_task_and_releases_its_hold() {
+    let (gw, script) = Gateway::funded("");
+    let sub = gw.submit(&["--array=1-3", "-H", &script]);
+    assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+    let estimate = 3 * cost_micros(&ONPREM, 1, 1000, 0, 60);
+    assert_eq!(gw.alice_held("physics", "su"), estimate);
+    let out = gw.client_ok(&gw.alice, &["cancel", &sub.id.to_string()]);
+    assert!(out.contains("its hold is released"), "{out}");
+    assert_eq!(gw.alice_held("physics", "su"), 0);
+    let tasks = array_tasks_done(&gw, "onprem", &sub.cluster_job_id, 1);
+    assert!(tasks[0][1].starts_with("CANCELLED"), "{tasks:?}");
+    let left = gw.dev.slurm(
+        "squeue",
+        "onprem",
+        &["-h", "-j", &sub.cluster_job_id, "-o", "%i|%T"],
+    );
+    assert_eq!(left.trim(), "", "still queued: {left}");
+    println!("cancelled: {}; sacct {tasks:?}", out.trim());
+}
+
+#[test]
+fn a_job_array_cancelled_on_its_cluster_settles_at_what_its_tasks_ran() {
+    let (gw, _) = Gateway::funded("");
+    // Four tasks one at a time, each 8 s: cancelled with `scancel` after the first ends, the
+    // second runs and two never do.
+    let script = array_script(&gw, "0-3%1", 8);
+    let sub = gw.submit(&[&script]);
+    assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+    let task = cost_micros(&ONPREM, 1, 1000, 0, 60);
+    wait_for("a task's share released", JOB_WAIT, || {
+        let hold = micros(gw.job(sub.id)["hold"].as_str().unwrap());
+        (hold < 4 * task).then_some(hold)
+    });
+    let out = Command::new("runuser")
+        .args(["-u", "alice", "--", "scancel", &sub.cluster_job_id])
+        .env("SLURM_CONF", gw.dev.var("BURSAR_DEV_ONPREM_CONF"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "scancel: {out:?}");
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(gw.alice_held("physics", "su"), 0);
+    let tasks = array_sacct(&gw, "onprem", &sub.cluster_job_id);
+    let expected = onprem_cost(&tasks);
+    assert!(expected > 0, "{tasks:?}");
+    assert_eq!(
+        micros(settled["charge"].as_str().unwrap()),
+        expected,
+        "{settled}\n{tasks:?}"
+    );
+    println!(
+        "cancelled on the cluster: {tasks:?}; settled at {} su",
+        settled["charge"]
+    );
 }

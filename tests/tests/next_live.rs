@@ -500,6 +500,23 @@ impl Gateway {
         (job, id)
     }
 
+    /// Job `id` once it is settled (the server collects every 2 s).
+    fn settled(&self, id: i64, version: &str) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let row = self.job(id);
+            if row["state"] == "settled" {
+                return row;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{version}: bursar job {id} not settled: {row}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     fn job(&self, id: i64) -> Value {
         let (stdout, _) = self.client(&["jobs", "--all", "--format", "json"]);
         let jobs: Value = serde_json::from_str(&stdout).unwrap();
@@ -538,7 +555,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 24] = [
+const SHAPE: [&str; 26] = [
     "UserId",
     "Account",
     "QOS",
@@ -563,6 +580,9 @@ const SHAPE: [&str; 24] = [
     "MemPerTres",
     "CpusPerTres",
     "MinMemoryTRES",
+    // A held job array waits as one record: `ArrayTaskId=0,2,4%2 ArrayTaskThrottle=2`.
+    "ArrayTaskId",
+    "ArrayTaskThrottle",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -583,7 +603,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     )
     .unwrap();
     let script = script.to_str().unwrap();
-    let cases: [&[&str]; 8] = [
+    let cases: [&[&str]; 9] = [
         &["-t", "5"],
         &[
             "-N",
@@ -630,6 +650,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "5",
         ],
         &["-n", "2", "--gpus=2", "--cpus-per-gpu=3", "-t", "5"],
+        &["--array=0-5:2%2", "-n", "2", "-t", "5"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -801,19 +822,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             None,
         );
         assert_eq!(user.trim(), "alice", "job {job} ran as {user}");
-        let deadline = Instant::now() + WAIT;
-        let settled = loop {
-            let row = gw.job(id);
-            if row["state"] == "settled" {
-                break row;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{version}: bursar job {id} not settled: {row}\n{}",
-                gw.log()
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        };
+        let settled = gw.settled(id, version);
         assert_eq!(
             micros(settled["charge"].as_str().unwrap()),
             expected,
@@ -822,6 +831,23 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
         println!(
             "{version}: job {job} ran as alice, settled at {} su",
+            settled["charge"]
+        );
+
+        // A job array that runs: its tasks settle it, at what they cost together.
+        let (array, id) = gw.submit(&["--array=0-2%2", "-t", "5", script]);
+        let tasks = sacct_final(&gw.dev, std::slice::from_ref(&array));
+        assert_eq!(tasks.len(), 3, "{version}: {tasks:?}");
+        let expected: i64 = tasks.values().sum();
+        let settled = gw.settled(id, version);
+        assert_eq!(
+            micros(settled["charge"].as_str().unwrap()),
+            expected,
+            "{version}: {settled}\n{tasks:?}"
+        );
+        assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+        println!(
+            "{version}: array {array} ran 3 tasks, settled at {} su",
             settled["charge"]
         );
     }

@@ -458,10 +458,11 @@ impl SlurmRestClient {
         submit::check_cancelled(status, &answer, as_user)
     }
 
-    /// The state slurmctld gives job `job_id` now (`PENDING`, `RUNNING`, …), asked as the
-    /// configured user; `None` when slurmctld no longer (or never) knew it. Unlike the
-    /// accounting database, slurmctld reports held jobs.
-    pub async fn job_state(&self, job_id: u64) -> Result<Option<String>, RestError> {
+    /// The states slurmctld gives job `job_id` now (`PENDING`, `RUNNING`, …), asked as the
+    /// configured user: one for a job, one per task for a job array (and one for its pending
+    /// rest); empty when slurmctld no longer (or never) knew it. Unlike the accounting
+    /// database, slurmctld reports held jobs.
+    pub async fn job_states(&self, job_id: u64) -> Result<Vec<String>, RestError> {
         let version = self.api_version().await?;
         let user = self.credentials.default_user();
         let url = self.url(&version.job_path(job_id));
@@ -470,11 +471,11 @@ impl SlurmRestClient {
         // failure here.
         if !(200..300).contains(&status) {
             if submit::names_unknown_job(&answer) {
-                return Ok(None);
+                return Ok(Vec::new());
             }
             return Err(http_error(status, &answer, user));
         }
-        submit::parse_job_state(status, &answer, user)
+        submit::parse_job_states(status, &answer, user)
     }
 
     /// `GET /slurm/vX/ping`: whether slurmrestd, the token and slurmctld all work.

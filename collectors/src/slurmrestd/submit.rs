@@ -87,6 +87,11 @@ pub struct JobSubmission {
     pub dependency: Option<String>,
     /// `--kill-on-invalid-dep=yes|no`.
     pub kill_on_invalid_dependency: Option<bool>,
+    /// `-a/--array`: the index list as sbatch passes it to slurmctld (`0-9%2`), untouched:
+    /// slurmctld reads the step and the throttle from the text itself. `job.array` in every
+    /// version, a string. The answer's `job_id` is then the array's (its `ArrayJobId`); its
+    /// tasks' records come as `ID_0`, `ID_1`, … (one of them under the array's own job id).
+    pub array: Option<String>,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -462,6 +467,9 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(dependency) = &job.dependency {
         put("dependency", json!(dependency));
     }
+    if let Some(array) = &job.array {
+        put("array", json!(array));
+    }
     if let Some(kill) = job.kill_on_invalid_dependency {
         if modern {
             let flag = if kill {
@@ -632,6 +640,12 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
     }
     if job.current_working_directory.trim().is_empty() {
         return bad("the working directory is empty".into());
+    }
+    if let Some(array) = &job.array {
+        // slurmctld reads an empty text as no array at all: a job of one task.
+        if array.is_empty() || array.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return bad(format!("{array:?} is not a job array's index list"));
+        }
     }
     for (i, (key, value)) in job.environment.iter().enumerate() {
         if key.is_empty() || key.contains('=') || key.contains('\0') || value.contains('\0') {
@@ -854,26 +868,32 @@ fn json_body(body: &[u8], what: &str) -> Result<Value, RestError> {
     })
 }
 
-/// The state slurmctld gives a job (`GET /slurm/vX/job/{id}`): `jobs[0].job_state`, a string
-/// up to v0.0.39 and a list of flags since (the first is the base state). `None` when the job
-/// is not in slurmctld's memory (ended more than `MinJobAge` ago, or never existed).
-pub(crate) fn parse_job_state(
+/// The states slurmctld gives a job (`GET /slurm/vX/job/{id}`): each listed job's
+/// `job_state`, a string up to v0.0.39 and a list of flags since (the first is the base
+/// state). One for a job; a job array's id lists its tasks, running and done, and its pending
+/// rest. Empty when the job is not in slurmctld's memory (ended more than `MinJobAge` ago, or
+/// never existed).
+pub(crate) fn parse_job_states(
     status: u16,
     body: &[u8],
     user: &str,
-) -> Result<Option<String>, RestError> {
+) -> Result<Vec<String>, RestError> {
     let json = json_body(body, "job answer")?;
     let errors = api_errors(&json);
     if unknown_job(&errors) {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     check_ok_errors(status, &errors, user)?;
-    let state = json.pointer("/jobs/0/job_state");
-    Ok(match state {
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Array(flags)) => flags.first().and_then(Value::as_str).map(str::to_string),
-        _ => None,
-    })
+    let jobs = json.get("jobs").and_then(Value::as_array);
+    Ok(jobs
+        .into_iter()
+        .flatten()
+        .filter_map(|job| match job.get("job_state") {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Array(flags)) => flags.first().and_then(Value::as_str).map(str::to_string),
+            _ => None,
+        })
+        .collect())
 }
 
 /// Whether an answer's errors[] say slurmctld does not know the job.

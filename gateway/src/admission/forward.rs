@@ -315,6 +315,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         no_kill: r.slurm.no_kill,
         dependency: r.slurm.dependency.clone(),
         kill_on_invalid_dependency: r.slurm.kill_on_invalid_dep,
+        array: r.array.as_ref().map(|a| a.as_slurm().to_string()),
     })
 }
 
@@ -398,8 +399,9 @@ impl Forwarder for SlurmForwarder {
         let Ok(id) = job.settle_ref.parse::<u64>() else {
             return Ok(false);
         };
-        let state = self.client.job_state(id).await.map_err(slurm_error)?;
-        Ok(state.is_some_and(|s| SLURM_WAITING.contains(&s.as_str())))
+        // A job array waits while any of its tasks does.
+        let states = self.client.job_states(id).await.map_err(slurm_error)?;
+        Ok(states.iter().any(|s| SLURM_WAITING.contains(&s.as_str())))
     }
 
     async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError> {
@@ -507,6 +509,9 @@ impl Forwarder for DstackForwarder {
         }
         if request.hold {
             return Err("dstack has no held runs: --hold applies to Slurm clusters".to_string());
+        }
+        if request.array.is_some() {
+            return Err("dstack has no job arrays: --array applies to Slurm clusters".to_string());
         }
         if request.cpus_per_gpu.is_some()
             || matches!(request.memory, Some(MemoryRequest::PerGpu(_)))

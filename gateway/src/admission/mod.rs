@@ -64,7 +64,7 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::auth::{Principal, Role};
-use crate::request::JobRequest;
+use crate::request::{ArraySpec, JobRequest};
 use crate::timefmt::{format_instant, now};
 
 pub use forward::{ForwardError, ForwardJob, Forwarded, ForwardedRef, Forwarder};
@@ -849,7 +849,8 @@ impl Admission {
             let mut chosen = explanation.clone();
             chosen.choose(&q.cluster, chosen_reason(q));
             let route = chosen.finish();
-            let admission = self.admission(&quote, q, request_json, &stored_key, &route, at)?;
+            let admission =
+                self.admission(&quote, q, request, request_json, &stored_key, &route, at)?;
             // A twin with the same key in the same batch: once it is written, ask again.
             let ledger = &self.inner.app.ledger;
             let mut outcome = ledger.admit_queued(admission.clone(), now()).await;
@@ -932,11 +933,16 @@ impl Admission {
         Ok(job.map(|job| Admit::Replay(Box::new(job))))
     }
 
-    /// The hold (none for an estimate of 0) and the record of a job admitted on `q`.
+    /// The hold (none for an estimate of 0) and the record of a job admitted on `q`. The hold
+    /// lives the job's time limit and the grace; a job array's, as many time limits as it
+    /// runs waves of tasks under its `%` throttle (one without). Every record the collector
+    /// sees of the job (a task, or the array's pending rest) moves the expiry on again.
+    #[allow(clippy::too_many_arguments)]
     fn admission(
         &self,
         quote: &Quote,
         q: &ClusterQuote,
+        request: &JobRequest,
         request_json: &str,
         stored_key: &Option<String>,
         route: &Route,
@@ -944,7 +950,12 @@ impl Admission {
     ) -> Result<NewAdmission> {
         let estimate = q.estimate.unwrap_or(0);
         let minutes = q.time_limit_min.unwrap_or(0);
-        let lifetime = i64::try_from(minutes.saturating_mul(60))
+        let waves = request.array.as_ref().map_or(1, |a| {
+            a.max_running().map_or(1, |max| {
+                u64::from(a.tasks()).div_ceil(u64::from(max.max(1)))
+            })
+        });
+        let lifetime = i64::try_from(minutes.saturating_mul(60).saturating_mul(waves))
             .unwrap_or(i64::MAX)
             .saturating_add(i64::try_from(self.inner.grace.as_secs()).unwrap_or(i64::MAX));
         let route_json = serde_json::to_string(route)
@@ -974,6 +985,7 @@ impl Admission {
                 request_json: request_json.to_string(),
                 route_json,
                 at,
+                array_tasks: request.array.as_ref().map(ArraySpec::tasks),
             },
         })
     }
@@ -1518,7 +1530,9 @@ impl Admission {
             // that record records it so; this is for the jobs whose record came before, or
             // under an id shared with another job bursar submitted). A later record under its
             // id that is not its own means it did not run again after a node failure.
-            if job.state == "held" && job.hold_id.is_none() {
+            // A job array's tasks settle it as they are posted: the record under its id is
+            // only its last task's.
+            if job.state == "held" && job.hold_id.is_none() && job.array_tasks.is_none() {
                 let superseded =
                     latest_submit.is_some_and(|last| entries.iter().any(|e| e.submit > last));
                 if let Some(done) = self

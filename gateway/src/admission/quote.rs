@@ -365,7 +365,15 @@ fn price(
         ctx.now,
         ctx.prices,
     ) {
-        Ok(money) => quote.estimate = Some(money.micros),
+        // A job array: each task is a job of this shape, priced (and rounded) on its own.
+        Ok(money) => match money.micros.checked_mul(i64::from(
+            ctx.request.array.as_ref().map_or(1, |a| a.tasks()),
+        )) {
+            Some(micros) => quote.estimate = Some(micros),
+            None => quote.reasons.push(format!(
+                "the job array's estimate on {name} is beyond what bursar can count"
+            )),
+        },
         Err(e) => quote
             .reasons
             .push(format!("the job cannot be priced on {name}: {e}")),

@@ -724,6 +724,7 @@ fn prime(rt: &Runtime, server: &Server) -> anyhow::Result<()> {
                             request_json: request_json.clone(),
                             route_json: "{}".to_string(),
                             at: now,
+                            array_tasks: None,
                         },
                     };
                     let AdmitOutcome::Admitted { job, hold } =

@@ -246,6 +246,7 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SBATCH_RESERVATION", "--reservation"),
     ("SBATCH_WCKEY", "--wckey"),
     ("SBATCH_INPUT", "--input"),
+    ("SBATCH_ARRAY_INX", "--array"),
 ];
 
 /// sbatch's input variables for on/off options, in sbatch's order (a later one wins). As
@@ -271,7 +272,6 @@ fn turns_on(value: &str) -> bool {
 /// sbatch submits, so `bursar submit` refuses rather than ignore them.
 const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_ACCTG_FREQ",
-    "SBATCH_ARRAY_INX",
     "SBATCH_BATCH",
     "SBATCH_BURST_BUFFER",
     "SBATCH_CLUSTER_CONSTRAINT",

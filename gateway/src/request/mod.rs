@@ -9,8 +9,9 @@
 //!   `#SBATCH` lines ([`sbatch`] documents every option and rule); [`split_sbatch_args`] finds
 //!   the script path in a command line.
 //! - [`parse_dstack_task`] / [`DstackTask`]: a dstack `type: task` file ([`dstack`]).
-//! - [`TimeLimit`] (Slurm's `--time` formats), [`GpuSpec`] (dstack's `A100:80GB:2`): parsed once
-//!   at the edge and carried validated.
+//! - [`TimeLimit`] (Slurm's `--time` formats), [`GpuSpec`] (dstack's `A100:80GB:2`),
+//!   [`ArraySpec`] (sbatch's `--array` indexes, [`array`]): parsed once at the edge and carried
+//!   validated.
 //! - [`RequestError`]: what is wrong, naming the option or field.
 //!
 //! ## From a request to a resource vector ([`JobRequest::alloc`])
@@ -32,6 +33,7 @@
 //! [`JobRequest::validate`] refuses requests whose vector would overflow).
 #![deny(clippy::float_arithmetic)]
 
+pub mod array;
 pub mod dstack;
 mod error;
 mod gpu;
@@ -46,6 +48,7 @@ use std::collections::BTreeMap;
 use bursar_pricing::Tres;
 use serde::{Deserialize, Serialize};
 
+pub use array::{ArraySpec, MAX_ARRAY_INDEX};
 pub use dstack::{parse_dstack_task, DstackResources, DstackTask, MaxDuration, SpotPolicy};
 pub use error::RequestError;
 pub use gpu::{is_gres_type_name, normalize_model, GpuSpec, GpuVendor};
@@ -182,6 +185,9 @@ pub struct JobRequest {
     pub exclusive: bool,
     /// `-H/--hold`: submitted held (priority 0) until the user releases it.
     pub hold: bool,
+    /// `-a/--array`: a job array, one job of this shape per task index (JSON: `array`, the
+    /// sbatch text, left out when `None`). Slurm clusters only.
+    pub array: Option<ArraySpec>,
     /// Options only Slurm clusters take (`--signal`, `--requeue`, `--nice`, …): forwarded as
     /// given, not priced (JSON: `slurm`, left out when empty).
     pub slurm: SlurmOptions,
@@ -223,6 +229,7 @@ impl Default for JobRequest {
             constraint: None,
             exclusive: false,
             hold: false,
+            array: None,
             slurm: SlurmOptions::default(),
             dstack: None,
         }
@@ -293,6 +300,8 @@ struct JobRequestWire {
     exclusive: bool,
     #[serde(default)]
     hold: bool,
+    #[serde(default)]
+    array: Option<ArraySpec>,
     #[serde(default)]
     slurm: SlurmOptions,
     #[serde(default)]
@@ -369,6 +378,7 @@ impl Serialize for JobRequest {
         if self.hold {
             put!("hold", &true);
         }
+        some!("array", &self.array);
         if !self.slurm.is_empty() {
             put!("slurm", &self.slurm);
         }
@@ -423,6 +433,7 @@ impl From<JobRequestWire> for JobRequest {
             constraint: w.constraint,
             exclusive: w.exclusive,
             hold: w.hold,
+            array: w.array,
             slurm: w.slurm,
             dstack: w.dstack,
         }
@@ -661,6 +672,13 @@ impl JobRequest {
                     .into(),
             );
         }
+        if self.array.is_some() && self.dstack.is_some() {
+            return invalid(
+                "array does not apply to a dstack task: dstack has no job arrays (submit one \
+                 task per index)"
+                    .into(),
+            );
+        }
         if self.time_unlimited && self.time_limit_min.is_some() {
             return invalid(
                 "time_unlimited and time_limit_min exclude each other: give one or the other"
@@ -850,6 +868,10 @@ impl JobRequest {
         put("mail-user", self.mail_user.clone());
         put("comment", self.comment.clone());
         put("constraint", self.constraint.clone());
+        put(
+            "array",
+            self.array.as_ref().map(|a| a.as_slurm().to_string()),
+        );
         let slurm = &self.slurm;
         put("signal", slurm.signal.as_ref().map(ToString::to_string));
         put("open-mode", slurm.open_mode.map(|m| m.as_str().to_string()));

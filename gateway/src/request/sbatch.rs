@@ -31,6 +31,7 @@
 //! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]`, `-d/--dependency` (with one cluster named by `-M`: job ids belong to one cluster), `--kill-on-invalid-dep` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
+//! | `-a/--array=LIST[%MAX]` | [`ArraySpec`]: a job array (`0-9`, `1,3,5-7`, `0-15:4`, `%2` to run at most two tasks at once), checked as slurmctld checks it (indexes up to 4000000: a cluster with a smaller `MaxArraySize` refuses the job at submission) and forwarded as written; a dstack cluster is not eligible for it |
 //! | `--parsable`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
 //! | `-v/--verbose` | accepted and ignored: it only changes sbatch's own chatter |
 //! | `-h/--help`, `--usage` | [`RequestError::HelpRequested`]; print [`SBATCH_USAGE`] |
@@ -40,10 +41,9 @@
 //!
 //! **Everything else is refused with an error naming the option**, never dropped: slurmrestd
 //! does not read `#SBATCH` lines, so an option bursar does not carry would be silently lost
-//! between the quote and the cluster. Refusals with their own explanation: `--array` (job
-//! arrays: each task is its own job to hold and settle, not designed yet — submit the tasks
-//! separately), heterogeneous jobs (`hetjob` lines), and the GPU-relative shapes
-//! (`--ntasks-per-gpu`, `--gpus-per-socket`) that bursar cannot price yet.
+//! between the quote and the cluster. Refusals with their own explanation: heterogeneous jobs
+//! (`hetjob` lines), and the GPU-relative shapes (`--ntasks-per-gpu`, `--gpus-per-socket`)
+//! that bursar cannot price yet.
 //!
 //! ## The job script (as sbatch's `_opt_batch_script` and `_get_script_buffer`)
 //! - Refused when empty, only whitespace, not starting with `#!` (sbatch's own message), with
@@ -71,8 +71,8 @@ use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::slurm::parse_nice;
 use super::units::parse_slurm_megabytes;
 use super::{
-    nodes_for_tasks, GpuPer, GpuRequest, JobRequest, MemoryRequest, OpenMode, SlurmOptions,
-    TimeLimit, WarnSignal,
+    nodes_for_tasks, ArraySpec, GpuPer, GpuRequest, JobRequest, MemoryRequest, OpenMode,
+    SlurmOptions, TimeLimit, WarnSignal,
 };
 
 /// The options `bursar submit` understands, for `--help`.
@@ -125,6 +125,8 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --propagate[=LIMITS]      give the job these limits of this shell (ALL, NONE,
                                 STACK,NOFILE,...)
   -H, --hold                    submit the job held (release it with scontrol release)
+  -a, --array=LIST[%MAX]        a job array: indexes N, N-M, N-M:STEP, comma-separated;
+                                %MAX runs at most MAX tasks at once (Slurm clusters)
       --parsable                print only the job id
   -Q, --quiet                   print nothing but errors
       --test-only               quote the job, do not submit it
@@ -590,6 +592,7 @@ enum Opt {
     KillOnInvalidDep,
     Propagate,
     Hold,
+    Array,
     Parsable,
     Quiet,
     TestOnly,
@@ -670,6 +673,7 @@ const OPTIONS: &[Spec] = &[
     ),
     spec("propagate", None, Opt::Propagate, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
+    spec("array", Some('a'), Opt::Array, Arg::Required),
     spec("parsable", None, Opt::Parsable, Arg::Flag),
     spec("quiet", Some('Q'), Opt::Quiet, Arg::Flag),
     spec("test-only", None, Opt::TestOnly, Arg::Flag),
@@ -681,10 +685,6 @@ const OPTIONS: &[Spec] = &[
 /// sbatch options bursar knows and refuses, with the reason it gives.
 fn refusal(long: &str) -> Option<&'static str> {
     Some(match long {
-        "array" => {
-            "job arrays are not supported by bursar yet (each array task is its own job to \
-             hold and settle); submit the tasks as separate jobs"
-        }
         "het-group" | "hetjob" | "packjob" => {
             "heterogeneous jobs are not supported by bursar; submit the components as separate \
              jobs"
@@ -734,13 +734,9 @@ fn lookup_short(c: char) -> Result<&'static Spec, RequestError> {
     if let Some(spec) = OPTIONS.iter().find(|s| s.short == Some(c)) {
         return Ok(spec);
     }
-    let reason = match c {
-        'a' => refusal("array"),
-        _ => None,
-    };
     Err(RequestError::UnsupportedOption {
         option: format!("-{c}"),
-        reason: reason.unwrap_or(NOT_SUPPORTED).to_string(),
+        reason: NOT_SUPPORTED.to_string(),
     })
 }
 
@@ -789,6 +785,7 @@ struct Directives {
     kill_on_invalid_dep: Option<bool>,
     propagate: Option<Vec<String>>,
     hold: bool,
+    array: Option<ArraySpec>,
     parsable: bool,
     quiet: bool,
     test_only: bool,
@@ -1087,6 +1084,7 @@ impl Directives {
             }
             Opt::Propagate => self.propagate = Some(parse_propagate(typed, value)?),
             Opt::Hold => self.hold = true,
+            Opt::Array => self.array = Some(ArraySpec::parse_option(typed, v)?),
             Opt::Parsable => self.parsable = true,
             Opt::Quiet => self.quiet = true,
             Opt::TestOnly => self.test_only = true,
@@ -1202,6 +1200,7 @@ impl Directives {
             kill_on_invalid_dep: cli.kill_on_invalid_dep.or(script.kill_on_invalid_dep),
             propagate: cli.propagate.or(script.propagate),
             hold: cli.hold || script.hold,
+            array: cli.array.or(script.array),
             parsable: cli.parsable || script.parsable,
             quiet: cli.quiet || script.quiet,
             test_only: cli.test_only || script.test_only,
@@ -1330,6 +1329,7 @@ impl Directives {
             constraint: self.constraint,
             exclusive: self.exclusive,
             hold: self.hold,
+            array: self.array,
             slurm: SlurmOptions {
                 signal: self.signal,
                 requeue: self.requeue,

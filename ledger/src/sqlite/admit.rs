@@ -656,6 +656,7 @@ fn decide_and_write(
                 route_json: job.route_json.clone(),
                 submitted_at: job.at,
                 updated_at: job.at,
+                array_tasks: job.array_tasks,
             },
             hold,
         }));
@@ -709,8 +710,8 @@ const ADD_TOTALS_SQL: &str = "insert into account_totals (account_id, currency_i
 
 const INSERT_JOB_SQL: &str = "insert into api_jobs (id, idempotency_key, actor, user_name,
         account, cluster, currency, estimate, hold_id, state, request_json, route_json,
-        submitted_at, updated_at)
-    values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)";
+        submitted_at, updated_at, array_tasks)
+    values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?14)";
 
 /// Writes the records of `forwarded` jobs (holds linked unless linked already, cluster job
 /// ids noted) and a decided batch: the holds, their `hold` journal entries (ids from
@@ -818,6 +819,7 @@ fn write(
                 &job.request_json,
                 &job.route_json,
                 job.at,
+                job.array_tasks,
             ])
             .map_err(sql)?;
     }
@@ -865,6 +867,7 @@ mod tests {
                 request_json: "{}".to_string(),
                 route_json: "{}".to_string(),
                 at: T0 + 3600,
+                array_tasks: None,
             },
         }
     }

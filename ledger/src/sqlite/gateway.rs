@@ -62,7 +62,7 @@ pub(super) async fn audit_log(
 pub(super) const API_JOB_SELECT: &str =
     "select id, idempotency_key, actor, user_name, account, cluster, \
      cluster_job_id, currency, estimate, hold_id, state, request_json, route_json, \
-     submitted_at, updated_at, settle_ref from api_jobs";
+     submitted_at, updated_at, settle_ref, array_tasks from api_jobs";
 
 pub(super) fn api_job_row(row: &SqliteRow) -> Result<ApiJob> {
     Ok(ApiJob {
@@ -82,6 +82,7 @@ pub(super) fn api_job_row(row: &SqliteRow) -> Result<ApiJob> {
         route_json: col(row, 12)?,
         submitted_at: col(row, 13)?,
         updated_at: col(row, 14)?,
+        array_tasks: col(row, 16)?,
     })
 }
 
@@ -106,8 +107,9 @@ pub(super) async fn create_api_job(conn: &mut SqliteConnection, job: &NewApiJob)
     }
     let id: i64 = sqlx::query_scalar(
         "insert into api_jobs (idempotency_key, actor, user_name, account, cluster, currency,
-             estimate, hold_id, state, request_json, route_json, submitted_at, updated_at)
-         values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id",
+             estimate, hold_id, state, request_json, route_json, submitted_at, updated_at,
+             array_tasks)
+         values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) returning id",
     )
     .bind(&job.idempotency_key)
     .bind(&job.actor)
@@ -122,6 +124,7 @@ pub(super) async fn create_api_job(conn: &mut SqliteConnection, job: &NewApiJob)
     .bind(&job.route_json)
     .bind(job.at)
     .bind(job.at)
+    .bind(job.array_tasks)
     .fetch_one(&mut *conn)
     .await
     .map_err(db)?;
@@ -318,8 +321,9 @@ pub(super) async fn job_parts(
 /// The API jobs still `held` without a hold (an estimate of 0) whose latest record under the
 /// id they are charged under (of those submitted since `?1` seconds before the job,
 /// [`crate::model::SUBMIT_SKEW_SECS`]) ended them in a state after which Slurm may run them
-/// again ([`crate::model::RERUN_STATES`]); through `api_jobs_free_held` (migrations 0012,
-/// 0013) and the jobs' unique key.
+/// again ([`crate::model::RERUN_STATES`]), or, for a job array, in any state (as
+/// [`super::holds::to_confirm_sql`]); through `api_jobs_free_held` (migrations 0012, 0013) and
+/// the jobs' unique key.
 pub(super) fn free_jobs_to_confirm_sql() -> String {
     let select = API_JOB_SELECT.replacen(
         "from api_jobs",
@@ -328,7 +332,7 @@ pub(super) fn free_jobs_to_confirm_sql() -> String {
     );
     format!(
         "{select} where a.state = 'held' and a.hold_id is null and a.cluster_job_id is not null
-         and (select e.is_final = 1 and st.value in ({states})
+         and (select e.is_final = 1 and (st.value in ({states}) or a.array_tasks is not null)
               from labels cl join jobs j on j.cluster_id = cl.id
               join journal e on e.id = j.entry_id join labels st on st.id = e.state_id
               where cl.value = a.cluster
@@ -349,6 +353,7 @@ pub(super) fn free_jobs_to_confirm_sql() -> String {
 pub(super) const SETTLE_FREE_SQL: &str = "update api_jobs indexed by api_jobs_free_held
      set state = 'settled', updated_at = ?1
      where state = 'held' and hold_id is null and cluster_job_id is not null and cluster = ?2
+       and array_tasks is null
        and coalesce(settle_ref, cluster_job_id) in
            (select json_extract(value, '$[0]') from json_each(?3))
        and submitted_at <= ?4 + (select max(json_extract(value, '$[1]')) from json_each(?3)

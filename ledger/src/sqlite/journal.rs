@@ -568,13 +568,16 @@ pub(super) fn open_hold(row: &SqliteRow) -> Result<OpenHold> {
 /// `[job id, submit time]` pairs (`?2`), through `holds_active_by_job`, and placed no later
 /// than `?3` seconds after the latest of their job id's submit times
 /// ([`crate::model::SUBMIT_SKEW_SECS`]): a record of an older job under a reused id is not
-/// theirs.
+/// theirs. A job array's hold is not one of them, though its id is its last task's raw id:
+/// its tasks settle it one by one ([`super::arrays`]).
 pub(super) fn holds_to_settle_sql() -> String {
     format!(
         "{OPEN_HOLD_SELECT} where state = 'active' and cluster_id = ?1
          and job_ref in (select json_extract(value, '$[0]') from json_each(?2))
          and placed_at <= ?3 + (select max(json_extract(value, '$[1]')) from json_each(?2)
                                 where json_extract(value, '$[0]') = holds.job_ref)
+         and not exists (select 1 from api_jobs j where j.hold_id = holds.id
+                         and j.array_tasks is not null)
          order by id"
     )
 }
@@ -868,6 +871,9 @@ pub(super) async fn post_usage(
     if any_active {
         super::holds::extend_sighted(conn, &unfinished, posted_at).await?;
     }
+    // Job arrays settle task by task (one look first: most batches have no array task, most
+    // ledgers no array submitted through bursar).
+    let array_settled = super::arrays::post_tasks(conn, batch, posted_at).await?;
     // The jobs that hold nothing end with the same records (one look first: most batches
     // find none waiting). `api_jobs` names its clusters.
     if !finals.is_empty() && super::gateway::free_jobs_waiting(conn).await? {
@@ -887,7 +893,9 @@ pub(super) async fn post_usage(
         adjusted: plan.adjusted,
         unchanged: plan.unchanged + unchanged_up_front,
         created_accounts: created.into_iter().map(str::to_string).collect(),
-        settled_holds: u64::try_from(settled_ids.len()).unwrap_or(u64::MAX),
+        settled_holds: u64::try_from(settled_ids.len())
+            .unwrap_or(u64::MAX)
+            .saturating_add(array_settled),
     })
 }
 

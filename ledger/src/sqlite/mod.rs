@@ -32,6 +32,7 @@ mod admin;
 mod admit;
 mod admitter;
 mod alerts;
+mod arrays;
 mod gateway;
 mod holds;
 mod journal;
@@ -1087,6 +1088,11 @@ mod tests {
                 "api_job_parts_by_job",
                 "api_job_id=?",
             ),
+            (
+                arrays::ARRAY_JOBS_SQL.to_string(),
+                "api_jobs_arrays",
+                "cluster=? AND cluster_job_id=?",
+            ),
         ];
         for (sql, index, key) in lookups {
             let steps = plan(&conn, &sql);
@@ -1256,6 +1262,7 @@ mod tests {
                     request_json: "{}".into(),
                     route_json: "{}".into(),
                     at: 100,
+                    array_tasks: None,
                 })
                 .await
                 .unwrap();
