@@ -103,7 +103,7 @@ clusters:
     submit:
       default_partition: batch
       partitions:
-        batch: {max_time: 1d, default_time: 1h, def_mem_per_cpu_mb: 1000, max_nodes: 2}
+        batch: {max_time: 1d, default_time: 1h, def_mem_per_cpu_mb: 1000, max_nodes: 2, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}
   cloud:                           # 1 node, 2 x h100; billed in dollars
     kind: slurm
     currency: usd
@@ -121,7 +121,7 @@ clusters:
     submit:
       default_partition: gpu
       partitions:
-        gpu: {max_time: 1d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [h100], max_nodes: 1}
+        gpu: {max_time: 1d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [h100], max_nodes: 1, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}
   gpucloud:                        # the dstack server (no backends here: runs fail for lack of capacity)
     kind: dstack
     currency: usd

@@ -266,6 +266,7 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         no_kill: true,
         dependency: Some("afterok:12:13".into()),
         kill_on_invalid_dependency: Some(false),
+        exclusive: true,
         ..fixture_job()
     };
     let v38 = submit_body(ApiVersion::V0_0_38, &options).unwrap();
@@ -282,6 +283,7 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         ("no_kill", json!("set")),
         ("dependency", json!("afterok:12:13")),
         ("kill_on_invalid_dependency", json!(false)),
+        ("exclusive", json!("exclusive")),
     ] {
         assert_eq!(job[key], value, "v0.0.38 {key}: {job}");
     }
@@ -307,6 +309,7 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
             ("kill_on_node_fail", json!(false)),
             ("dependency", json!("afterok:12:13")),
             ("flags", json!(["NO_KILL_INVALID_DEPENDENCY"])),
+            ("shared", json!(["none"])),
         ] {
             assert_eq!(job[key], value, "{version} {key}: {job}");
         }

@@ -462,6 +462,32 @@ pub struct SubmitPartition {
     /// Most nodes one job may use (Slurm's `MaxNodes`).
     #[serde(default)]
     pub max_nodes: Option<u32>,
+    /// CPUs of each node (Slurm's `CPUs`, less specialized ones: `CPUEffective`): with
+    /// `node_mem_mb`, what a job that gets whole nodes (`--exclusive`, `exclusive`) is priced
+    /// for. Without them a Slurm cluster is not eligible for `--exclusive`.
+    #[serde(default)]
+    pub node_cpus: Option<u32>,
+    /// Memory of each node in MB (`RealMemory` less `MemSpecLimit`): what `--mem=0` gets.
+    #[serde(default)]
+    pub node_mem_mb: Option<u64>,
+    /// GPUs of each node (its `gpu` GRES, every type); 0 when left out.
+    #[serde(default)]
+    pub node_gpus: Option<u32>,
+    /// The partition never shares a node (Slurm's `OverSubscribe=EXCLUSIVE`): every job is
+    /// priced for whole nodes. Needs `node_cpus` and `node_mem_mb`.
+    #[serde(default)]
+    pub exclusive: bool,
+}
+
+impl SubmitPartition {
+    /// Each node's size, when `node_cpus` and `node_mem_mb` declare it.
+    pub fn node_size(&self) -> Option<crate::request::NodeSize> {
+        Some(crate::request::NodeSize {
+            cpus: self.node_cpus?,
+            mem_mb: self.node_mem_mb?,
+            gpus: self.node_gpus.unwrap_or(0),
+        })
+    }
 }
 
 /// Reads a partition time limit into whole minutes (rounded up): `90m`, `2h`, `2d`, `1w`,
@@ -943,6 +969,18 @@ fn validate_submit(
         }
         if p.max_nodes == Some(0) {
             bail!("cluster {name}: submit.partitions.{partition}: max_nodes must be at least 1");
+        }
+        match (p.node_cpus, p.node_mem_mb, p.node_gpus) {
+            (Some(0), _, _) | (_, Some(0), _) => bail!(
+                "cluster {name}: submit.partitions.{partition}: node_cpus and node_mem_mb must be at least 1"
+            ),
+            (Some(_), Some(_), _) => {}
+            (None, None, None) if !p.exclusive => {}
+            _ => bail!(
+                "cluster {name}: submit.partitions.{partition}: {}give node_cpus and node_mem_mb \
+                 together (node_gpus with them), as each node of the partition has them",
+                if p.exclusive { "exclusive: every job gets whole nodes, so " } else { "" }
+            ),
         }
         for kind in p.gpu_types.iter().flatten() {
             if !crate::request::is_gres_type_name(kind) {

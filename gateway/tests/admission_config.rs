@@ -161,6 +161,18 @@ fn mistakes_are_refused_with_the_key() {
             format!("{SLURM}    submit:\n      partitions:\n        gpu: {{gpu_types: [\"h100,a100\"]}}\n"),
             "is not a GPU type name",
         ),
+        (
+            format!("{SLURM}    submit:\n      partitions:\n        batch: {{node_cpus: 8}}\n"),
+            "give node_cpus and node_mem_mb together",
+        ),
+        (
+            format!("{SLURM}    submit:\n      partitions:\n        batch: {{exclusive: true}}\n"),
+            "exclusive: every job gets whole nodes, so give node_cpus and node_mem_mb",
+        ),
+        (
+            format!("{SLURM}    submit:\n      partitions:\n        batch: {{node_cpus: 0, node_mem_mb: 1}}\n"),
+            "node_cpus and node_mem_mb must be at least 1",
+        ),
     ] {
         let err = parse(&yaml).unwrap_err().to_string();
         assert!(err.contains(expected), "{err}\n--- for ---\n{yaml}");

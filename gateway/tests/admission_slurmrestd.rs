@@ -34,9 +34,11 @@ async fn fixture(url: &str) -> Fixture {
          users:\n  alice: {{default_account: physics}}\n\
          clusters:\n  onprem:\n    kind: slurm\n    currency: su\n\
          \x20   partitions:\n      batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
+         \x20     whole: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
          \x20   submit:\n      slurmrestd: {{url: \"{url}\", jwt_key_file: \"{key}\", api_version: v0.0.38}}\n\
          \x20     timeout: 2s\n      default_partition: batch\n\
-         \x20     partitions:\n        batch: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [h100]}}\n",
+         \x20     partitions:\n        batch: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [h100]}}\n\
+         \x20       whole: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}\n",
         db = dir.path().join("ledger.db").display(),
         key = key.display(),
     );
@@ -242,12 +244,13 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
             request: serde_json::from_value(base).unwrap(),
         }
     };
-    // --exclusive: Slurm would charge whole nodes while the hold covers what was asked for.
-    let err = slurm_submission(&job(json!({"exclusive": true}))).unwrap_err();
+    // --exclusive: whole nodes, as sbatch asks for them.
     assert!(
-        err.starts_with("--exclusive gives the job whole nodes"),
-        "{err}"
+        slurm_submission(&job(json!({"exclusive": true})))
+            .unwrap()
+            .exclusive
     );
+    assert!(!slurm_submission(&job(json!({}))).unwrap().exclusive);
     let err = slurm_submission(&job(json!({"mail_type": "END,SOON"}))).unwrap_err();
     assert!(err.starts_with("--mail-type: \"SOON\""), "{err}");
     // Per-CPU memory, per-job GPUs and tasks per node go as given, not converted: Slurm
@@ -326,7 +329,7 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
 }
 
 #[tokio::test]
-async fn a_quote_says_which_option_cannot_be_forwarded() {
+async fn a_quote_says_why_whole_nodes_cannot_be_priced() {
     let server = MockServer::start().await;
     let f = fixture(&server.uri()).await;
     let mut constrained = request();
@@ -334,9 +337,12 @@ async fn a_quote_says_which_option_cannot_be_forwarded() {
     let quote = f.admission.quote(&alice(), &constrained).await.unwrap();
     assert_eq!(
         quote.cluster("onprem").unwrap().reasons,
-        ["onprem: --exclusive gives the job whole nodes, which Slurm charges whole, while bursar \
-          prices and holds only the resources requested; ask for the nodes' CPUs and memory \
-          with -c and --mem instead"]
+        [
+            "--exclusive gives the job whole nodes, which Slurm charges whole, and partition \
+          batch on onprem does not say how big its nodes are (node_cpus, node_mem_mb in \
+          bursar's configuration); ask for the nodes' CPUs and memory with -c and --mem \
+          instead"
+        ]
     );
     let err = f
         .admission
@@ -601,4 +607,47 @@ async fn jobs_named_by_a_state_flag_still_wait() {
             "{state}"
         );
     }
+}
+
+/// A job that gets whole nodes is priced as slurmctld allocates them: every CPU and GPU of each
+/// node, memory per CPU over all of them; `--mem=0` is each node's memory. The same as asking
+/// for all of it explicitly.
+#[tokio::test]
+async fn whole_nodes_are_priced_for_every_cpu_and_gpu_of_the_partition_s_nodes() {
+    let server = MockServer::start().await;
+    let f = fixture(&server.uri()).await;
+    let estimate = |request: Value| {
+        let admission = &f.admission;
+        async move {
+            let mut request: JobRequest = serde_json::from_value(request).unwrap();
+            request.partition = Some("whole".into());
+            let quote = admission.quote(&alice(), &request).await.unwrap();
+            let q = quote.cluster("onprem").unwrap().clone();
+            assert!(q.reasons.is_empty(), "{:?}", q.reasons);
+            q.estimate.unwrap()
+        }
+    };
+    let script = "#!/bin/bash\ntrue\n";
+    let exclusive = estimate(json!({"nodes": 2, "exclusive": true, "script": script})).await;
+    let explicit = estimate(
+        json!({"nodes": 2, "ntasks": 16, "memory": {"per_cpu_mb": 1000},
+        "gpus": {"count": 2, "per": "node"}, "script": script}),
+    )
+    .await;
+    assert_eq!(exclusive, explicit);
+    let one_cpu = estimate(json!({"nodes": 2, "script": script})).await;
+    assert!(exclusive > 8 * one_cpu, "{exclusive} against {one_cpu}");
+    // Memory asked for per node stays as asked; --mem=0 is the node's 16000 MB.
+    let per_node = estimate(json!({"nodes": 2, "exclusive": true,
+        "memory": {"per_node_mb": 4000}, "script": script}))
+    .await;
+    let explicit = estimate(
+        json!({"nodes": 2, "ntasks": 16, "memory": {"per_node_mb": 4000},
+        "gpus": {"count": 2, "per": "node"}, "script": script}),
+    )
+    .await;
+    assert_eq!(per_node, explicit);
+    let all_memory = estimate(json!({"memory": {"per_node_mb": 0}, "script": script})).await;
+    let explicit = estimate(json!({"memory": {"per_node_mb": 16000}, "script": script})).await;
+    assert_eq!(all_memory, explicit);
 }

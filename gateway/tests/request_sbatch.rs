@@ -840,6 +840,7 @@ fn alloc_prices_what_slurm_allocates() {
         mem_per_cpu_mb: Some(1000),
         mem_per_gpu_mb: Some(4000),
         cpus_per_gpu: Some(8),
+        ..PartitionDefaults::default()
     };
     let with = |words: &[&str]| parse_ok(words).alloc_with_defaults(&defaults);
     assert_eq!(
@@ -1572,4 +1573,69 @@ fn memory_from_sbatch_variables_follows_sbatch() {
             .gpus
             .unwrap();
     assert_eq!((given.count, given.per), (3, GpuPer::PerNode));
+}
+
+/// Whole nodes, as slurmctld allocates them (seen in sacct on 22.05 and 24.11 with 8 CPUs,
+/// 16000 MB and 2 GPUs a node, DefMemPerCPU 1000): every CPU and GPU of each node, asked for
+/// or not; memory per CPU over all the CPUs, per node as asked; `--mem=0` is the node's
+/// memory, exclusive or not. A partition that never shares a node does the same to every
+/// job; one whose node size is unknown prices what was asked.
+#[test]
+fn whole_nodes_are_allocated_as_slurmctld_allocates_them() {
+    use bursar_gateway::request::NodeSize;
+    let node = NodeSize {
+        cpus: 8,
+        mem_mb: 16000,
+        gpus: 2,
+    };
+    let defaults = PartitionDefaults {
+        mem_per_cpu_mb: Some(1000),
+        node: Some(node),
+        ..PartitionDefaults::default()
+    };
+    let with = |words: &[&str], defaults: &PartitionDefaults| {
+        parse_ok(words).alloc_with_defaults(defaults)
+    };
+    for (words, sacct) in [
+        (&["--exclusive"][..], "cpu=8,gres/gpu=2,mem=8000M,node=1"),
+        (
+            &["--exclusive", "--mem=2000"],
+            "cpu=8,gres/gpu=2,mem=2000M,node=1",
+        ),
+        (
+            &["--exclusive", "--mem-per-cpu=500"],
+            "cpu=8,gres/gpu=2,mem=4000M,node=1",
+        ),
+        (&["--mem=0"], "cpu=1,mem=16000M,node=1"),
+        (
+            &["--exclusive", "-N", "2"],
+            "cpu=16,gres/gpu=4,mem=16000M,node=2",
+        ),
+        (
+            &["--exclusive", "--gres=gpu:1"],
+            "cpu=8,gres/gpu=2,mem=8000M,node=1",
+        ),
+    ] {
+        assert_eq!(
+            with(words, &defaults),
+            Tres::parse(sacct).unwrap(),
+            "{words:?}"
+        );
+    }
+    let never_shared = PartitionDefaults {
+        exclusive: true,
+        ..defaults
+    };
+    assert_eq!(
+        with(&["-n", "2"], &never_shared),
+        Tres::parse("cpu=8,gres/gpu=2,mem=8000M,node=1").unwrap()
+    );
+    let unknown = PartitionDefaults {
+        node: None,
+        ..defaults
+    };
+    assert_eq!(
+        with(&["--exclusive", "--mem=0"], &unknown),
+        Tres::parse("cpu=1,node=1").unwrap()
+    );
 }

@@ -568,7 +568,7 @@ clusters:
       slurmrestd: {{url: "{onprem}", jwt_key_file: "{jwt}", api_version: v0.0.38}}
       default_partition: batch
       partitions:
-        batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2}}
+        batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}
   cloud:
     kind: slurm
     currency: usd
@@ -587,7 +587,7 @@ clusters:
       slurmrestd: {{url: "{cloud}", jwt_key_file: "{jwt}", api_version: v0.0.38}}
       default_partition: gpu
       partitions:
-        gpu: {{max_time: 1d, def_mem_per_cpu_mb: 1000, gpu_types: [h100], max_nodes: 1}}
+        gpu: {{max_time: 1d, def_mem_per_cpu_mb: 1000, gpu_types: [h100], max_nodes: 1, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}
   gpucloud:
     kind: dstack
     currency: usd
@@ -1663,6 +1663,71 @@ fn a_job_array_cancelled_on_its_cluster_settles_at_what_its_tasks_ran() {
     );
     println!(
         "cancelled on the cluster: {tasks:?}; settled at {} su",
+        settled["charge"]
+    );
+}
+
+#[test]
+fn an_exclusive_job_is_shaped_as_sbatch_s_and_held_for_the_whole_nodes_slurm_gives_it() {
+    let (gw, script) = Gateway::funded("");
+    // Held, through bursar and through sbatch: the same request for whole nodes.
+    for (cluster, options) in [
+        ("onprem", &["--exclusive", "-N", "2", "-n", "2"][..]),
+        ("cloud", &["--exclusive", "--mem=0"][..]),
+    ] {
+        let (sub, ours, direct, mut theirs) = held_both_ways(&gw, cluster, options, &script);
+        if options.contains(&"--mem=0") {
+            // Memory per node: the job runs on the one node it is priced for, which bursar
+            // pins as a maximum too (sbatch leaves it open: `1`).
+            assert_eq!(theirs.get("NumNodes").map(String::as_str), Some("1"));
+            theirs.insert("NumNodes".into(), "1-1".into());
+        }
+        for field in [
+            "OverSubscribe",
+            "NumNodes",
+            "MinMemoryNode",
+            "MinMemoryCPU",
+            "ReqTRES",
+        ] {
+            assert_eq!(
+                ours.get(field),
+                theirs.get(field),
+                "{cluster} {options:?} {field}: job {} against sbatch's {direct}\n{ours:?}\n{theirs:?}",
+                sub.cluster_job_id
+            );
+        }
+        gw.dev.slurm("scancel", cluster, &[&sub.cluster_job_id]);
+        println!("{cluster} {options:?}: {ours:?}");
+    }
+
+    // One that runs: held at the price of what Slurm allocates it for the whole time limit,
+    // charged what it used of that.
+    let sub = gw.submit(&["--exclusive", "-M", "onprem", &script]);
+    let estimate = micros(gw.job(sub.id)["estimate"].as_str().unwrap());
+    let done = gw.sacct("onprem", &sub.cluster_job_id, true);
+    let (cpu, mem, gpus) = tres_counts(&done[4]);
+    assert_eq!(
+        (cpu, gpus),
+        (8, 2),
+        "every CPU and GPU of the node: {done:?}"
+    );
+    assert_eq!(
+        estimate,
+        cost_micros(&ONPREM, cpu, mem, gpus, 60),
+        "the hold is Slurm's allocation ({}) for the 1-minute limit",
+        done[4]
+    );
+    let settled = gw.wait_settled(sub.id);
+    let elapsed: u128 = done[3].parse().unwrap();
+    assert_eq!(
+        micros(settled["charge"].as_str().unwrap()),
+        cost_micros(&ONPREM, cpu, mem, gpus, elapsed),
+        "{settled}"
+    );
+    println!(
+        "exclusive: {} held {} su, ran {elapsed} s, settled at {} su",
+        done[4],
+        gw.job(sub.id)["estimate"],
         settled["charge"]
     );
 }

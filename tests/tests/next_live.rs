@@ -396,7 +396,7 @@ impl Gateway {
     fn start(dev: DevStack, version: &str) -> Gateway {
         let submit = format!(
             "    submit:\n      slurmrestd: {{api_version: {version}}}\n      default_partition: batch\n\
-             \x20     partitions:\n        batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2}}\n"
+             \x20     partitions:\n        batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}\n"
         );
         let collect = slurmrestd_source(&dev, "auto");
         let site = next_site(
@@ -555,7 +555,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 26] = [
+const SHAPE: [&str; 27] = [
     "UserId",
     "Account",
     "QOS",
@@ -583,6 +583,8 @@ const SHAPE: [&str; 26] = [
     // A held job array waits as one record: `ArrayTaskId=0,2,4%2 ArrayTaskThrottle=2`.
     "ArrayTaskId",
     "ArrayTaskThrottle",
+    // --exclusive: `OverSubscribe=NO`.
+    "OverSubscribe",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -603,7 +605,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     )
     .unwrap();
     let script = script.to_str().unwrap();
-    let cases: [&[&str]; 9] = [
+    let cases: [&[&str]; 10] = [
         &["-t", "5"],
         &[
             "-N",
@@ -651,6 +653,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         ],
         &["-n", "2", "--gpus=2", "--cpus-per-gpu=3", "-t", "5"],
         &["--array=0-5:2%2", "-n", "2", "-t", "5"],
+        &["--exclusive", "-N", "2", "-t", "5"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -693,6 +696,14 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 let expected = expected_micros(&ONPREM, &tres, 300, 1);
                 let held = micros(gw.job(id)["estimate"].as_str().unwrap());
                 assert_eq!(held, expected, "{version} {case:?}: {tres:?}");
+            }
+            if case.contains(&"--exclusive") {
+                // Whole nodes, as sacct shows such a job allocated here (8 CPUs and 2 GPUs a
+                // node, DefMemPerCPU over all the CPUs), for the 5-minute limit.
+                let tres = parse_tres("cpu=16,mem=16000M,node=2,gres/gpu=4");
+                let expected = expected_micros(&ONPREM, &tres, 300, 1);
+                let held = micros(gw.job(id)["estimate"].as_str().unwrap());
+                assert_eq!(held, expected, "{version} {case:?}");
             }
             println!("{version} {case:?}: {through_bursar:?}");
             next_slurm(&gw.dev, None, &["scancel", &job, &direct], None);

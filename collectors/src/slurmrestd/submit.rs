@@ -92,6 +92,11 @@ pub struct JobSubmission {
     /// version, a string. The answer's `job_id` is then the array's (its `ArrayJobId`); its
     /// tasks' records come as `ID_0`, `ID_1`, … (one of them under the array's own job id).
     pub array: Option<String>,
+    /// `--exclusive`: whole nodes, shared with no other job. `exclusive: "exclusive"` at
+    /// v0.0.38, which reads it with sbatch's own option parser: the spec's `"true"` is refused
+    /// ("Invalid exclusive specification", seen live on 22.05); `shared: ["none"]` from
+    /// v0.0.40 (`JOB_SHARED_NONE`, what sbatch sets).
+    pub exclusive: bool,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -469,6 +474,13 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let Some(array) = &job.array {
         put("array", json!(array));
+    }
+    if job.exclusive {
+        if modern {
+            put("shared", json!(["none"]));
+        } else {
+            put("exclusive", json!("exclusive"));
+        }
     }
     if let Some(kill) = job.kill_on_invalid_dependency {
         if modern {

@@ -197,21 +197,6 @@ impl SlurmForwarder {
     }
 }
 
-/// What bursar cannot send to Slurm as quoted, named as the user wrote it. (A missing script
-/// is not checked here: a quote needs none. `--export` is not either: the client resolves it
-/// into `environment`, which is exactly what the job gets.)
-pub fn slurm_unsupported(request: &JobRequest) -> Result<(), String> {
-    if request.exclusive {
-        return Err(
-            "--exclusive gives the job whole nodes, which Slurm charges whole, while \
-                    bursar prices and holds only the resources requested; ask for the nodes' \
-                    CPUs and memory with -c and --mem instead"
-                .into(),
-        );
-    }
-    Ok(())
-}
-
 /// The node count to send Slurm. A job of one node that did not ask for it (no `-N`) and whose
 /// price does not depend on its nodes (no per-node memory, GPUs or other GRES, no
 /// `--ntasks-per-node`, no `--gpus` with `--cpus-per-gpu`) is left to Slurm to place, as sbatch leaves a job without `-N`: one
@@ -244,7 +229,6 @@ fn kill_warning(r: &JobRequest) -> Option<KillWarning> {
 /// limit, the script, and the environment.
 pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
     let r = &job.request;
-    slurm_unsupported(r)?;
     let script = r
         .batch_script()
         .ok_or("a job needs a batch script or --wrap")?
@@ -316,6 +300,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         dependency: r.slurm.dependency.clone(),
         kill_on_invalid_dependency: r.slurm.kill_on_invalid_dep,
         array: r.array.as_ref().map(|a| a.as_slurm().to_string()),
+        exclusive: r.exclusive,
     })
 }
 
@@ -363,7 +348,6 @@ fn slurm_error(e: RestError) -> ForwardError {
 #[async_trait]
 impl Forwarder for SlurmForwarder {
     fn check(&self, request: &JobRequest) -> Result<(), String> {
-        slurm_unsupported(request)?;
         // What this cluster's API version cannot carry, once the version is known (with
         // `api_version: auto`, from the first call: until then only the submission itself
         // refuses it, with the same reason).
@@ -512,6 +496,12 @@ impl Forwarder for DstackForwarder {
         }
         if request.array.is_some() {
             return Err("dstack has no job arrays: --array applies to Slurm clusters".to_string());
+        }
+        if request.exclusive {
+            return Err(
+                "dstack gives each run its own instances: --exclusive applies to Slurm clusters"
+                    .to_string(),
+            );
         }
         if request.cpus_per_gpu.is_some()
             || matches!(request.memory, Some(MemoryRequest::PerGpu(_)))

@@ -274,6 +274,14 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
             _ => {}
         }
     }
+    if request.exclusive && limits.node_size().is_none() {
+        quote.reasons.push(format!(
+            "--exclusive gives the job whole nodes, which Slurm charges whole, and partition \
+             {partition} on {name} does not say how big its nodes are (node_cpus, node_mem_mb \
+             in bursar's configuration); ask for the nodes' CPUs and memory with -c and --mem \
+             instead"
+        ));
+    }
     if let Some(max) = limits.max_nodes {
         if request.nodes > max {
             quote.reasons.push(format!(
@@ -347,6 +355,8 @@ fn price(
             mem_per_cpu_mb: p.def_mem_per_cpu_mb,
             mem_per_gpu_mb: p.def_mem_per_gpu_mb,
             cpus_per_gpu: p.def_cpu_per_gpu,
+            node: p.node_size(),
+            exclusive: p.exclusive,
         })
         .unwrap_or_default();
     let Some(pricing) = ctx.pricing.get(name) else {

@@ -24,11 +24,12 @@
 //! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), per-task count × `ntasks` (`--gpus-per-task`), or the per-job count (`--gpus`) |
 //! | `gres/gpu:<type>` | the same total again when a type was given, lower-cased as Slurm's TRES names are: a breakdown of `gres/gpu`, never extra GPUs (see DESIGN "Pricing semantics") |
 //!
-//! Zero counts are left out, as Slurm leaves them out of TRES strings. `--mem=0` (Slurm: all
-//! of each node's memory) prices as 0 MB here because the node size is not known to the
-//! request; [`MemoryRequest::is_whole_node`] lets the quote step substitute the partition's
-//! node memory. Likewise `--exclusive` is charged by Slurm for whole nodes; the estimate covers
-//! what was requested. Other GRES (`shard`, `nvme`, …) are kept in `other_gres` and forwarded,
+//! Zero counts are left out, as Slurm leaves them out of TRES strings. A job that gets whole
+//! nodes (`--exclusive`, or a partition whose nodes are never shared) is priced, as slurmctld
+//! allocates it, for every CPU and GPU of its nodes ([`NodeSize`], declared per partition;
+//! its memory as asked, per CPU over all the CPUs); `--mem=0` (Slurm: all of each node's
+//! memory) for the node's memory — and as 0 MB where the partition's node size is not
+//! declared ([`MemoryRequest::is_whole_node`]). Other GRES (`shard`, `nvme`, …) are kept in `other_gres` and forwarded,
 //! not priced. No floating point anywhere: counts multiply in `u64`, saturating (and
 //! [`JobRequest::validate`] refuses requests whose vector would overflow).
 #![deny(clippy::float_arithmetic)]
@@ -63,12 +64,27 @@ pub use units::{
 };
 
 /// What a Slurm partition gives a job that does not ask (its `DefMemPerCPU`, `DefMemPerGPU`,
-/// `DefCpuPerGPU`), for pricing as slurmctld will allocate.
+/// `DefCpuPerGPU`), and what its nodes hold, for pricing as slurmctld will allocate.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PartitionDefaults {
     pub mem_per_cpu_mb: Option<u64>,
     pub mem_per_gpu_mb: Option<u64>,
     pub cpus_per_gpu: Option<u32>,
+    /// Each node's size, when the site declares it (every node of the partition alike).
+    pub node: Option<NodeSize>,
+    /// The partition never shares a node (Slurm's `OverSubscribe=EXCLUSIVE`): every job gets
+    /// whole nodes, as with `--exclusive`.
+    pub exclusive: bool,
+}
+
+/// What one node of a partition holds, as slurmctld allocates it to a job that gets the whole
+/// node: its CPUs (`CPUs`, less any specialized ones: `CPUEffective`), memory (`RealMemory`
+/// less `MemSpecLimit`) and GPUs (its `gpu` GRES, every type).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeSize {
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub gpus: u32,
 }
 
 /// Memory asked for, in megabytes (MiB).
@@ -457,14 +473,41 @@ impl JobRequest {
         })
     }
 
-    /// [`cpus`](Self::cpus) on a partition with these defaults.
+    /// [`cpus`](Self::cpus) on a partition with these defaults: every CPU of its nodes when
+    /// the job gets them whole ([`whole_nodes`](Self::whole_nodes)).
     pub fn cpus_with(&self, defaults: &PartitionDefaults) -> u64 {
         let per_gpu = self
             .cpus_per_gpu_with(defaults)
             .map_or(0, |c| u64::from(c).saturating_mul(self.total_gpus()));
+        let whole = self.whole_nodes(defaults).map_or(0, |node| {
+            u64::from(node.cpus).saturating_mul(u64::from(self.nodes))
+        });
         (u64::from(self.ntasks) * u64::from(self.cpus_per_task))
             .max(per_gpu)
             .max(u64::from(self.nodes))
+            .max(whole)
+    }
+
+    /// The size of the partition's nodes when the job gets them whole: it asks for
+    /// `--exclusive`, or the partition never shares a node. `None` otherwise, and when the
+    /// partition's node size is not declared (a Slurm cluster is then not eligible for such a
+    /// job: [`crate::admission`]'s quote says why).
+    pub fn whole_nodes<'d>(&self, defaults: &'d PartitionDefaults) -> Option<&'d NodeSize> {
+        if self.exclusive || defaults.exclusive {
+            defaults.node.as_ref()
+        } else {
+            None
+        }
+    }
+
+    /// [`total_gpus`](Self::total_gpus) on a partition with these defaults: every GPU of its
+    /// nodes when the job gets them whole (slurmctld then gives the job all of each node's
+    /// GRES, asked for or not).
+    pub fn gpus_with(&self, defaults: &PartitionDefaults) -> u64 {
+        let whole = self.whole_nodes(defaults).map_or(0, |node| {
+            u64::from(node.gpus).saturating_mul(u64::from(self.nodes))
+        });
+        self.total_gpus().max(whole)
     }
 
     /// GPUs over the whole job: per-node counts × `nodes`, per-task counts × `ntasks`, per-job
@@ -483,13 +526,18 @@ impl JobRequest {
     /// Memory over the whole job in MB; `None` when it would overflow.
     fn checked_memory_mb(&self, defaults: &PartitionDefaults) -> Option<u64> {
         let cpus = self.cpus_with(defaults);
+        let gpus = self.gpus_with(defaults);
         match self.memory {
+            // `--mem=0`: all of each node's memory, when the partition says how much.
+            Some(MemoryRequest::PerNode(0)) => defaults.node.map_or(Some(0), |node| {
+                node.mem_mb.checked_mul(u64::from(self.nodes))
+            }),
             Some(MemoryRequest::PerNode(mb)) => mb.checked_mul(u64::from(self.nodes)),
             Some(MemoryRequest::PerCpu(mb)) => mb.checked_mul(cpus),
-            Some(MemoryRequest::PerGpu(mb)) => mb.checked_mul(self.total_gpus()),
+            Some(MemoryRequest::PerGpu(mb)) => mb.checked_mul(gpus),
             // A job with GPUs gets DefMemPerGPU where the partition has it, else DefMemPerCPU.
             None => match (defaults.mem_per_gpu_mb, self.gpus.is_some()) {
-                (Some(mb), true) => mb.checked_mul(self.total_gpus()),
+                (Some(mb), true) => mb.checked_mul(gpus),
                 _ => defaults
                     .mem_per_cpu_mb
                     .map_or(Some(0), |mb| mb.checked_mul(cpus)),
@@ -525,7 +573,7 @@ impl JobRequest {
         put("node", u64::from(self.nodes));
         put("cpu", self.cpus_with(defaults));
         put("mem", self.checked_memory_mb(defaults).unwrap_or(u64::MAX));
-        let gpus = self.total_gpus();
+        let gpus = self.gpus_with(defaults);
         put("gres/gpu", gpus);
         if let Some(kind) = self.gpus.as_ref().and_then(|g| g.kind.as_deref()) {
             put(&format!("gres/gpu:{}", kind.to_ascii_lowercase()), gpus);

@@ -27,7 +27,7 @@
 //! | `-J/--job-name`, `-o/--output`, `-e/--error`, `-D/--chdir` | as given |
 //! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
 //! | `--export`, `--comment`, `-C/--constraint`, `--mail-type`, `--mail-user` | recorded as given and forwarded; not priced (`--mail-type` is checked against sbatch's words) |
-//! | `--exclusive` | recorded, with a note that Slurm charges whole nodes (`--exclusive=MODE` is refused); a Slurm cluster is not eligible for it, since bursar prices requested resources, not whole nodes ([`slurm_unsupported`](crate::admission::forward::slurm_unsupported)) |
+//! | `--exclusive` | whole nodes, priced for every CPU and GPU of each ([`JobRequest::whole_nodes`]; `--exclusive=MODE` is refused); a Slurm cluster is eligible for it where the partition declares its node size, a dstack cluster never |
 //! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]`, `-d/--dependency` (with one cluster named by `-M`: job ids belong to one cluster), `--kill-on-invalid-dep` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
@@ -108,8 +108,8 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --mail-user=ADDRESS       mail recipient
       --comment=TEXT            job comment
   -C, --constraint=FEATURES     node features
-      --exclusive               whole nodes (not on Slurm clusters: bursar prices
-                                what is requested, Slurm would charge whole nodes)
+      --exclusive               whole nodes, priced whole (Slurm clusters whose
+                                partitions declare their node size)
       --signal=[{R|B}:]SIG[@S]  send SIG S seconds (60) before the time limit
       --requeue, --no-requeue   whether Slurm may requeue the job
       --open-mode=append|truncate  how the output and error files are opened
@@ -1278,8 +1278,8 @@ impl Directives {
             .map(|((kind, count), per)| GpuRequest { count, per, kind });
         if self.exclusive {
             notes.push(
-                "--exclusive: Slurm charges whole nodes; the estimate covers only the resources \
-                 requested"
+                "--exclusive: the job gets whole nodes and is priced for every CPU and GPU of \
+                 each, as Slurm charges them"
                     .into(),
             );
         }
@@ -1292,7 +1292,8 @@ impl Directives {
         }
         if memory.is_some_and(|m| m.is_whole_node()) {
             notes.push(
-                "--mem=0 asks for all the memory of each node; the estimate cannot include it"
+                "--mem=0 asks for all the memory of each node: priced at the partition's node \
+                 memory where bursar's configuration gives it (node_mem_mb), else not at all"
                     .into(),
             );
         }
