@@ -650,4 +650,64 @@ async fn whole_nodes_are_priced_for_every_cpu_and_gpu_of_the_partition_s_nodes()
     let all_memory = estimate(json!({"memory": {"per_node_mb": 0}, "script": script})).await;
     let explicit = estimate(json!({"memory": {"per_node_mb": 16000}, "script": script})).await;
     assert_eq!(all_memory, explicit);
+
+    // More tasks or GPUs than the given nodes hold: Slurm would take (and charge) more whole
+    // nodes, so the job must say how many.
+    let reasons = |request: Value, partition: &str| {
+        let admission = &f.admission;
+        let partition = partition.to_string();
+        async move {
+            let mut request: JobRequest = serde_json::from_value(request).unwrap();
+            request.partition = Some(partition);
+            let quote = admission.quote(&alice(), &request).await.unwrap();
+            quote.cluster("onprem").unwrap().reasons.clone()
+        }
+    };
+    for (request, needed) in [
+        (
+            json!({"ntasks": 16, "exclusive": true, "script": script}),
+            2,
+        ),
+        (
+            json!({"ntasks": 3, "cpus_per_task": 3, "exclusive": true, "script": script}),
+            2,
+        ),
+        (
+            json!({"gpus": {"count": 5, "per": "job"}, "exclusive": true, "script": script}),
+            3,
+        ),
+    ] {
+        let why = reasons(request.clone(), "whole").await;
+        assert_eq!(why.len(), 1, "{request}: {why:?}");
+        assert!(
+            why[0].starts_with("--exclusive gives the job whole nodes")
+                && why[0].ends_with(&format!("pass -N {needed}")),
+            "{request}: {why:?}"
+        );
+    }
+    let fits = reasons(
+        json!({"nodes": 2, "ntasks": 16, "exclusive": true, "script": script}),
+        "whole",
+    )
+    .await;
+    assert!(fits.is_empty(), "{fits:?}");
+    let too_big = reasons(
+        json!({"cpus_per_task": 9, "exclusive": true, "script": script}),
+        "whole",
+    )
+    .await;
+    assert_eq!(
+        too_big,
+        ["the job does not fit on a node of partition whole on onprem (8 CPUs, 2 GPUs)"]
+    );
+    // --mem=0 where the node size is unknown has no price.
+    let why = reasons(
+        json!({"memory": {"per_node_mb": 0}, "script": script}),
+        "batch",
+    )
+    .await;
+    assert!(
+        why.len() == 1 && why[0].starts_with("--mem=0 gives the job all of each node's memory"),
+        "{why:?}"
+    );
 }

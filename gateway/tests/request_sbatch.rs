@@ -1630,6 +1630,15 @@ fn whole_nodes_are_allocated_as_slurmctld_allocates_them() {
         with(&["-n", "2"], &never_shared),
         Tres::parse("cpu=8,gres/gpu=2,mem=8000M,node=1").unwrap()
     );
+    // No memory asked for and no DefMemPerCPU: slurmctld gives all of each node's memory.
+    let no_default = PartitionDefaults {
+        mem_per_cpu_mb: None,
+        ..defaults
+    };
+    assert_eq!(
+        with(&["-n", "2", "-N", "2"], &no_default),
+        Tres::parse("cpu=2,mem=32000M,node=2").unwrap()
+    );
     let unknown = PartitionDefaults {
         node: None,
         ..defaults

@@ -615,47 +615,75 @@ async fn a_free_job_array_is_settled_by_its_last_task() {
     );
 }
 
-/// Once the record under a job array's own id ends (its last task, or its pending rest
-/// cancelled on the cluster), no task of it starts any more: its hold is listed for the
-/// gateway to ask the cluster whether any task still waits, whatever the state.
+/// An array cancelled on its cluster: the pending rest's record names the tasks that never
+/// run, whose shares are released at once; the task still running settles the hold when it
+/// ends, with no question to the cluster. An array cancelled before any task started is
+/// logged as a plain job under its id: only then is its hold listed for the gateway to ask
+/// whether anything of it waits.
 #[tokio::test]
-async fn a_job_array_whose_pending_rest_ended_is_listed_to_confirm() {
+async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_with_the_last() {
     let (_dir, ledger) = funded_physics().await;
-    let mut holds = Vec::new();
-    for (n, array) in [("63", Some(3)), ("80", None)] {
+    let mut jobs = Vec::new();
+    for n in ["63", "80"] {
         let hold = ledger
             .try_place_hold(&physics_hold(&format!("job {n}"), Some(n), 12 * UNIT))
             .await
             .unwrap();
-        ledger
+        let job = ledger
             .create_api_job(&NewApiJob {
                 estimate: 12 * UNIT,
-                array_tasks: array,
+                array_tasks: Some(4),
                 ..job(None, "alice", "physics", Some(hold.id))
             })
             .await
             .unwrap();
-        holds.push(hold.id);
+        ledger
+            .update_api_job(job.id, "held", Some(n), T0)
+            .await
+            .unwrap();
+        jobs.push((hold.id, job.id));
     }
     let record = |raw: &str, display: &str, state: &str| bursar_ledger::UsageCharge {
         display_id: display.to_string(),
         state: state.to_string(),
-        is_final: state != "PENDING",
+        is_final: !matches!(state, "PENDING" | "RUNNING"),
         ..common::record(raw, state, "physics", 0, T0 + HOUR)
     };
+    let amount = |hold: i64| {
+        let ledger = ledger.clone();
+        async move { ledger.holds_by_id(&[hold]).await.unwrap()[0].amount }
+    };
+    // Task 0 ended, task 1 runs, 2 and 3 wait: then `scancel 63`.
     ledger
         .post_usage(
             &[
-                record("63", "63_[1-2]", "PENDING"),
-                record("80", "80", "COMPLETED"),
+                record("64", "63_0", "COMPLETED"),
+                record("65", "63_1", "RUNNING"),
+                record("63", "63_[2-3%2]", "PENDING"),
             ],
             T0 + HOUR,
         )
         .await
         .unwrap();
-    assert!(ledger.holds_to_confirm().await.unwrap().is_empty());
+    assert_eq!(amount(jobs[0].0).await, 9 * UNIT);
     ledger
-        .post_usage(&[record("63", "63_[1-2]", "CANCELLED")], T0 + HOUR)
+        .post_usage(&[record("63", "63_[2-3%2]", "CANCELLED")], T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(amount(jobs[0].0).await, 3 * UNIT, "tasks 2 and 3 never run");
+    assert!(ledger.holds_to_confirm().await.unwrap().is_empty());
+    let posted = ledger
+        .post_usage(&[record("65", "63_1", "CANCELLED")], T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(posted.settled_holds, 1);
+    assert_eq!(
+        ledger.api_job(jobs[0].1).await.unwrap().unwrap().state,
+        "settled"
+    );
+    // Cancelled before any task started: a plain record under the array's id.
+    ledger
+        .post_usage(&[record("80", "80", "CANCELLED")], T0 + HOUR)
         .await
         .unwrap();
     let listed: Vec<i64> = ledger
@@ -665,5 +693,6 @@ async fn a_job_array_whose_pending_rest_ended_is_listed_to_confirm() {
         .iter()
         .map(|h| h.id)
         .collect();
-    assert_eq!(listed, [holds[0]]);
+    assert_eq!(listed, [jobs[1].0]);
+    assert!(ledger.verify().await.unwrap().is_empty());
 }

@@ -198,13 +198,15 @@ impl SlurmForwarder {
 }
 
 /// The node count to send Slurm. A job of one node that did not ask for it (no `-N`) and whose
-/// price does not depend on its nodes (no per-node memory, GPUs or other GRES, no
+/// price does not depend on its nodes (no `--exclusive`, no per-node memory, GPUs or other GRES, no
 /// `--ntasks-per-node`, no `--gpus` with `--cpus-per-gpu`) is left to Slurm to place, as sbatch leaves a job without `-N`: one
 /// whose tasks need more nodes gets them rather than a refusal, at the same price. Any other
 /// count is sent, and pins the job to it: as sbatch's `-N` does, and because more nodes would
 /// multiply what was priced per node.
 fn pinned_nodes(r: &JobRequest) -> Option<u32> {
-    let per_node = matches!(r.memory, Some(MemoryRequest::PerNode(_)))
+    // Whole nodes are priced per node too.
+    let per_node = r.exclusive
+        || matches!(r.memory, Some(MemoryRequest::PerNode(_)))
         || r.gpus.as_ref().is_some_and(|g| g.per == GpuPer::PerNode)
         || !r.other_gres.is_empty()
         || r.ntasks_per_node.is_some()

@@ -274,13 +274,40 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
             _ => {}
         }
     }
-    if request.exclusive && limits.node_size().is_none() {
-        quote.reasons.push(format!(
+    match limits.node_size() {
+        None if request.exclusive => quote.reasons.push(format!(
             "--exclusive gives the job whole nodes, which Slurm charges whole, and partition \
              {partition} on {name} does not say how big its nodes are (node_cpus, node_mem_mb \
              in bursar's configuration); ask for the nodes' CPUs and memory with -c and --mem \
              instead"
-        ));
+        )),
+        None if request.memory.is_some_and(|m| m.is_whole_node()) => quote.reasons.push(format!(
+            "--mem=0 gives the job all of each node's memory, and partition {partition} on \
+                 {name} does not say how much that is (node_mem_mb in bursar's configuration); \
+                 ask for it with --mem instead"
+        )),
+        Some(node) if request.exclusive || limits.exclusive => {
+            let whole = if request.exclusive {
+                "--exclusive".to_string()
+            } else {
+                format!("partition {partition}, which never shares a node,")
+            };
+            match request.whole_nodes_needed(&node) {
+                None => quote.reasons.push(format!(
+                    "the job does not fit on a node of partition {partition} on {name} ({} \
+                     CPUs, {} GPUs)",
+                    node.cpus, node.gpus
+                )),
+                Some(needed) if needed > u64::from(request.nodes) => quote.reasons.push(format!(
+                    "{} gives the job whole nodes, and its tasks and GPUs need {needed} of \
+                         partition {partition}'s on {name} ({} CPUs, {} GPUs each), which Slurm \
+                         charges whole; pass -N {needed}",
+                    whole, node.cpus, node.gpus
+                )),
+                Some(_) => {}
+            }
+        }
+        _ => {}
     }
     if let Some(max) = limits.max_nodes {
         if request.nodes > max {

@@ -500,6 +500,25 @@ impl JobRequest {
         }
     }
 
+    /// The fewest whole nodes of `node`'s size that hold the job's tasks (each with its
+    /// `-c` CPUs on one node) and GPUs; `None` when no node can hold one task, or the job asks
+    /// for GPUs and the nodes have none. A job that gets whole nodes is priced for
+    /// `nodes` of them, so it must not need more: Slurm would give it (and charge) the more.
+    pub fn whole_nodes_needed(&self, node: &NodeSize) -> Option<u64> {
+        let tasks_per_node = u64::from(node.cpus / self.cpus_per_task.max(1));
+        if tasks_per_node == 0 {
+            return None;
+        }
+        let for_tasks = u64::from(self.ntasks).div_ceil(tasks_per_node);
+        let gpus = self.total_gpus();
+        let for_gpus = match (gpus, node.gpus) {
+            (0, _) => 0,
+            (_, 0) => return None,
+            (gpus, per_node) => gpus.div_ceil(u64::from(per_node)),
+        };
+        Some(for_tasks.max(for_gpus).max(1))
+    }
+
     /// [`total_gpus`](Self::total_gpus) on a partition with these defaults: every GPU of its
     /// nodes when the job gets them whole (slurmctld then gives the job all of each node's
     /// GRES, asked for or not).
@@ -535,12 +554,15 @@ impl JobRequest {
             Some(MemoryRequest::PerNode(mb)) => mb.checked_mul(u64::from(self.nodes)),
             Some(MemoryRequest::PerCpu(mb)) => mb.checked_mul(cpus),
             Some(MemoryRequest::PerGpu(mb)) => mb.checked_mul(gpus),
-            // A job with GPUs gets DefMemPerGPU where the partition has it, else DefMemPerCPU.
+            // A job with GPUs gets DefMemPerGPU where the partition has it, else DefMemPerCPU;
+            // with neither, slurmctld gives it all of each node's memory.
             None => match (defaults.mem_per_gpu_mb, self.gpus.is_some()) {
                 (Some(mb), true) => mb.checked_mul(gpus),
-                _ => defaults
-                    .mem_per_cpu_mb
-                    .map_or(Some(0), |mb| mb.checked_mul(cpus)),
+                _ => match (defaults.mem_per_cpu_mb, defaults.node) {
+                    (Some(mb), _) => mb.checked_mul(cpus),
+                    (None, Some(node)) => node.mem_mb.checked_mul(u64::from(self.nodes)),
+                    (None, None) => Some(0),
+                },
             },
         }
     }

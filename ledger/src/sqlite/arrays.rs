@@ -12,8 +12,13 @@
 //! - A task that ends in a state after which Slurm does not run it again
 //!   ([`crate::UsageCharge::settles_hold`]) is listed in `api_job_tasks_ended` once, and
 //!   releases one task's share of the hold (the job's estimate over its task count) with a
-//!   `release` entry of its own; the task that ends the last of them settles the hold. A job
-//!   that holds nothing (an estimate of 0) is recorded `settled` then.
+//!   `release` entry; the task that ends the last of them settles the hold. A job that holds
+//!   nothing (an estimate of 0) is recorded `settled` then.
+//! - The pending rest's record ending (the array cancelled on its cluster) counts the tasks it
+//!   names as never running (`api_jobs.array_never_ran`, migration 0016): their shares are
+//!   released at once, and the tasks that ran settle the hold as they end. An array cancelled
+//!   before any task started is logged as a plain job under its id: the gateway confirms with
+//!   the cluster that nothing of it waits ([`super::holds::to_confirm_sql`]).
 //! - Any record of the array (a task, or its pending rest) moves the hold's expiry a lifetime
 //!   on, as a single job's record does ([`super::holds::extend`]).
 
@@ -31,7 +36,7 @@ use crate::posting::release_entries;
 
 /// Why an array's hold is settled, and why each of its tasks released a share of it.
 pub(super) const ARRAY_SETTLED_REASON: &str = "settled: every task of the job array ended";
-const TASK_ENDED_REASON: &str = "released: one task of the job array ended";
+const TASK_ENDED_REASON: &str = "released: tasks of the job array ended, or will never run";
 
 /// The array a record belongs to, from its display id: `("63", Some("63_4"))` for a task,
 /// `("63", None)` for the array's pending rest (`63_[5-9%2]`), `None` for any other job.
@@ -95,8 +100,8 @@ pub(super) async fn post_tasks(
     if by_array.is_empty() || !any_arrays(conn).await? {
         return Ok(0);
     }
-    // Tasks newly ended and holds sighted, by job.
-    let mut ended: BTreeMap<i64, (ArrayJobRef, Vec<String>)> = BTreeMap::new();
+    // Jobs whose tasks ended (or will never run) in this batch, and holds sighted.
+    let mut changed: BTreeMap<i64, ArrayJobRef> = BTreeMap::new();
     let mut sighted: BTreeMap<i64, i64> = BTreeMap::new();
     for ((cluster, array), records) in by_array {
         let jobs = array_jobs(conn, cluster, array).await?;
@@ -110,16 +115,21 @@ pub(super) async fn post_tasks(
             else {
                 continue;
             };
-            let task = array_of(&c.display_id).and_then(|(_, task)| task);
-            if let Some(task) = task {
-                add_part(conn, job.id, &c.job_id, c.submit).await?;
-                if job.held && c.settles_hold() && end_task(conn, job.id, task, at).await? {
-                    ended
-                        .entry(job.id)
-                        .or_insert_with(|| (ArrayJobRef::of(job), Vec::new()))
-                        .1
-                        .push(task.to_string());
+            match array_of(&c.display_id).and_then(|(_, task)| task) {
+                Some(task) => {
+                    add_part(conn, job.id, &c.job_id, c.submit).await?;
+                    if job.held && c.settles_hold() && end_task(conn, job.id, task, at).await? {
+                        changed.insert(job.id, ArrayJobRef::of(job));
+                    }
                 }
+                // The pending rest ended: its tasks never run.
+                None if job.held && c.ends_job() => {
+                    let never_ran = rest_count(&c.display_id).unwrap_or(0);
+                    if never_ran > 0 && set_never_ran(conn, job.id, never_ran).await? {
+                        changed.insert(job.id, ArrayJobRef::of(job));
+                    }
+                }
+                None => {}
             }
             if let (true, Some(hold)) = (job.held, job.hold_id) {
                 sighted.insert(hold, job.id);
@@ -127,8 +137,8 @@ pub(super) async fn post_tasks(
         }
     }
     let mut settled = 0;
-    for (job, (array, tasks)) in ended {
-        if release_tasks(conn, job, &array, &tasks, at).await? {
+    for (job, array) in changed {
+        if release_tasks(conn, job, &array, at).await? {
             settled += 1;
             if let Some(hold) = array.hold_id {
                 sighted.remove(&hold);
@@ -139,6 +149,37 @@ pub(super) async fn post_tasks(
         super::holds::extend(conn, *hold, at).await?;
     }
     Ok(settled)
+}
+
+/// How many task indexes the pending rest of a display id names: `63_[5-9%2]` (sacct,
+/// slurmrestd 23.11+: ranges, steps, a throttle) or `63_[0x3E0]` (slurmrestd 22.05: a hex
+/// mask); `None` when it cannot tell.
+pub(super) fn rest_count(display_id: &str) -> Option<u32> {
+    let (_, rest) = display_id.split_once('_')?;
+    let inner = rest.strip_prefix('[')?.strip_suffix(']')?;
+    let inner = inner.split_once('%').map_or(inner, |(list, _)| list);
+    if let Some(hex) = inner
+        .strip_prefix("0x")
+        .or_else(|| inner.strip_prefix("0X"))
+    {
+        let mut count = 0u32;
+        for digit in hex.chars() {
+            count = count.checked_add(digit.to_digit(16)?.count_ones())?;
+        }
+        return Some(count);
+    }
+    let mut count = 0u32;
+    for entry in inner.split(',') {
+        let (range, step) = entry.split_once(':').unwrap_or((entry, "1"));
+        let step: u32 = step.parse().ok().filter(|s| *s > 0)?;
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        let (first, last): (u32, u32) = (first.parse().ok()?, last.parse().ok()?);
+        if last < first {
+            return None;
+        }
+        count = count.checked_add((last - first) / step + 1)?;
+    }
+    Some(count)
 }
 
 /// What [`release_tasks`] needs of an array's job.
@@ -214,28 +255,45 @@ async fn end_task(conn: &mut SqliteConnection, job: i64, task: &str, at: i64) ->
     Ok(done.rows_affected() > 0)
 }
 
-/// Releases one task's share of the job's hold for each of `tasks` (just ended), or settles
-/// the hold — or records a job that holds nothing `settled` — when every task has ended.
-/// Returns whether the job was settled.
+/// Records that `count` of the job's tasks never run (migration 0016); `false` when it was
+/// recorded so already.
+async fn set_never_ran(conn: &mut SqliteConnection, job: i64, count: u32) -> Result<bool> {
+    let done = sqlx::query(
+        "update api_jobs set array_never_ran = ?2 where id = ?1 and array_never_ran <> ?2",
+    )
+    .bind(job)
+    .bind(count)
+    .execute(&mut *conn)
+    .await
+    .map_err(db)?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Brings the job's hold down to the shares of its tasks still to end (one task's share is
+/// the job's estimate over its task count): the tasks that ended and those that never run
+/// hold nothing. When none is left to end, settles the hold — or records a job that holds
+/// nothing `settled`. Returns whether the job was settled.
 async fn release_tasks(
     conn: &mut SqliteConnection,
     job: i64,
     array: &ArrayJobRef,
-    tasks: &[String],
     at: i64,
 ) -> Result<bool> {
-    let ended: i64 =
-        sqlx::query_scalar("select count(*) from api_job_tasks_ended where api_job_id = ?")
-            .bind(job)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db)?;
-    let all_ended = ended >= array.tasks;
+    let (ended, never_ran): (i64, i64) = sqlx::query_as(
+        "select (select count(*) from api_job_tasks_ended where api_job_id = ?1),
+                (select array_never_ran from api_jobs where id = ?1)",
+    )
+    .bind(job)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(db)?;
+    let done = ended.saturating_add(never_ran).min(array.tasks);
+    let all_done = done >= array.tasks;
     let Some(hold_id) = array.hold_id else {
-        if all_ended {
+        if all_done {
             super::gateway::settle_free_job(conn, job, at).await?;
         }
-        return Ok(all_ended);
+        return Ok(all_done);
     };
     let sql = format!("{OPEN_HOLD_SELECT} where id = ? and state = 'active'");
     let row = sqlx::query(&sql)
@@ -247,35 +305,33 @@ async fn release_tasks(
         return Ok(false);
     };
     let share = array.estimate / array.tasks.max(1);
-    let releasing = share
-        .checked_mul(i64::try_from(tasks.len()).unwrap_or(i64::MAX))
-        .ok_or_else(|| LedgerError::Overflow("an array's released share".to_string()))?;
-    if all_ended || releasing >= hold.amount {
+    let keep = share
+        .checked_mul(array.tasks - done)
+        .ok_or_else(|| LedgerError::Overflow("an array's held shares".to_string()))?;
+    if all_done || keep <= 0 {
         super::holds::close(conn, &[hold], "settled", ARRAY_SETTLED_REASON, at).await?;
         return Ok(true);
     }
-    if share == 0 {
+    if hold.amount <= keep {
         return Ok(false);
     }
+    let releasing = hold.amount - keep;
     let (tree, allocs) = load_context(conn, &[hold.account]).await?;
     let mut effects = Effects::new(&tree, &allocs);
-    let mut entries = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        let part = crate::posting::OpenHold {
-            amount: share,
-            ..hold.clone()
-        };
-        let mut released = release_entries(&[part], TASK_ENDED_REASON, &mut effects)?;
-        for entry in &mut released {
-            entry.key = Some(format!("release:{}:{task}", hold.id));
-        }
-        entries.extend(released);
+    let part = crate::posting::OpenHold {
+        amount: releasing,
+        ..hold.clone()
+    };
+    let mut entries = release_entries(&[part], TASK_ENDED_REASON, &mut effects)?;
+    for entry in &mut entries {
+        // Unique per hold: the shares it keeps only ever shrink.
+        entry.key = Some(format!("release:{}:{done}", hold.id));
     }
     let refs: Vec<_> = entries.iter().collect();
     insert_entries(conn, &refs, at).await?;
     write_effects(conn, &effects, at).await?;
-    sqlx::query("update holds set amount = amount - ? where id = ? and state = 'active'")
-        .bind(releasing)
+    sqlx::query("update holds set amount = ? where id = ? and state = 'active'")
+        .bind(keep)
         .bind(hold.id)
         .execute(&mut *conn)
         .await
@@ -294,6 +350,27 @@ mod tests {
         assert_eq!(array_of("63_[5,7]"), Some(("63", None)));
         for other in ["63", "63+1", "_4", "a_4", "63_", "63_x", "63_4_5", "63_[5"] {
             assert_eq!(array_of(other), None, "{other}");
+        }
+    }
+
+    /// The pending rest names its tasks as sacct and slurmrestd 23.11+ write them, or as
+    /// 22.05's slurmrestd dumps the bitmap (`0x3E0`: tasks 5 to 9).
+    #[test]
+    fn a_pending_rest_counts_the_tasks_it_names() {
+        for (display, count) in [
+            ("63_[2-3%1]", Some(2)),
+            ("63_[5-9]", Some(5)),
+            ("63_[0,2,4]", Some(3)),
+            ("63_[0-10:5]", Some(3)),
+            ("63_[7]", Some(1)),
+            ("63_[0x3E0]", Some(5)),
+            ("63_[0x3E0%2]", Some(5)),
+            ("63_[9-5]", None),
+            ("63_[a]", None),
+            ("63_4", None),
+            ("63", None),
+        ] {
+            assert_eq!(super::rest_count(display), count, "{display}");
         }
     }
 }

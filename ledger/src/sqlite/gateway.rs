@@ -321,8 +321,8 @@ pub(super) async fn job_parts(
 /// The API jobs still `held` without a hold (an estimate of 0) whose latest record under the
 /// id they are charged under (of those submitted since `?1` seconds before the job,
 /// [`crate::model::SUBMIT_SKEW_SECS`]) ended them in a state after which Slurm may run them
-/// again ([`crate::model::RERUN_STATES`]), or, for a job array, in any state (as
-/// [`super::holds::to_confirm_sql`]); through `api_jobs_free_held` (migrations 0012, 0013) and
+/// again ([`crate::model::RERUN_STATES`]), or, for a job array cancelled before any task
+/// started, in any state (as [`super::holds::to_confirm_sql`]); through `api_jobs_free_held` (migrations 0012, 0013) and
 /// the jobs' unique key.
 pub(super) fn free_jobs_to_confirm_sql() -> String {
     let select = API_JOB_SELECT.replacen(
@@ -332,7 +332,9 @@ pub(super) fn free_jobs_to_confirm_sql() -> String {
     );
     format!(
         "{select} where a.state = 'held' and a.hold_id is null and a.cluster_job_id is not null
-         and (select e.is_final = 1 and (st.value in ({states}) or a.array_tasks is not null)
+         and (select e.is_final = 1
+                     and (st.value in ({states})
+                          or (a.array_tasks is not null and j.display_id is null))
               from labels cl join jobs j on j.cluster_id = cl.id
               join journal e on e.id = j.entry_id join labels st on st.id = e.state_id
               where cl.value = a.cluster

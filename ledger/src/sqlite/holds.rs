@@ -393,10 +393,9 @@ pub(super) async fn close_one(
 /// [`crate::model::SUBMIT_SKEW_SECS`]) ended it in a state after which Slurm may run it again
 /// ([`crate::model::RERUN_STATES`]), through `holds_active_by_job` (named: the planner would
 /// rather scan every hold, active or not, in id order) and the jobs' unique key. And a job
-/// array's hold once the record under the array's id ended in any state: that is the last
-/// task, or the array's pending rest ended without running (cancelled on the cluster), so no
-/// task starts any more — its tasks still running settle their shares, and the gateway settles
-/// the rest when none waits (tasks that never ran have no record to end them).
+/// array's hold once a record under the array's id that is neither a task nor a pending rest
+/// (`63`: the array cancelled before any task started, as slurmdbd logs it) ended it in any
+/// state: no task of it runs, and no task record will settle it.
 pub(super) fn to_confirm_sql() -> String {
     let states = crate::model::rerun_states_sql();
     let select = HOLD_SELECT.replacen(
@@ -408,8 +407,9 @@ pub(super) fn to_confirm_sql() -> String {
         "{select} where h.state = 'active' and h.job_ref is not null
          and (select e.is_final = 1
                      and (st.value in ({states})
-                          or exists (select 1 from api_jobs a where a.hold_id = h.id
-                                     and a.array_tasks is not null))
+                          or (j.display_id is null
+                              and exists (select 1 from api_jobs a where a.hold_id = h.id
+                                          and a.array_tasks is not null)))
               from jobs j join journal e on e.id = j.entry_id join labels st on st.id = e.state_id
               where j.cluster_id = h.cluster_id and j.job_id = h.job_ref
                 and j.submit >= h.placed_at - ?1
