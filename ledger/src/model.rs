@@ -586,9 +586,9 @@ pub struct ApiJob {
 
 /// One usage record of an API job that has several (a dstack run's job submissions, a job
 /// array's tasks): the record `(job's cluster, job_id, submit)`
-/// ([`crate::Ledger::record_job_parts`]). dstack's job ids (submission UUIDs) are unique across
-/// clusters, and a Slurm record's raw id and submit second name one record of one cluster but
-/// for a coincidence, so a record is a part of one job.
+/// ([`crate::Ledger::record_job_parts`]), of the job's own cluster: a record is a part of one
+/// job (listed for another job of its cluster, it moves), and two clusters' records under the
+/// same id are two parts (migration 0017).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobPart {
     pub api_job_id: i64,

@@ -696,3 +696,46 @@ async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_wit
     assert_eq!(listed, [jobs[1].0]);
     assert!(ledger.verify().await.unwrap().is_empty());
 }
+
+/// Parts are records of their job's cluster: two clusters' records under the same raw id and
+/// submit second (Slurm hands ids out per cluster) are parts of their own jobs, each listed
+/// again moving nothing; within a cluster, a record listed for another job moves to it.
+#[tokio::test]
+async fn parts_of_jobs_on_two_clusters_under_the_same_id_stay_apart() {
+    let (_dir, ledger) = temp_ledger().await;
+    ledger.ensure_account("physics", None).await.unwrap();
+    let alpha = ledger
+        .create_api_job(&job(None, "alice", "physics", None))
+        .await
+        .unwrap();
+    let beta = ledger
+        .create_api_job(&NewApiJob {
+            cluster: "beta".to_string(),
+            ..job(None, "alice", "physics", None)
+        })
+        .await
+        .unwrap();
+    let part = |api_job_id: i64| JobPart {
+        api_job_id,
+        job_id: "64".to_string(),
+        submit: T0,
+    };
+    for _ in 0..2 {
+        ledger
+            .record_job_parts(&[part(alpha.id), part(beta.id)])
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        ledger.job_parts(&[alpha.id]).await.unwrap(),
+        [part(alpha.id)]
+    );
+    assert_eq!(ledger.job_parts(&[beta.id]).await.unwrap(), [part(beta.id)]);
+    let other = ledger
+        .create_api_job(&job(None, "alice", "physics", None))
+        .await
+        .unwrap();
+    assert_eq!(ledger.record_job_parts(&[part(other.id)]).await.unwrap(), 1);
+    assert!(ledger.job_parts(&[alpha.id]).await.unwrap().is_empty());
+    assert_eq!(ledger.job_parts(&[beta.id]).await.unwrap(), [part(beta.id)]);
+}

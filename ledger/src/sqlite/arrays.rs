@@ -227,16 +227,13 @@ async fn array_jobs(
 
 /// Lists the record as a part of the job (moving it from another job that listed it).
 async fn add_part(conn: &mut SqliteConnection, job: i64, job_id: &str, submit: i64) -> Result<()> {
-    sqlx::query(
-        "insert into api_job_parts (api_job_id, job_id, submit) values (?1, ?2, ?3)
-         on conflict (job_id, submit) do update set api_job_id = ?1 where api_job_id <> ?1",
-    )
-    .bind(job)
-    .bind(job_id)
-    .bind(submit)
-    .execute(&mut *conn)
-    .await
-    .map_err(db)?;
+    sqlx::query(super::gateway::PART_SQL)
+        .bind(job)
+        .bind(job_id)
+        .bind(submit)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
     Ok(())
 }
 

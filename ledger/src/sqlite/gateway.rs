@@ -269,24 +269,27 @@ pub(super) async fn api_jobs_holding(
     rows.iter().map(api_job_row).collect()
 }
 
+/// Lists the record `(?2, ?3)` of the job `?1`'s cluster as a part of that job, moving it
+/// from another job that listed it (migration 0017: parts are keyed by their cluster).
+pub(super) const PART_SQL: &str = "insert into api_job_parts (cluster, api_job_id, job_id, submit)
+     values ((select cluster from api_jobs where id = ?1), ?1, ?2, ?3)
+     on conflict (cluster, job_id, submit) do update set api_job_id = ?1
+     where api_job_id <> ?1";
+
 pub(super) async fn record_job_parts(
     conn: &mut SqliteConnection,
     parts: &[JobPart],
 ) -> Result<u64> {
     let mut added = 0;
     for part in parts {
-        added += sqlx::query(
-            "insert into api_job_parts (api_job_id, job_id, submit) values (?1, ?2, ?3)
-             on conflict (job_id, submit) do update set api_job_id = ?1
-             where api_job_id <> ?1",
-        )
-        .bind(part.api_job_id)
-        .bind(&part.job_id)
-        .bind(part.submit)
-        .execute(&mut *conn)
-        .await
-        .map_err(db)?
-        .rows_affected();
+        added += sqlx::query(PART_SQL)
+            .bind(part.api_job_id)
+            .bind(&part.job_id)
+            .bind(part.submit)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?
+            .rows_affected();
     }
     Ok(added)
 }
