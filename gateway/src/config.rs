@@ -480,6 +480,17 @@ pub struct SubmitPartition {
 }
 
 impl SubmitPartition {
+    /// What the partition gives a job that does not ask, and its nodes, for pricing.
+    pub fn defaults(&self) -> crate::request::PartitionDefaults {
+        crate::request::PartitionDefaults {
+            mem_per_cpu_mb: self.def_mem_per_cpu_mb,
+            mem_per_gpu_mb: self.def_mem_per_gpu_mb,
+            cpus_per_gpu: self.def_cpu_per_gpu,
+            node: self.node_size(),
+            exclusive: self.exclusive,
+        }
+    }
+
     /// Each node's size, when `node_cpus` and `node_mem_mb` declare it.
     pub fn node_size(&self) -> Option<crate::request::NodeSize> {
         Some(crate::request::NodeSize {

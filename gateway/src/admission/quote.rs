@@ -10,8 +10,8 @@ use bursar_pricing::{format_micros, ClusterPricing, Currency, PriceBook};
 use serde_json::{json, Value};
 
 use super::forward::Forwarder;
-use crate::config::{ClusterConfig, ClusterKind, Config};
-use crate::request::{JobRequest, PartitionDefaults, TimeLimit};
+use crate::config::{ClusterConfig, ClusterKind, Config, SubmitPartition};
+use crate::request::{JobRequest, TimeLimit};
 
 /// Whether the account's chain can pay for the job on one cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,7 +274,8 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
             _ => {}
         }
     }
-    match limits.node_size() {
+    let defaults = limits.defaults();
+    match defaults.node {
         None if request.exclusive => quote.reasons.push(format!(
             "--exclusive gives the job whole nodes, which Slurm charges whole, and partition \
              {partition} on {name} does not say how big its nodes are (node_cpus, node_mem_mb \
@@ -283,28 +284,34 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
         )),
         None if request.memory.is_some_and(|m| m.is_whole_node()) => quote.reasons.push(format!(
             "--mem=0 gives the job all of each node's memory, and partition {partition} on \
-                 {name} does not say how much that is (node_mem_mb in bursar's configuration); \
-                 ask for it with --mem instead"
+             {name} does not say how much that is (node_mem_mb in bursar's configuration); ask \
+             for it with --mem instead"
         )),
-        Some(node) if request.exclusive || limits.exclusive => {
-            let whole = if request.exclusive {
-                "--exclusive".to_string()
-            } else {
-                format!("partition {partition}, which never shares a node,")
-            };
-            match request.whole_nodes_needed(&node) {
-                None => quote.reasons.push(format!(
-                    "the job does not fit on a node of partition {partition} on {name} ({} \
-                     CPUs, {} GPUs)",
-                    node.cpus, node.gpus
-                )),
-                Some(needed) if needed > u64::from(request.nodes) => quote.reasons.push(format!(
-                    "{} gives the job whole nodes, and its tasks and GPUs need {needed} of \
-                         partition {partition}'s on {name} ({} CPUs, {} GPUs each), which Slurm \
-                         charges whole; pass -N {needed}",
-                    whole, node.cpus, node.gpus
-                )),
-                Some(_) => {}
+        // Whole nodes (`--exclusive`, or a partition that never shares one): no more of
+        // them than the job names, or Slurm takes and charges more than priced.
+        Some(_) => {
+            if let Some(node) = request.whole_nodes(&defaults) {
+                let whole = if request.exclusive {
+                    "--exclusive".to_string()
+                } else {
+                    format!("partition {partition}, which never shares a node,")
+                };
+                match request.whole_nodes_needed(node) {
+                    None => quote.reasons.push(format!(
+                        "the job does not fit on a node of partition {partition} on {name} ({} \
+                         CPUs, {} GPUs)",
+                        node.cpus, node.gpus
+                    )),
+                    Some(needed) if needed > u64::from(request.nodes) => {
+                        quote.reasons.push(format!(
+                            "{whole} gives the job whole nodes, and its tasks and GPUs need \
+                             {needed} of partition {partition}'s on {name} ({} CPUs, {} GPUs \
+                             each), which Slurm charges whole; pass -N {needed}",
+                            node.cpus, node.gpus
+                        ))
+                    }
+                    Some(_) => {}
+                }
             }
         }
         _ => {}
@@ -378,13 +385,7 @@ fn price(
         .submit
         .as_ref()
         .and_then(|s| s.partitions.get(partition))
-        .map(|p| PartitionDefaults {
-            mem_per_cpu_mb: p.def_mem_per_cpu_mb,
-            mem_per_gpu_mb: p.def_mem_per_gpu_mb,
-            cpus_per_gpu: p.def_cpu_per_gpu,
-            node: p.node_size(),
-            exclusive: p.exclusive,
-        })
+        .map(SubmitPartition::defaults)
         .unwrap_or_default();
     let Some(pricing) = ctx.pricing.get(name) else {
         quote

@@ -22,7 +22,7 @@
 //! - Any record of the array (a task, or its pending rest) moves the hold's expiry a lifetime
 //!   on, as a single job's record does ([`super::holds::extend`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use sqlx::SqliteConnection;
 
@@ -72,6 +72,7 @@ pub(super) const ARRAY_JOBS_SQL: &str = "select id, hold_id, estimate, array_tas
      where array_tasks is not null and cluster = ?1 and cluster_job_id = ?2 \
      order by submitted_at desc, id desc";
 
+#[derive(Clone)]
 struct ArrayJob {
     id: i64,
     hold_id: Option<i64>,
@@ -88,65 +89,67 @@ pub(super) async fn post_tasks(
     batch: &[UsageCharge],
     at: i64,
 ) -> Result<u64> {
-    let mut by_array: BTreeMap<(&str, &str), Vec<&UsageCharge>> = BTreeMap::new();
+    // Records by (cluster, array), each with its task (`None`: the pending rest).
+    type Records<'b> = Vec<(&'b UsageCharge, Option<&'b str>)>;
+    let mut by_array: BTreeMap<(&str, &str), Records<'_>> = BTreeMap::new();
     for c in batch {
-        if let Some((array, _)) = array_of(&c.display_id) {
+        if let Some((array, task)) = array_of(&c.display_id) {
             by_array
                 .entry((c.cluster.as_str(), array))
                 .or_default()
-                .push(c);
+                .push((c, task));
         }
     }
     if by_array.is_empty() || !any_arrays(conn).await? {
         return Ok(0);
     }
     // Jobs whose tasks ended (or will never run) in this batch, and holds sighted.
-    let mut changed: BTreeMap<i64, ArrayJobRef> = BTreeMap::new();
-    let mut sighted: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut changed: BTreeMap<i64, ArrayJob> = BTreeMap::new();
+    let mut sighted: BTreeSet<i64> = BTreeSet::new();
     for ((cluster, array), records) in by_array {
         let jobs = array_jobs(conn, cluster, array).await?;
         if jobs.is_empty() {
             continue;
         }
-        for c in records {
+        for (c, task) in records {
             let Some(job) = jobs
                 .iter()
                 .find(|j| j.submitted_at <= c.submit.saturating_add(SUBMIT_SKEW_SECS))
             else {
                 continue;
             };
-            match array_of(&c.display_id).and_then(|(_, task)| task) {
+            match task {
                 Some(task) => {
                     add_part(conn, job.id, &c.job_id, c.submit).await?;
                     if job.held && c.settles_hold() && end_task(conn, job.id, task, at).await? {
-                        changed.insert(job.id, ArrayJobRef::of(job));
+                        changed.insert(job.id, job.clone());
                     }
                 }
                 // The pending rest ended: its tasks never run.
                 None if job.held && c.ends_job() => {
                     let never_ran = rest_count(&c.display_id).unwrap_or(0);
                     if never_ran > 0 && set_never_ran(conn, job.id, never_ran).await? {
-                        changed.insert(job.id, ArrayJobRef::of(job));
+                        changed.insert(job.id, job.clone());
                     }
                 }
                 None => {}
             }
             if let (true, Some(hold)) = (job.held, job.hold_id) {
-                sighted.insert(hold, job.id);
+                sighted.insert(hold);
             }
         }
     }
     let mut settled = 0;
-    for (job, array) in changed {
-        if release_tasks(conn, job, &array, at).await? {
+    for array in changed.values() {
+        if release_tasks(conn, array, at).await? {
             settled += 1;
             if let Some(hold) = array.hold_id {
                 sighted.remove(&hold);
             }
         }
     }
-    for hold in sighted.keys() {
-        super::holds::extend(conn, *hold, at).await?;
+    for hold in sighted {
+        super::holds::extend(conn, hold, at).await?;
     }
     Ok(settled)
 }
@@ -180,23 +183,6 @@ pub(super) fn rest_count(display_id: &str) -> Option<u32> {
         count = count.checked_add((last - first) / step + 1)?;
     }
     Some(count)
-}
-
-/// What [`release_tasks`] needs of an array's job.
-struct ArrayJobRef {
-    hold_id: Option<i64>,
-    estimate: i64,
-    tasks: i64,
-}
-
-impl ArrayJobRef {
-    fn of(job: &ArrayJob) -> Self {
-        Self {
-            hold_id: job.hold_id,
-            estimate: job.estimate,
-            tasks: job.tasks,
-        }
-    }
 }
 
 async fn array_jobs(
@@ -270,12 +256,8 @@ async fn set_never_ran(conn: &mut SqliteConnection, job: i64, count: u32) -> Res
 /// the job's estimate over its task count): the tasks that ended and those that never run
 /// hold nothing. When none is left to end, settles the hold — or records a job that holds
 /// nothing `settled`. Returns whether the job was settled.
-async fn release_tasks(
-    conn: &mut SqliteConnection,
-    job: i64,
-    array: &ArrayJobRef,
-    at: i64,
-) -> Result<bool> {
+async fn release_tasks(conn: &mut SqliteConnection, array: &ArrayJob, at: i64) -> Result<bool> {
+    let job = array.id;
     let (ended, never_ran): (i64, i64) = sqlx::query_as(
         "select (select count(*) from api_job_tasks_ended where api_job_id = ?1),
                 (select array_never_ran from api_jobs where id = ?1)",
