@@ -555,6 +555,50 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
     }
 }
 
+/// --begin, --deadline and --time-min: v0.0.38 reads the times with sbatch's text parser in
+/// slurmrestd's zone, which takes a bare number for a date and refuses it: the `uts` form.
+#[test]
+fn times_go_as_each_version_reads_them() {
+    let timed = JobSubmission {
+        begin_time: Some(1_795_726_800),
+        deadline: Some(1_796_144_400),
+        time_min: Some(30),
+        ..fixture_job()
+    };
+    let body = submit_body(ApiVersion::V0_0_38, &timed).unwrap();
+    assert_eq!(body["job"]["begin_time"], json!("uts1795726800"));
+    assert_eq!(body["job"]["deadline"], json!("uts1796144400"));
+    assert_eq!(body["job"]["time_minimum"], json!(30));
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
+        let body = submit_body(version, &timed).unwrap();
+        assert_eq!(
+            body["job"]["begin_time"],
+            json!({"set": true, "infinite": false, "number": 1_795_726_800u64}),
+            "{version}"
+        );
+        assert_eq!(body["job"]["deadline"], json!(1_796_144_400), "{version}");
+        assert_eq!(
+            body["job"]["time_minimum"],
+            json!({"set": true, "infinite": false, "number": 30}),
+            "{version}"
+        );
+    }
+    for version in ApiVersion::ALL {
+        let plain = submit_body(version, &fixture_job()).unwrap();
+        for key in ["begin_time", "deadline", "time_minimum"] {
+            assert_eq!(plain["job"].get(key), None, "{version} {key}");
+        }
+        let ancient = JobSubmission {
+            begin_time: Some(999_999),
+            ..fixture_job()
+        };
+        assert!(matches!(
+            submit_body(version, &ancient),
+            Err(RestError::InvalidRequest(_))
+        ));
+    }
+}
+
 /// Every field bursar sends in `job` is one the version's published submit schema has, with
 /// the schema's JSON type (v0.0.40–v0.0.45; the fields come from the specs through
 /// `build_submit_fields.py`).
@@ -590,6 +634,9 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         dependency: Some("afterok:12".into()),
         kill_on_invalid_dependency: Some(true),
         array: Some("0-9:3%2".into()),
+        begin_time: Some(1_795_726_800),
+        deadline: Some(1_796_144_400),
+        time_min: Some(30),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -630,7 +677,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 36, "{version}: {job:?}");
+        assert_eq!(job.len(), 39, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -664,7 +711,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 41 * 6);
+    assert_eq!(checked, 44 * 6);
 }
 
 #[tokio::test]

@@ -1113,3 +1113,104 @@ async fn a_deposit_by_another_process_is_seen_before_refusing() {
     assert_eq!(submitted.cluster, "onprem");
     assert_eq!(f.balance("physics", "su").await.held, ONPREM_ESTIMATE);
 }
+
+#[tokio::test]
+async fn a_job_told_to_wait_is_held_from_its_begin_and_deadlines_are_checked_first() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let now = bursar_gateway::timefmt::now();
+    let begin = now + 86_400;
+    let submitted = f
+        .admission
+        .submit(
+            &alice(),
+            job_with(json!({"slurm": {"begin": begin, "deadline": begin + 7_200, "time_min": 30}})),
+            None,
+        )
+        .await
+        .unwrap();
+    // Priced and held at the full limit, for the limit and the grace after the begin.
+    assert_eq!(submitted.estimate, ONPREM_ESTIMATE);
+    let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
+    assert_eq!(hold.expires_at, begin + 3600 + 3600);
+    let sent = f.onprem.submitted().pop().unwrap();
+    let body = bursar_gateway::admission::forward::slurm_submission(&sent).unwrap();
+    assert_eq!(
+        (body.begin_time, body.deadline, body.time_min),
+        (Some(begin), Some(begin + 7_200), Some(30))
+    );
+
+    // A begin already passed starts the hold's lifetime now.
+    f.admission
+        .submit(
+            &alice(),
+            job_with(json!({"slurm": {"begin": now - 600}})),
+            None,
+        )
+        .await
+        .unwrap();
+    let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
+    assert_eq!(hold.expires_at - hold.placed_at, 3600 + 3600);
+
+    // slurmctld's refusals, said before anything is held.
+    let held_before = f.balance("physics", "su").await.held;
+    for (slurm, has) in [
+        (json!({"deadline": now - 10}), "has passed"),
+        (
+            json!({"deadline": now + 600, "time_min": 30}),
+            "before even --time-min 00:30:00 could end",
+        ),
+    ] {
+        let err = f
+            .admission
+            .submit(&alice(), job_with(json!({ "slurm": slurm })), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.status(), 422, "{slurm}");
+        assert!(err.to_string().contains(has), "{slurm}: {err}");
+    }
+    assert_eq!(f.balance("physics", "su").await.held, held_before);
+
+    // A shortest limit above the partition's default: that cluster is not eligible.
+    let quote = f
+        .admission
+        .quote(&alice(), &job_with(json!({"slurm": {"time_min": 90}})))
+        .await
+        .unwrap();
+    let onprem = quote
+        .clusters
+        .iter()
+        .find(|q| q.cluster == "onprem")
+        .unwrap();
+    assert_eq!(
+        onprem.reasons,
+        ["--time-min 01:30:00 is longer than the time limit 01:00:00 the job gets in partition batch on onprem"]
+    );
+    // A whole limit that cannot end by the deadline: Slurm would never start the job; with a
+    // --time-min that fits, Slurm may cut it.
+    let deadline = now + 1_800;
+    let doomed = job_with(json!({"slurm": {"deadline": deadline}}));
+    let quote = f.admission.quote(&alice(), &doomed).await.unwrap();
+    let onprem = quote
+        .clusters
+        .iter()
+        .find(|q| q.cluster == "onprem")
+        .unwrap();
+    assert_eq!(onprem.reasons.len(), 1, "{:?}", onprem.reasons);
+    assert!(
+        onprem.reasons[0].starts_with(
+            "the time limit 01:00:00 the job gets in partition batch on onprem would end after \
+             --deadline"
+        ),
+        "{:?}",
+        onprem.reasons
+    );
+    let cut = job_with(json!({"slurm": {"deadline": deadline, "time_min": 20}}));
+    let quote = f.admission.quote(&alice(), &cut).await.unwrap();
+    assert!(quote
+        .clusters
+        .iter()
+        .find(|q| q.cluster == "onprem")
+        .unwrap()
+        .eligible());
+}

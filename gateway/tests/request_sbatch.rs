@@ -2,10 +2,11 @@
 //! the shebang rule, `alloc()`, and rendering back to `#SBATCH` lines.
 
 use bursar_gateway::request::{
-    parse_sbatch, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args,
-    ArraySpec, GpuPer, GpuRequest, JobRequest, MemoryRequest, OpenMode, PartitionDefaults,
-    RequestError, SlurmOptions, TimeLimit, WarnSignal,
+    parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
+    split_sbatch_args, ArraySpec, Clock, GpuPer, GpuRequest, JobRequest, MemoryRequest, OpenMode,
+    PartitionDefaults, RequestError, SlurmOptions, TimeLimit, WarnSignal,
 };
+use bursar_gateway::timefmt::parse_zone;
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
 use proptest::prelude::*;
 
@@ -494,6 +495,86 @@ fn options_only_slurm_takes_are_read_as_sbatch_reads_them() {
             "{bad:?}: {error}"
         );
     }
+}
+
+#[test]
+fn begin_deadline_and_time_min_read_as_sbatch_reads_them() {
+    // 2026-11-26 20:55:10 in Berlin.
+    let clock = Clock {
+        now: 1_795_722_910,
+        zone: parse_zone("Europe/Berlin").unwrap(),
+    };
+    let at = |words: &[&str], script: &str| {
+        parse_sbatch_command_at(&args(words), &[], Some(script), &clock)
+    };
+    let command = at(
+        &["-b", "now+1hour", "--deadline=tomorrow", "--time-min=30"],
+        SCRIPT,
+    )
+    .unwrap();
+    let slurm = &command.request.slurm;
+    assert_eq!(slurm.begin, Some(clock.now + 3_600));
+    // 2026-11-27 00:00 in Berlin.
+    assert_eq!(slurm.deadline, Some(1_795_734_000));
+    assert_eq!(slurm.time_min, Some(30));
+    assert!(
+        command
+            .notes
+            .contains(&"--begin=now+1hour: the job waits until 2026-11-26 21:55:10 +01:00".into()),
+        "{:?}",
+        command.notes
+    );
+    assert!(command.notes.iter().any(|n| n.starts_with(
+        "--deadline=tomorrow: Slurm ends the job unstarted if it cannot end by 2026-11-27 00:00:00"
+    )));
+    // From the script, the command line winning; a time alone is the next such time.
+    let script =
+        "#!/bin/sh\n#SBATCH --begin=22:00 --time-min=1:00:00 --deadline=2026-12-01T18:00\ntrue\n";
+    let from_script = at(&["--begin=teatime"], script).unwrap().request.slurm;
+    assert_eq!(from_script.begin, Some(1_795_791_600), "tomorrow 16:00");
+    assert_eq!(from_script.time_min, Some(60));
+    assert_eq!(from_script.deadline, Some(1_796_144_400));
+    assert_eq!(
+        at(&[], script).unwrap().request.slurm.begin,
+        Some(1_795_726_800),
+        "today 22:00"
+    );
+    // What sbatch refuses, and what slurmctld would.
+    for (words, has) in [
+        (&["--begin=10pm"][..], "invalid --begin value"),
+        (&["--begin=02/30"], "2027-02-30 is not a day"),
+        (&["--deadline=soon"], "invalid --deadline value"),
+        (&["--time-min=0"], "needs a length"),
+        (&["--time-min=UNLIMITED"], "needs a length"),
+        (&["--time-min=x"], "invalid --time-min value"),
+        (
+            &["-t", "10", "--time-min=11"],
+            "--time-min 00:11:00 is longer than the time limit",
+        ),
+        (
+            &["--begin=uts2000000000", "--deadline=uts1999999999"],
+            "is not after --begin",
+        ),
+        (&["--begin=uts999999"], "invalid --begin value"),
+    ] {
+        let error = at(words, SCRIPT).unwrap_err().to_string();
+        assert!(error.contains(has), "{words:?}: {error}");
+    }
+    // JSON: Unix seconds, or RFC 3339 on the way in; a dstack cluster takes none of them.
+    let json: JobRequest = serde_json::from_str(
+        r#"{"slurm": {"begin": "2026-12-01T18:00:00+01:00", "deadline": 1800000000, "time_min": 5}}"#,
+    )
+    .unwrap();
+    assert_eq!(json.slurm.begin, Some(1_796_144_400));
+    assert_eq!(json.slurm.deadline, Some(1_800_000_000));
+    assert_eq!(
+        serde_json::to_value(&json.slurm).unwrap(),
+        serde_json::json!({"begin": 1_796_144_400, "deadline": 1_800_000_000, "time_min": 5})
+    );
+    assert_eq!(json.slurm.given(), ["--begin", "--deadline", "--time-min"]);
+    assert!(serde_json::from_str::<JobRequest>(r#"{"slurm": {"begin": "tomorrow"}}"#).is_err());
+    let too_early: JobRequest = serde_json::from_str(r#"{"slurm": {"begin": 5}}"#).unwrap();
+    assert!(too_early.validate().is_err());
 }
 
 #[test]
@@ -1390,9 +1471,15 @@ fn request() -> impl Strategy<Value = JobRequest> {
         any::<bool>(),
         proptest::option::of("(afterok|afterany):[0-9]{1,6}(:[0-9]{1,4})?|singleton"),
         proptest::option::of(any::<bool>()),
-    )
-        .prop_map(
-            |(
+    );
+    let times = (
+        proptest::option::of(1_000_000i64..4_000_000_000),
+        proptest::option::of(1i64..100_000_000),
+        proptest::option::of(1u64..100_000),
+    );
+    let slurm = (slurm, times).prop_map(
+        |(
+            (
                 signal,
                 requeue,
                 open_mode,
@@ -1404,20 +1491,26 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 no_kill,
                 dependency,
                 kill_on_invalid_dep,
-            )| SlurmOptions {
-                signal,
-                requeue,
-                open_mode,
-                nice,
-                reservation,
-                wckey,
-                exclude,
-                input,
-                no_kill,
-                dependency,
-                kill_on_invalid_dep,
-            },
-        );
+            ),
+            (begin, after_begin, time_min),
+        )| SlurmOptions {
+            signal,
+            requeue,
+            open_mode,
+            nice,
+            reservation,
+            wckey,
+            exclude,
+            input,
+            no_kill,
+            dependency,
+            kill_on_invalid_dep,
+            begin,
+            // after the begin, when both are given
+            deadline: after_begin.map(|after| begin.unwrap_or(1_000_000) + after),
+            time_min,
+        },
+    );
     (shape, names, texts, slurm).prop_map(
         |(
             (nodes, extra_tasks, per_node, cpus, memory, gpu, other_gres, time),
@@ -1440,6 +1533,10 @@ fn request() -> impl Strategy<Value = JobRequest> {
             // A dependency names jobs of one cluster, which the request must name alone.
             if clusters.len() != 1 {
                 slurm.dependency = None;
+            }
+            // The shortest limit is no longer than the limit.
+            if let (Some(min), Some(limit)) = (&mut slurm.time_min, time.0) {
+                *min = (*min).min(limit);
             }
             let cpus_per_task_given = cpus != 1 || extra_tasks % 2 == 0;
             // Memory and CPUs per GPU with GPUs only, and CPUs per GPU not with -c ...

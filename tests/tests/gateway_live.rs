@@ -831,6 +831,13 @@ fn cluster_quote<'q>(quote: &'q Value, cluster: &str) -> &'q Value {
         .unwrap_or_else(|| panic!("{cluster} is not quoted: {quote}"))
 }
 
+/// One field of a job's `scontrol` fields; the test fails when it is missing.
+fn field(job: &BTreeMap<String, String>, key: &str) -> String {
+    job.get(key)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {key} in {job:?}"))
+}
+
 /// `scontrol show job -o ID` as `field → value`.
 fn scontrol_job(gw: &Gateway, cluster: &str, id: &str) -> BTreeMap<String, String> {
     let line = gw
@@ -874,11 +881,6 @@ fn held_both_ways(
 fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     let (gw, script) = Gateway::funded("");
     let script = script.as_str();
-    let field = |job: &BTreeMap<String, String>, key: &str| -> String {
-        job.get(key)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {key} in {job:?}"))
-    };
 
     // Nodes, tasks per node and memory per CPU as given (22.05 ignored a `[min, max]` node
     // list: such a job was created with one node; --mem-per-cpu was sent per node, and
@@ -1728,6 +1730,128 @@ fn an_exclusive_job_is_shaped_as_sbatch_s_and_held_for_the_whole_nodes_slurm_giv
         "exclusive: {} held {} su, ran {elapsed} s, settled at {} su",
         done[4],
         gw.job(sub.id)["estimate"],
+        settled["charge"]
+    );
+}
+
+#[test]
+fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothing() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+
+    // As sbatch's: both read the times on this machine's clock and zone. 22.05's slurmrestd
+    // would read a bare number as a date: bursar sends `uts<seconds>`.
+    let options = [
+        "--begin=2030-01-01T10:00",
+        "--deadline=2030-01-02T10:00",
+        "--time-min=5",
+    ];
+    let (sub, ours, direct, theirs) = held_both_ways(&gw, "onprem", &options, script);
+    for key in ["EligibleTime", "Deadline", "TimeMin", "TimeLimit"] {
+        assert_eq!(
+            ours.get(key),
+            theirs.get(key),
+            "{key}: bursar's job {} against sbatch's {direct}",
+            sub.cluster_job_id
+        );
+    }
+    // scontrol prints Unix seconds here (SLURM_TIME_FORMAT=%s): a day apart, in any zone.
+    let seconds = |key: &str| -> i64 {
+        let value = field(&ours, key);
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{key}={value}: {ours:?}"))
+    };
+    assert!(seconds("EligibleTime") > now() + 365 * 86_400, "{ours:?}");
+    assert_eq!(seconds("Deadline") - seconds("EligibleTime"), 86_400);
+    assert_eq!(field(&ours, "TimeMin"), "00:05:00");
+    let id = sub.id.to_string();
+    gw.client_ok(&gw.alice, &["cancel", &id]);
+    assert_eq!(gw.alice_held("physics", "su"), 0);
+
+    // One that begins 20 s from now: it waits for its begin time, then runs and settles at
+    // its sacct cost.
+    let sub = gw.submit(&["--begin=now+20seconds", script]);
+    let job = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
+    assert_eq!(field(&job, "JobState"), "PENDING", "{job:?}");
+    assert_eq!(field(&job, "Reason"), "BeginTime", "{job:?}");
+    let done = gw.sacct("onprem", &sub.cluster_job_id, true);
+    assert_eq!(done[2], "COMPLETED", "{done:?}");
+    // Unix seconds (SLURM_TIME_FORMAT=%s).
+    let times = gw.dev.slurm(
+        "sacct",
+        "onprem",
+        &[
+            "-M",
+            "onprem",
+            "-j",
+            &sub.cluster_job_id,
+            "-X",
+            "-n",
+            "-P",
+            "-o",
+            "Submit,Eligible,Start",
+        ],
+    );
+    let times: Vec<i64> = times
+        .trim()
+        .split('|')
+        .map(|t| t.parse().unwrap_or_else(|_| panic!("sacct time {t:?}")))
+        .collect();
+    let (submit, eligible, started) = (times[0], times[1], times[2]);
+    assert!(
+        (19..=21).contains(&(eligible - submit)),
+        "eligible 20 s after its submission: {times:?}"
+    );
+    assert!(started >= eligible, "{times:?}");
+    let elapsed: u128 = done[3].parse().unwrap();
+    let (cpu, mem, gpus) = tres_counts(&done[4]);
+    let expected = cost_micros(&ONPREM, cpu, mem, gpus, elapsed);
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(
+        micros(settled["charge"].as_str().unwrap()),
+        expected,
+        "{settled}"
+    );
+    assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+    println!(
+        "job {} began {} s after its submission; settled at {} su",
+        sub.cluster_job_id,
+        started - submit,
+        settled["charge"]
+    );
+
+    // A deadline bursar refuses before holding anything: the 1-minute limit cannot end by it.
+    let refused = gw.client(
+        &gw.alice,
+        &["submit", "-M", "onprem", "--deadline=now+30seconds", script],
+    );
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("would end after --deadline"), "{stderr}");
+    assert_eq!(gw.alice_held("physics", "su"), 0);
+
+    // A held job released too late to end by its deadline: Slurm ends it unstarted
+    // (DEADLINE), and its hold settles at nothing.
+    let sub = gw.submit(&["-H", "--deadline=now+75seconds", script]);
+    let estimate = cost_micros(&ONPREM, 1, 1000, 0, 60);
+    assert_eq!(gw.alice_held("physics", "su"), estimate);
+    let too_late = now() + 20;
+    while now() < too_late {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    gw.dev
+        .slurm("scontrol", "onprem", &["release", &sub.cluster_job_id]);
+    let done = gw.sacct("onprem", &sub.cluster_job_id, true);
+    assert_eq!(done[2], "DEADLINE", "{done:?}");
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(micros(settled["charge"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+    assert_eq!(gw.alice_held("physics", "su"), 0);
+    println!(
+        "job {}: sacct {}; settled at {} su",
+        sub.cluster_job_id,
+        done.join("|"),
         settled["charge"]
     );
 }

@@ -464,6 +464,8 @@ impl Gateway {
             .env("BURSAR_URL", &self.url)
             .env("BURSAR_TOKEN", &self.alice)
             .env("NO_COLOR", "1")
+            // The zone sbatch reads --begin in: the chroot's.
+            .env("TZ", "UTC")
             .current_dir("/tmp")
             .output()
             .expect("run bursar");
@@ -555,7 +557,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 27] = [
+const SHAPE: [&str; 29] = [
     "UserId",
     "Account",
     "QOS",
@@ -585,6 +587,10 @@ const SHAPE: [&str; 27] = [
     "ArrayTaskThrottle",
     // --exclusive: `OverSubscribe=NO`.
     "OverSubscribe",
+    // --deadline and --time-min (`N/A` without); a held job's EligibleTime is --begin's, and
+    // is compared where the job has one.
+    "Deadline",
+    "TimeMin",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -605,7 +611,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     )
     .unwrap();
     let script = script.to_str().unwrap();
-    let cases: [&[&str]; 10] = [
+    let cases: [&[&str]; 11] = [
         &["-t", "5"],
         &[
             "-N",
@@ -654,6 +660,13 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         &["-n", "2", "--gpus=2", "--cpus-per-gpu=3", "-t", "5"],
         &["--array=0-5:2%2", "-n", "2", "-t", "5"],
         &["--exclusive", "-N", "2", "-t", "5"],
+        &[
+            "--begin=2030-01-01T10:00",
+            "--deadline=2030-01-02T10:00",
+            "--time-min=2",
+            "-t",
+            "5",
+        ],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -689,6 +702,21 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 through_bursar, through_sbatch,
                 "{version} {case:?}: bursar's job {job} against sbatch's {direct}"
             );
+            if case.iter().any(|a| a.starts_with("--begin")) {
+                let eligible = |job: &str| {
+                    let line =
+                        next_slurm(&gw.dev, None, &["scontrol", "show", "job", "-o", job], None);
+                    scontrol_fields(&line).get("EligibleTime").cloned()
+                };
+                assert_eq!(
+                    eligible(&job).as_deref(),
+                    Some("2030-01-01T10:00:00"),
+                    "{version}"
+                );
+                assert_eq!(eligible(&job), eligible(&direct), "{version}");
+                assert_eq!(through_bursar["Deadline"], "2030-01-02T10:00:00");
+                assert_eq!(through_bursar["TimeMin"], "00:02:00");
+            }
             if case.iter().any(|a| a.contains("-per-gpu")) {
                 // The hold is the price of what Slurm will allocate: its ReqTRES for the
                 // time limit (5 minutes), as sacct's AllocTRES prices a finished job.

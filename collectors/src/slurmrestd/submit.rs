@@ -97,6 +97,14 @@ pub struct JobSubmission {
     /// ("Invalid exclusive specification", seen live on 22.05); `shared: ["none"]` from
     /// v0.0.40 (`JOB_SHARED_NONE`, what sbatch sets).
     pub exclusive: bool,
+    /// `-b/--begin`, Unix seconds. v0.0.38 reads `begin_time` with sbatch's text parser in
+    /// slurmrestd's own time zone, which takes a number for a date (`1764201600` is refused):
+    /// it is sent as `uts1764201600`, the parser's Unix-time form. From v0.0.40 a number.
+    pub begin_time: Option<i64>,
+    /// `--deadline`, Unix seconds; sent as `begin_time` is.
+    pub deadline: Option<i64>,
+    /// `--time-min`, minutes (`time_minimum`).
+    pub time_min: Option<u32>,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -482,6 +490,29 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
             put("exclusive", json!("exclusive"));
         }
     }
+    for (key, time) in [("begin_time", job.begin_time), ("deadline", job.deadline)] {
+        if let Some(time) = time {
+            put(
+                key,
+                match (modern, key) {
+                    (false, _) => json!(format!("uts{time}")),
+                    // `deadline` is a plain TIMESTAMP in every data parser.
+                    (true, "deadline") => json!(time),
+                    (true, _) => no_val(u64::try_from(time).unwrap_or(0)),
+                },
+            );
+        }
+    }
+    if let Some(minutes) = job.time_min {
+        put(
+            "time_minimum",
+            if modern {
+                no_val(u64::from(minutes))
+            } else {
+                json!(minutes)
+            },
+        );
+    }
     if let Some(kill) = job.kill_on_invalid_dependency {
         if modern {
             let flag = if kill {
@@ -652,6 +683,12 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
     }
     if job.current_working_directory.trim().is_empty() {
         return bad("the working directory is empty".into());
+    }
+    for (option, time) in [("--begin", job.begin_time), ("--deadline", job.deadline)] {
+        // v0.0.38's `uts` form needs at least 1000000; every version wants it positive.
+        if time.is_some_and(|t| t < 1_000_000) {
+            return bad(format!("{option} is not a time after 1970-01-12"));
+        }
     }
     if let Some(array) = &job.array {
         // slurmctld reads an empty text as no array at all: a job of one task.

@@ -303,6 +303,13 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         kill_on_invalid_dependency: r.slurm.kill_on_invalid_dep,
         array: r.array.as_ref().map(|a| a.as_slurm().to_string()),
         exclusive: r.exclusive,
+        begin_time: r.slurm.begin,
+        deadline: r.slurm.deadline,
+        time_min: r
+            .slurm
+            .time_min
+            .map(|m| u32::try_from(m).map_err(|_| "--time-min is too large"))
+            .transpose()?,
     })
 }
 

@@ -64,7 +64,7 @@ use serde_json::{json, Value};
 
 use crate::app::App;
 use crate::auth::{Principal, Role};
-use crate::request::{ArraySpec, JobRequest};
+use crate::request::{ArraySpec, JobRequest, TimeLimit};
 use crate::timefmt::{format_instant, now};
 
 pub use forward::{ForwardError, ForwardJob, Forwarded, ForwardedRef, Forwarder};
@@ -462,6 +462,34 @@ impl Admission {
     }
 }
 
+/// slurmctld's checks of `--deadline` at submission (`_valid_time_min` in 24.11's
+/// `job_mgr.c`), made at `now` so that the user hears them before anything is held; the time
+/// limit's, which depends on the cluster, is the quote's.
+fn check_deadline(request: &JobRequest, now: i64) -> Result<()> {
+    let Some(deadline) = request.slurm.deadline else {
+        return Ok(());
+    };
+    if deadline <= now {
+        return Err(AdmissionError::invalid(format!(
+            "--deadline {} has passed",
+            format_instant(deadline)
+        )));
+    }
+    if let Some(min) = request.slurm.time_min {
+        let earliest_end = request
+            .earliest_start(now)
+            .saturating_add(i64::try_from(min.saturating_mul(60)).unwrap_or(i64::MAX));
+        if deadline < earliest_end {
+            return Err(AdmissionError::invalid(format!(
+                "--deadline {} comes before even --time-min {} could end",
+                format_instant(deadline),
+                TimeLimit::Minutes(min)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Why a hold is settled once its job's cluster says a job it logged as ended `NODE_FAIL` or
 /// `PREEMPTED` will not run again.
 const NOT_RERUN_REASON: &str = "settled: the job's final usage was posted and its cluster \
@@ -686,6 +714,7 @@ impl Admission {
         request
             .validate()
             .map_err(|e| AdmissionError::invalid(e.to_string()))?;
+        check_deadline(request, at)?;
         let app = &*self.inner.app;
         let config = &app.config;
         for cluster in &request.clusters {
@@ -935,8 +964,9 @@ impl Admission {
 
     /// The hold (none for an estimate of 0) and the record of a job admitted on `q`. The hold
     /// lives the job's time limit and the grace; a job array's, as many time limits as it
-    /// runs waves of tasks under its `%` throttle (one without). Every record the collector
-    /// sees of the job (a task, or the array's pending rest) moves the expiry on again.
+    /// runs waves of tasks under its `%` throttle (one without), counted from its `--begin`
+    /// when that is later. Every record the collector sees of the job (a task, or the array's
+    /// pending rest) moves the expiry on again.
     #[allow(clippy::too_many_arguments)]
     fn admission(
         &self,
@@ -958,6 +988,7 @@ impl Admission {
         let lifetime = i64::try_from(minutes.saturating_mul(60).saturating_mul(waves))
             .unwrap_or(i64::MAX)
             .saturating_add(i64::try_from(self.inner.grace.as_secs()).unwrap_or(i64::MAX));
+        let start = request.earliest_start(at);
         let route_json = serde_json::to_string(route)
             .map_err(|e| AdmissionError::Internal(format!("serializing the route: {e}")))?;
         Ok(NewAdmission {
@@ -968,7 +999,7 @@ impl Admission {
                 cluster: q.cluster.clone(),
                 job_ref: None,
                 placed_at: at,
-                expires_at: at.saturating_add(lifetime),
+                expires_at: start.saturating_add(lifetime),
                 idempotency_key: time_ordered_key(),
                 note: Some(format!("api submission by {}", quote.user)),
             }),

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use super::forward::Forwarder;
 use crate::config::{ClusterConfig, ClusterKind, Config, SubmitPartition};
 use crate::request::{JobRequest, TimeLimit};
+use crate::timefmt::format_instant;
 
 /// Whether the account's chain can pay for the job on one cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,6 +340,34 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
         TimeLimit::Unlimited if request.time_unlimited => limits.max_time,
         TimeLimit::Unlimited => limits.default_time.or(limits.max_time),
     };
+    if let (Some(min), Some(m)) = (request.slurm.time_min, minutes) {
+        if min > m {
+            quote.reasons.push(format!(
+                "--time-min {} is longer than the time limit {} the job gets in partition \
+                 {partition} on {name}",
+                TimeLimit::Minutes(min),
+                TimeLimit::Minutes(m)
+            ));
+        }
+    }
+    // Without --time-min, Slurm ends a job unstarted once its whole limit no longer fits
+    // before its deadline: 24.11's slurmctld refuses it at once, 22.05's at its first chance.
+    if let (Some(deadline), None, Some(m)) =
+        (request.slurm.deadline, request.slurm.time_min, minutes)
+    {
+        let end = request
+            .earliest_start(ctx.now)
+            .saturating_add(i64::try_from(m.saturating_mul(60)).unwrap_or(i64::MAX));
+        if deadline < end {
+            quote.reasons.push(format!(
+                "the time limit {} the job gets in partition {partition} on {name} would end \
+                 after --deadline {}, so Slurm would never start it; shorten -t, or let Slurm \
+                 cut it with --time-min",
+                TimeLimit::Minutes(m),
+                format_instant(deadline)
+            ));
+        }
+    }
     match minutes {
         Some(m) => quote.time_limit_min = Some(m),
         None if request.time_unlimited => quote.reasons.push(format!(

@@ -42,6 +42,7 @@ pub mod sbatch;
 mod slurm;
 mod time;
 mod units;
+pub mod when;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -54,14 +55,15 @@ pub use dstack::{parse_dstack_task, DstackResources, DstackTask, MaxDuration, Sp
 pub use error::RequestError;
 pub use gpu::{is_gres_type_name, normalize_model, GpuSpec, GpuVendor};
 pub use sbatch::{
-    parse_sbatch, parse_sbatch_command, parse_sbatch_command_with_env, split_sbatch_args,
-    SbatchArgs, SbatchCommand, SBATCH_USAGE,
+    parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
+    split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
 pub use slurm::{OpenMode, SlurmOptions, WarnSignal};
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
     format_slurm_megabytes, parse_dstack_megabytes, parse_slurm_megabytes, CountRange, SizeRange,
 };
+pub use when::{Clock, Moment};
 
 /// What a Slurm partition gives a job that does not ask (its `DefMemPerCPU`, `DefMemPerGPU`,
 /// `DefCpuPerGPU`), and what its nodes hold, for pricing as slurmctld will allocate.
@@ -488,6 +490,11 @@ impl JobRequest {
             .max(whole)
     }
 
+    /// When the job may start at the soonest, submitted at `now`: its `--begin`, if later.
+    pub fn earliest_start(&self, now: i64) -> i64 {
+        self.slurm.begin.map_or(now, |begin| begin.max(now))
+    }
+
     /// The size of the partition's nodes when the job gets them whole: it asks for
     /// `--exclusive`, or the partition never shares a node. `None` otherwise, and when the
     /// partition's node size is not declared (a Slurm cluster is then not eligible for such a
@@ -780,6 +787,17 @@ impl JobRequest {
             }
             _ => {}
         }
+        // slurmctld's ESLURM_INVALID_TIME_MIN_LIMIT; against a partition's default limit the
+        // quote checks it.
+        if let (Some(min), Some(limit)) = (self.slurm.time_min, self.time_limit_min) {
+            if min > limit {
+                return invalid(format!(
+                    "--time-min {} is longer than the time limit {}",
+                    TimeLimit::Minutes(min),
+                    TimeLimit::Minutes(limit)
+                ));
+            }
+        }
         for (field, value) in [
             ("account", &self.account),
             ("partition", &self.partition),
@@ -951,6 +969,13 @@ impl JobRequest {
         put("exclude", slurm.exclude.clone());
         put("input", slurm.input.clone());
         put("dependency", slurm.dependency.clone());
+        // `uts`: the same instant whatever zone the lines are read in.
+        put("begin", slurm.begin.map(|t| format!("uts{t}")));
+        put("deadline", slurm.deadline.map(|t| format!("uts{t}")));
+        put(
+            "time-min",
+            slurm.time_min.map(|m| TimeLimit::Minutes(m).to_string()),
+        );
         put(
             "kill-on-invalid-dep",
             slurm

@@ -29,6 +29,8 @@
 //! | `--export`, `--comment`, `-C/--constraint`, `--mail-type`, `--mail-user` | recorded as given and forwarded; not priced (`--mail-type` is checked against sbatch's words) |
 //! | `--exclusive` | whole nodes, priced for every CPU and GPU of each ([`JobRequest::whole_nodes`]; `--exclusive=MODE` is refused); a Slurm cluster is eligible for it where the partition declares its node size, a dstack cluster never |
 //! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]`, `-d/--dependency` (with one cluster named by `-M`: job ids belong to one cluster), `--kill-on-invalid-dep` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
+//! | `-b/--begin=TIME`, `--deadline=TIME` | [`Moment`]: every form of Slurm's `parse_time` (`now+1hour`, `18:00`, `tomorrow`, `2026-12-01T09:00`, `12/01`, `teatime`, `uts1796144400`), read on the submitting machine's clock and zone as sbatch reads them ([`parse_sbatch_command_at`]); the request carries Unix seconds ([`SlurmOptions::begin`]). The hold's lifetime counts from the begin; a deadline that has passed, comes before the begin, or leaves less than `--time-min` is refused before anything is held |
+//! | `--time-min=TIME` | the `--time` formats; the shortest limit Slurm may cut the job's to (backfill). Priced and held at the full limit; longer than the limit (given, or the partition's default) is refused, as slurmctld refuses it; `0`/`UNLIMITED` too (slurmctld reads them as no limit, above any) |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
 //! | `-a/--array=LIST[%MAX]` | [`ArraySpec`]: a job array (`0-9`, `1,3,5-7`, `0-15:4`, `%2` to run at most two tasks at once), checked as slurmctld checks it (indexes up to 4000000: a cluster with a smaller `MaxArraySize` refuses the job at submission) and forwarded as written; a dstack cluster is not eligible for it |
@@ -70,6 +72,7 @@ use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::slurm::parse_nice;
 use super::units::parse_slurm_megabytes;
+use super::when::{Clock, Moment};
 use super::{
     nodes_for_tasks, ArraySpec, GpuPer, GpuRequest, JobRequest, MemoryRequest, OpenMode,
     SlurmOptions, TimeLimit, WarnSignal,
@@ -122,6 +125,12 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
   -d, --dependency=LIST         start after these jobs (afterok:ID:ID, singleton, ...);
                                 the jobs' cluster must be named alone with -M
       --kill-on-invalid-dep=yes|no  end the job if its dependency can never be met
+  -b, --begin=TIME              start no earlier than TIME: now+1hour, 18:00,
+                                tomorrow, 2026-12-01T09:00, ... (this machine's zone);
+                                the allocation stays held until the job has run
+      --deadline=TIME           Slurm ends the job unstarted if it cannot end by TIME
+      --time-min=TIME           the shortest time limit Slurm may cut the job's to,
+                                to start it sooner (priced at the full --time)
       --propagate[=LIMITS]      give the job these limits of this shell (ALL, NONE,
                                 STACK,NOFILE,...)
   -H, --hold                    submit the job held (release it with scontrol release)
@@ -306,6 +315,17 @@ pub fn parse_sbatch_command_with_env(
     env: &[(String, String)],
     script: Option<&str>,
 ) -> Result<SbatchCommand, RequestError> {
+    parse_sbatch_command_at(args, env, script, &Clock::system())
+}
+
+/// [`parse_sbatch_command_with_env`] with `--begin` and `--deadline` read on `clock` (sbatch
+/// reads them on the submitting machine's clock, in its time zone).
+pub fn parse_sbatch_command_at(
+    args: &[String],
+    env: &[(String, String)],
+    script: Option<&str>,
+    clock: &Clock,
+) -> Result<SbatchCommand, RequestError> {
     let mut from_env = Directives::default();
     for (name, word) in env {
         parse_words([word.as_str()], &mut from_env, Place::Script)
@@ -361,7 +381,7 @@ pub fn parse_sbatch_command_with_env(
         .check_exclusive()
         .map_err(|e| RequestError::Invalid(format!("in the environment: {e}")))?;
     let merged = Directives::merge(cli, Directives::merge(from_env, from_script));
-    let mut command = merged.resolve()?;
+    let mut command = merged.resolve(clock)?;
     command.request.script = script.map(str::to_string);
     command.request.validate()?;
     Ok(command)
@@ -590,6 +610,9 @@ enum Opt {
     NoKill,
     Dependency,
     KillOnInvalidDep,
+    Begin,
+    Deadline,
+    TimeMin,
     Propagate,
     Hold,
     Array,
@@ -671,6 +694,9 @@ const OPTIONS: &[Spec] = &[
         Opt::KillOnInvalidDep,
         Arg::Required,
     ),
+    spec("begin", Some('b'), Opt::Begin, Arg::Required),
+    spec("deadline", None, Opt::Deadline, Arg::Required),
+    spec("time-min", None, Opt::TimeMin, Arg::Required),
     spec("propagate", None, Opt::Propagate, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
@@ -783,6 +809,9 @@ struct Directives {
     no_kill: Option<bool>,
     dependency: Option<String>,
     kill_on_invalid_dep: Option<bool>,
+    begin: Option<Moment>,
+    deadline: Option<Moment>,
+    time_min: Option<TimeLimit>,
     propagate: Option<Vec<String>>,
     hold: bool,
     array: Option<ArraySpec>,
@@ -906,6 +935,23 @@ fn count(option: &str, value: &str) -> Result<u32, RequestError> {
         .map_err(|_| RequestError::invalid_value(option, value, "the number is too large"))
 }
 
+/// A `--time`-style length, the error naming the option typed.
+fn time_limit(option: &str, value: &str) -> Result<TimeLimit, RequestError> {
+    TimeLimit::parse(value).map_err(|e| match e {
+        RequestError::InvalidValue { value, reason, .. } => RequestError::InvalidValue {
+            option: option.to_string(),
+            value,
+            reason,
+        },
+        other => other,
+    })
+}
+
+/// A `--begin`-style time ([`Moment`]), placed in time when the request is resolved.
+fn moment(option: &str, value: &str) -> Result<Moment, RequestError> {
+    Moment::parse(value).map_err(|reason| RequestError::invalid_value(option, value, reason))
+}
+
 /// `N` or `MIN-MAX`.
 fn node_range(option: &str, value: &str) -> Result<(u32, u32), RequestError> {
     let (min, max) = match value.split_once('-') {
@@ -990,18 +1036,21 @@ impl Directives {
             Opt::Gres => self.gres = Some(parse_gres_list(typed, v)?),
             Opt::Gpus => self.gpus = Some(parse_typed_count(typed, v)?),
             Opt::GpusPerNode => self.gpus_per_node = Some(parse_typed_count(typed, v)?),
-            Opt::Time => {
-                self.time = Some(TimeLimit::parse(v).map_err(|e| match e {
-                    RequestError::InvalidValue { value, reason, .. } => {
-                        RequestError::InvalidValue {
-                            option: typed.to_string(),
-                            value,
-                            reason,
-                        }
+            Opt::Time => self.time = Some(time_limit(typed, v)?),
+            Opt::TimeMin => {
+                self.time_min = match time_limit(typed, v)? {
+                    TimeLimit::Unlimited => {
+                        return Err(RequestError::invalid_value(
+                            typed,
+                            v,
+                            "the shortest time limit needs a length (0 and UNLIMITED are none)",
+                        ))
                     }
-                    other => other,
-                })?)
+                    minutes => Some(minutes),
+                }
             }
+            Opt::Begin => self.begin = Some(moment(typed, v)?),
+            Opt::Deadline => self.deadline = Some(moment(typed, v)?),
             Opt::JobName => self.job_name = Some(text(typed, v)?),
             Opt::Output => self.output = Some(file_name(typed, v)?),
             Opt::Error => self.error = Some(file_name(typed, v)?),
@@ -1198,6 +1247,9 @@ impl Directives {
             no_kill: cli.no_kill.or(script.no_kill),
             dependency: cli.dependency.or(script.dependency),
             kill_on_invalid_dep: cli.kill_on_invalid_dep.or(script.kill_on_invalid_dep),
+            begin: cli.begin.or(script.begin),
+            deadline: cli.deadline.or(script.deadline),
+            time_min: cli.time_min.or(script.time_min),
             propagate: cli.propagate.or(script.propagate),
             hold: cli.hold || script.hold,
             array: cli.array.or(script.array),
@@ -1209,9 +1261,30 @@ impl Directives {
         }
     }
 
-    /// sbatch's defaults and adjustments (`_opt_verify`), then the request.
-    fn resolve(self) -> Result<SbatchCommand, RequestError> {
+    /// sbatch's defaults and adjustments (`_opt_verify`), then the request; times are read
+    /// on `clock`.
+    fn resolve(self, clock: &Clock) -> Result<SbatchCommand, RequestError> {
         let mut notes = self.notes;
+        let mut place = |option: &str, moment: Option<Moment>, what: &str| {
+            let Some(moment) = moment else {
+                return Ok(None);
+            };
+            let at = moment
+                .at(clock)
+                .map_err(|why| RequestError::invalid_value(option, moment.text(), why))?;
+            notes.push(format!(
+                "{option}={}: {what} {}",
+                moment.text(),
+                clock.show(at)
+            ));
+            Ok::<_, RequestError>(Some(at))
+        };
+        let begin = place("--begin", self.begin, "the job waits until")?;
+        let deadline = place(
+            "--deadline",
+            self.deadline,
+            "Slurm ends the job unstarted if it cannot end by",
+        )?;
         let (mut nodes, max_nodes) = self.nodes.unwrap_or((1, 1));
         // The nodes the tasks need at --ntasks-per-node each: without -N, what Slurm gives the
         // job; with a range, the fewest of it that hold them.
@@ -1343,6 +1416,9 @@ impl Directives {
                 no_kill: self.no_kill == Some(true),
                 dependency: self.dependency,
                 kill_on_invalid_dep: self.kill_on_invalid_dep,
+                begin,
+                deadline,
+                time_min: self.time_min.and_then(TimeLimit::minutes),
             },
             ..JobRequest::default()
         };

@@ -1,13 +1,20 @@
 //! [`SlurmOptions`]: sbatch options that change how Slurm runs a job but not what it costs
 //! (`--signal`, `--requeue`, `--open-mode`, `--nice`, `--reservation`, `--wckey`, `--exclude`,
-//! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`). They are forwarded to a Slurm cluster as given and never priced;
+//! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`, `--begin`, `--deadline`,
+//! `--time-min`). They are forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::RequestError;
+use super::{RequestError, MAX_TIME_LIMIT_MIN};
+
+/// The range of Unix times bursar sends for `--begin` and `--deadline`: from the least Slurm's
+/// `uts` form takes (1970-01-12) to the end of the year 9999 (far below Slurm's reserved
+/// `NO_VAL64`, within what every clock library reads).
+const MIN_UNIX_TIME: i64 = 1_000_000;
+const MAX_UNIX_TIME: i64 = 253_402_300_799;
 
 /// The options, each unset unless asked for (JSON: the `slurm` object of a job request).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +55,49 @@ pub struct SlurmOptions {
     /// `--kill-on-invalid-dep=yes|no`: whether a job whose dependency can never be met ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kill_on_invalid_dep: Option<bool>,
+    /// `--begin`: the job waits until this Unix time (JSON: seconds, or RFC 3339 text on the
+    /// way in). `bursar submit` reads sbatch's forms in the user's time zone
+    /// ([`super::when`]).
+    #[serde(
+        default,
+        deserialize_with = "unix_time",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub begin: Option<i64>,
+    /// `--deadline`: Slurm ends the job, unstarted, when it can no longer end by this Unix time
+    /// (state DEADLINE); as `begin`.
+    #[serde(
+        default,
+        deserialize_with = "unix_time",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub deadline: Option<i64>,
+    /// `--time-min`: the shortest time limit, in minutes, Slurm may cut the job's to so that it
+    /// starts sooner (backfill). The job is still priced and held at its full limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_min: Option<u64>,
+}
+
+/// A Unix time in JSON: whole seconds, or RFC 3339 text (`2026-12-01T18:00:00+01:00`).
+fn unix_time<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<i64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Seconds(i64),
+        Text(String),
+    }
+    match Option::<Raw>::deserialize(de)? {
+        None => Ok(None),
+        Some(Raw::Seconds(s)) => Ok(Some(s)),
+        Some(Raw::Text(text)) => chrono::DateTime::parse_from_rfc3339(&text)
+            .map(|t| Some(t.timestamp()))
+            .map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "{text:?} is not a time: use Unix seconds or RFC 3339 \
+                     (2026-12-01T18:00:00+01:00)"
+                ))
+            }),
+    }
 }
 
 impl SlurmOptions {
@@ -76,6 +126,9 @@ impl SlurmOptions {
         note(self.no_kill, "--no-kill");
         note(self.dependency.is_some(), "--dependency");
         note(self.kill_on_invalid_dep.is_some(), "--kill-on-invalid-dep");
+        note(self.begin.is_some(), "--begin");
+        note(self.deadline.is_some(), "--deadline");
+        note(self.time_min.is_some(), "--time-min");
         given
     }
 
@@ -94,6 +147,31 @@ impl SlurmOptions {
         }
         if let Some(nice) = self.nice {
             check_nice(i64::from(nice)).map_err(RequestError::Invalid)?;
+        }
+        if let Some(minutes) = self.time_min {
+            if !(1..=MAX_TIME_LIMIT_MIN).contains(&minutes) {
+                return Err(RequestError::Invalid(format!(
+                    "--time-min must be 1 to {MAX_TIME_LIMIT_MIN} minutes, not {minutes}"
+                )));
+            }
+        }
+        for (option, time) in [("--begin", self.begin), ("--deadline", self.deadline)] {
+            // Slurm keeps times as 64-bit seconds and reserves the top values.
+            if time.is_some_and(|t| !(MIN_UNIX_TIME..=MAX_UNIX_TIME).contains(&t)) {
+                return Err(RequestError::Invalid(format!(
+                    "{option} is not a time Slurm takes (Unix seconds from {MIN_UNIX_TIME} to \
+                     {MAX_UNIX_TIME})"
+                )));
+            }
+        }
+        if let (Some(begin), Some(deadline)) = (self.begin, self.deadline) {
+            if deadline <= begin {
+                return Err(RequestError::Invalid(format!(
+                    "--deadline ({}) is not after --begin ({}): the job could never start",
+                    crate::timefmt::format_instant(deadline),
+                    crate::timefmt::format_instant(begin)
+                )));
+            }
         }
         Ok(())
     }
