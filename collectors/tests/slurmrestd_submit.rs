@@ -563,8 +563,19 @@ fn times_go_as_each_version_reads_them() {
         begin_time: Some(1_795_726_800),
         deadline: Some(1_796_144_400),
         time_min: Some(30),
+        tmp_disk_mb: Some(2048),
+        prefer: Some("ib&skylake".into()),
         ..fixture_job()
     };
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &timed).unwrap();
+        assert_eq!(
+            body["job"]["temporary_disk_per_node"],
+            json!(2048),
+            "{version}"
+        );
+        assert_eq!(body["job"]["prefer"], json!("ib&skylake"), "{version}");
+    }
     let body = submit_body(ApiVersion::V0_0_38, &timed).unwrap();
     assert_eq!(body["job"]["begin_time"], json!("uts1795726800"));
     assert_eq!(body["job"]["deadline"], json!("uts1796144400"));
@@ -585,7 +596,13 @@ fn times_go_as_each_version_reads_them() {
     }
     for version in ApiVersion::ALL {
         let plain = submit_body(version, &fixture_job()).unwrap();
-        for key in ["begin_time", "deadline", "time_minimum"] {
+        for key in [
+            "begin_time",
+            "deadline",
+            "time_minimum",
+            "temporary_disk_per_node",
+            "prefer",
+        ] {
             assert_eq!(plain["job"].get(key), None, "{version} {key}");
         }
         let ancient = JobSubmission {
@@ -637,6 +654,8 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         begin_time: Some(1_795_726_800),
         deadline: Some(1_796_144_400),
         time_min: Some(30),
+        tmp_disk_mb: Some(2048),
+        prefer: Some("skylake".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -677,7 +696,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 39, "{version}: {job:?}");
+        assert_eq!(job.len(), 41, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -711,7 +730,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 44 * 6);
+    assert_eq!(checked, 46 * 6);
 }
 
 #[tokio::test]

@@ -96,12 +96,22 @@ pub struct HoldsConfig {
     /// arrives (the job never started, or its record never reached bursar). Default 1h.
     #[serde(default, deserialize_with = "crate::timefmt::de_duration")]
     pub grace: Option<Duration>,
+    /// How far ahead a job's `--begin` may be: its hold counts against the allocation from
+    /// admission until the job has run. Default 30d.
+    #[serde(default, deserialize_with = "crate::timefmt::de_duration")]
+    pub max_begin_ahead: Option<Duration>,
 }
 
 impl HoldsConfig {
     /// [`HoldsConfig::grace`] or its default, one hour.
     pub fn grace(&self) -> Duration {
         self.grace.unwrap_or(Duration::from_secs(3600))
+    }
+
+    /// [`HoldsConfig::max_begin_ahead`] or its default, 30 days.
+    pub fn max_begin_ahead(&self) -> Duration {
+        self.max_begin_ahead
+            .unwrap_or(Duration::from_secs(30 * 86_400))
     }
 }
 

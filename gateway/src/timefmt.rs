@@ -129,6 +129,18 @@ pub fn parse_duration(text: &str) -> anyhow::Result<std::time::Duration> {
         .ok_or_else(|| anyhow!("{text:?} is too long"))
 }
 
+/// A duration as [`parse_duration`] reads it, in its largest whole unit: `30d`, `36h`, `90s`.
+pub fn format_duration(duration: std::time::Duration) -> String {
+    let seconds = duration.as_secs();
+    [(86_400, "d"), (3_600, "h"), (60, "m")]
+        .into_iter()
+        .find(|(unit, _)| seconds >= *unit && seconds.is_multiple_of(*unit))
+        .map_or_else(
+            || format!("{seconds}s"),
+            |(unit, name)| format!("{}{name}", seconds / unit),
+        )
+}
+
 /// Deserializes a duration written as text (`5m`) or bare seconds.
 pub fn de_duration<'de, D: serde::Deserializer<'de>>(
     de: D,
@@ -151,6 +163,14 @@ pub fn de_duration<'de, D: serde::Deserializer<'de>>(
 #[cfg(test)]
 mod duration_tests {
     use super::*;
+
+    #[test]
+    fn durations_are_written_in_their_largest_whole_unit() {
+        for text in ["30d", "36h", "90m", "45s", "0s"] {
+            assert_eq!(format_duration(parse_duration(text).unwrap()), text);
+        }
+        assert_eq!(format_duration(parse_duration("2w").unwrap()), "14d");
+    }
 
     #[test]
     fn durations() {

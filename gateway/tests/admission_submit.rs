@@ -1133,6 +1133,15 @@ async fn a_job_told_to_wait_is_held_from_its_begin_and_deadlines_are_checked_fir
     assert_eq!(submitted.estimate, ONPREM_ESTIMATE);
     let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
     assert_eq!(hold.expires_at, begin + 3600 + 3600);
+    // Seen waiting after its begin: one lifetime on from there, the wait not included.
+    assert!(f
+        .app
+        .ledger
+        .extend_hold(hold.id, begin + 3_000)
+        .await
+        .unwrap());
+    let moved = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
+    assert_eq!(moved.expires_at, begin + 3_000 + 3600 + 3600);
     let sent = f.onprem.submitted().pop().unwrap();
     let body = bursar_gateway::admission::forward::slurm_submission(&sent).unwrap();
     assert_eq!(
@@ -1177,11 +1186,7 @@ async fn a_job_told_to_wait_is_held_from_its_begin_and_deadlines_are_checked_fir
         .quote(&alice(), &job_with(json!({"slurm": {"time_min": 90}})))
         .await
         .unwrap();
-    let onprem = quote
-        .clusters
-        .iter()
-        .find(|q| q.cluster == "onprem")
-        .unwrap();
+    let onprem = quote.cluster("onprem").unwrap();
     assert_eq!(
         onprem.reasons,
         ["--time-min 01:30:00 is longer than the time limit 01:00:00 the job gets in partition batch on onprem"]
@@ -1191,11 +1196,7 @@ async fn a_job_told_to_wait_is_held_from_its_begin_and_deadlines_are_checked_fir
     let deadline = now + 1_800;
     let doomed = job_with(json!({"slurm": {"deadline": deadline}}));
     let quote = f.admission.quote(&alice(), &doomed).await.unwrap();
-    let onprem = quote
-        .clusters
-        .iter()
-        .find(|q| q.cluster == "onprem")
-        .unwrap();
+    let onprem = quote.cluster("onprem").unwrap();
     assert_eq!(onprem.reasons.len(), 1, "{:?}", onprem.reasons);
     assert!(
         onprem.reasons[0].starts_with(
@@ -1207,10 +1208,39 @@ async fn a_job_told_to_wait_is_held_from_its_begin_and_deadlines_are_checked_fir
     );
     let cut = job_with(json!({"slurm": {"deadline": deadline, "time_min": 20}}));
     let quote = f.admission.quote(&alice(), &cut).await.unwrap();
-    assert!(quote
-        .clusters
-        .iter()
-        .find(|q| q.cluster == "onprem")
-        .unwrap()
-        .eligible());
+    assert!(quote.cluster("onprem").unwrap().eligible());
+
+    // A limit above the partition's maximum: refused, unless --time-min lets slurmctld lower
+    // it to the partition's default when the job starts (priced at that).
+    let long =
+        |slurm: serde_json::Value| job_with(json!({"time_limit_min": 4_000, "slurm": slurm}));
+    let quote = f.admission.quote(&alice(), &long(json!({}))).await.unwrap();
+    let onprem = quote.cluster("onprem").unwrap();
+    assert!(
+        onprem.reasons[0].contains("longer than the 2-00:00:00"),
+        "{:?}",
+        onprem.reasons
+    );
+    let quote = f
+        .admission
+        .quote(&alice(), &long(json!({"time_min": 30})))
+        .await
+        .unwrap();
+    let onprem = quote.cluster("onprem").unwrap();
+    assert!(onprem.eligible(), "{:?}", onprem.reasons);
+    assert_eq!(onprem.time_limit_min, Some(60));
+    assert_eq!(onprem.estimate, Some(ONPREM_ESTIMATE));
+
+    // A begin further ahead than holds.max_begin_ahead (30 days by default).
+    let err = f
+        .admission
+        .submit(
+            &alice(),
+            job_with(json!({"slurm": {"begin": now + 31 * 86_400}})),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 422);
+    assert!(err.to_string().contains("more than 30d ahead"), "{err}");
 }

@@ -199,6 +199,7 @@ async fn alerts_reach_the_webhook_once_each_across_a_restart() {
             job_ref: Some("4".to_string()),
             placed_at: T0 + 17 * DAY,
             expires_at: T0 + 18 * DAY,
+            lifetime: None,
             idempotency_key: "hold-4".to_string(),
             note: None,
         })

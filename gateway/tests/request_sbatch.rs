@@ -572,6 +572,14 @@ fn begin_deadline_and_time_min_read_as_sbatch_reads_them() {
         serde_json::json!({"begin": 1_796_144_400, "deadline": 1_800_000_000, "time_min": 5})
     );
     assert_eq!(json.slurm.given(), ["--begin", "--deadline", "--time-min"]);
+    // --tmp in --mem's sizes, --prefer as written; the command line wins.
+    let script = "#!/bin/sh\n#SBATCH --tmp=2G --prefer=skylake\ntrue\n";
+    let slurm = at(&["--prefer=ib&skylake"], script).unwrap().request.slurm;
+    assert_eq!(slurm.tmp_mb, Some(2048));
+    assert_eq!(slurm.prefer.as_deref(), Some("ib&skylake"));
+    for bad in [&["--tmp=lots"][..], &["--prefer="], &["--tmp=5P"]] {
+        assert!(at(bad, SCRIPT).is_err(), "{bad:?}");
+    }
     assert!(serde_json::from_str::<JobRequest>(r#"{"slurm": {"begin": "tomorrow"}}"#).is_err());
     let too_early: JobRequest = serde_json::from_str(r#"{"slurm": {"begin": 5}}"#).unwrap();
     assert!(too_early.validate().is_err());
@@ -1476,6 +1484,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
         proptest::option::of(1_000_000i64..4_000_000_000),
         proptest::option::of(1i64..100_000_000),
         proptest::option::of(1u64..100_000),
+        proptest::option::of(0u64..10_000_000),
+        proptest::option::of("[a-z]{1,6}(&[a-z]{1,4})?"),
     );
     let slurm = (slurm, times).prop_map(
         |(
@@ -1492,7 +1502,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 dependency,
                 kill_on_invalid_dep,
             ),
-            (begin, after_begin, time_min),
+            (begin, after_begin, time_min, tmp_mb, prefer),
         )| SlurmOptions {
             signal,
             requeue,
@@ -1509,6 +1519,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
             // after the begin, when both are given
             deadline: after_begin.map(|after| begin.unwrap_or(1_000_000) + after),
             time_min,
+            tmp_mb,
+            prefer,
         },
     );
     (shape, names, texts, slurm).prop_map(

@@ -516,6 +516,7 @@ async fn metrics_parse_as_prometheus_text() {
             job_ref: None,
             placed_at: T0 + DAY,
             expires_at: now + DAY,
+            lifetime: None,
             idempotency_key: "h1".into(),
             note: None,
         })
@@ -782,6 +783,7 @@ async fn the_expiry_loop_expires_holds_and_their_api_jobs() {
             job_ref: Some("42".into()),
             placed_at: now - 2 * 3600,
             expires_at: now - 60,
+            lifetime: None,
             idempotency_key: "api:1".into(),
             note: None,
         })

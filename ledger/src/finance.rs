@@ -517,6 +517,7 @@ mod tests {
             job_ref: None,
             placed_at: 11 * DAY,
             expires_at: 13 * DAY,
+            lifetime: None,
             idempotency_key: "h1".to_string(),
             note: None,
         })

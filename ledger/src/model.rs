@@ -312,6 +312,10 @@ pub struct NewHold {
     pub job_ref: Option<String>,
     pub placed_at: i64,
     pub expires_at: i64,
+    /// How long the hold lives past each sighting of its job (the time limit and the grace);
+    /// `None`: `expires_at - placed_at`. Given when the first expiry is further off than that
+    /// (a job told to begin later).
+    pub lifetime: Option<i64>,
     pub idempotency_key: String,
     pub note: Option<String>,
 }

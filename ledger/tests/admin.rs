@@ -19,6 +19,7 @@ fn hold(key: &str, account: &str, units: i64) -> NewHold {
         job_ref: None,
         placed_at: T0 + HOUR,
         expires_at: T0 + DAY,
+        lifetime: None,
         idempotency_key: key.to_string(),
         note: None,
     }

@@ -20,6 +20,7 @@ fn admission(n: usize, account: &str, units: i64, key: Option<&str>) -> NewAdmis
             job_ref: None,
             placed_at: T0 + HOUR,
             expires_at: T0 + DAY,
+            lifetime: None,
             idempotency_key: format!("api:{n}"),
             note: Some(format!("submission {n}")),
         }),

@@ -19,6 +19,7 @@ fn hold(key: &str, account: &str, units: i64, placed_at: i64) -> NewHold {
         job_ref: Some(key.to_string()),
         placed_at,
         expires_at: placed_at + 30 * DAY,
+        lifetime: None,
         idempotency_key: key.to_string(),
         note: None,
     }

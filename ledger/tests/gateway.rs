@@ -56,6 +56,7 @@ fn physics_hold(key: &str, job_ref: Option<&str>, amount: i64) -> NewHold {
         job_ref: job_ref.map(str::to_string),
         placed_at: T0,
         expires_at: T0 + DAY,
+        lifetime: None,
         idempotency_key: key.to_string(),
         note: None,
     }
@@ -300,6 +301,7 @@ async fn an_unknown_hold_is_refused_and_expiring_a_hold_expires_its_job() {
         job_ref: None,
         placed_at: T0,
         expires_at: T0 + HOUR,
+        lifetime: None,
         idempotency_key: key.to_string(),
         note: None,
     };
@@ -466,6 +468,7 @@ async fn a_job_array_releases_its_hold_task_by_task_and_settles_with_the_last() 
     let hold = ledger
         .try_place_hold(&NewHold {
             expires_at: T0 + HOUR,
+            lifetime: None,
             ..physics_hold("array", Some("63"), 12 * UNIT)
         })
         .await

@@ -14,6 +14,7 @@ fn hold(key: &str, account: &str, units: i64, job: Option<&str>) -> NewHold {
         job_ref: job.map(str::to_string),
         placed_at: T0 + HOUR,
         expires_at: T0 + DAY,
+        lifetime: None,
         idempotency_key: key.to_string(),
         note: None,
     }

@@ -831,6 +831,16 @@ fn cluster_quote<'q>(quote: &'q Value, cluster: &str) -> &'q Value {
         .unwrap_or_else(|| panic!("{cluster} is not quoted: {quote}"))
 }
 
+/// 10:00 local time `days` from today, as `YYYY-MM-DDT10:00` (sbatch's form; within
+/// `holds.max_begin_ahead`).
+fn days_ahead(days: u32) -> String {
+    let out = Command::new("date")
+        .args(["-d", &format!("+{days} days"), "+%Y-%m-%dT10:00"])
+        .output()
+        .expect("run date");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 /// One field of a job's `scontrol` fields; the test fails when it is missing.
 fn field(job: &BTreeMap<String, String>, key: &str) -> String {
     job.get(key)
@@ -1740,14 +1750,26 @@ fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothi
     let script = script.as_str();
 
     // As sbatch's: both read the times on this machine's clock and zone. 22.05's slurmrestd
-    // would read a bare number as a date: bursar sends `uts<seconds>`.
+    // would read a bare number as a date: bursar sends `uts<seconds>`. With --tmp and
+    // --prefer, which only choose the nodes.
+    let (begin, deadline) = (days_ahead(10), days_ahead(11));
+    let (begin, deadline) = (format!("--begin={begin}"), format!("--deadline={deadline}"));
     let options = [
-        "--begin=2030-01-01T10:00",
-        "--deadline=2030-01-02T10:00",
+        begin.as_str(),
+        deadline.as_str(),
         "--time-min=5",
+        "--tmp=2G",
+        "--prefer=ib",
     ];
     let (sub, ours, direct, theirs) = held_both_ways(&gw, "onprem", &options, script);
-    for key in ["EligibleTime", "Deadline", "TimeMin", "TimeLimit"] {
+    for key in [
+        "EligibleTime",
+        "Deadline",
+        "TimeMin",
+        "TimeLimit",
+        "MinTmpDiskNode",
+        "Prefer",
+    ] {
         assert_eq!(
             ours.get(key),
             theirs.get(key),
@@ -1762,9 +1784,11 @@ fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothi
             .parse()
             .unwrap_or_else(|_| panic!("{key}={value}: {ours:?}"))
     };
-    assert!(seconds("EligibleTime") > now() + 365 * 86_400, "{ours:?}");
+    assert!(seconds("EligibleTime") > now() + 9 * 86_400, "{ours:?}");
     assert_eq!(seconds("Deadline") - seconds("EligibleTime"), 86_400);
     assert_eq!(field(&ours, "TimeMin"), "00:05:00");
+    assert_eq!(field(&ours, "MinTmpDiskNode"), "2G");
+    assert_eq!(field(&ours, "Prefer"), "ib");
     let id = sub.id.to_string();
     gw.client_ok(&gw.alice, &["cancel", &id]);
     assert_eq!(gw.alice_held("physics", "su"), 0);

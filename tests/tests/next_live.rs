@@ -557,7 +557,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 29] = [
+const SHAPE: [&str; 31] = [
     "UserId",
     "Account",
     "QOS",
@@ -591,6 +591,9 @@ const SHAPE: [&str; 29] = [
     // is compared where the job has one.
     "Deadline",
     "TimeMin",
+    // --tmp and --prefer.
+    "MinTmpDiskNode",
+    "Prefer",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -611,6 +614,18 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     )
     .unwrap();
     let script = script.to_str().unwrap();
+    // Ten days ahead at 10:00 UTC, the chroot's zone (and the client's, TZ=UTC).
+    let day = |days: u32| {
+        let out = Command::new("date")
+            .env("TZ", "UTC")
+            .args(["-d", &format!("+{days} days"), "+%Y-%m-%d"])
+            .output()
+            .expect("run date");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let (begin_day, deadline_day) = (day(10), day(11));
+    let begin = format!("--begin={begin_day}T10:00");
+    let deadline = format!("--deadline={deadline_day}T10:00");
     let cases: [&[&str]; 11] = [
         &["-t", "5"],
         &[
@@ -661,9 +676,11 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         &["--array=0-5:2%2", "-n", "2", "-t", "5"],
         &["--exclusive", "-N", "2", "-t", "5"],
         &[
-            "--begin=2030-01-01T10:00",
-            "--deadline=2030-01-02T10:00",
+            begin.as_str(),
+            deadline.as_str(),
             "--time-min=2",
+            "--tmp=2G",
+            "--prefer=ib",
             "-t",
             "5",
         ],
@@ -708,14 +725,20 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                         next_slurm(&gw.dev, None, &["scontrol", "show", "job", "-o", job], None);
                     scontrol_fields(&line).get("EligibleTime").cloned()
                 };
+                let expected = format!("{begin_day}T10:00:00");
                 assert_eq!(
                     eligible(&job).as_deref(),
-                    Some("2030-01-01T10:00:00"),
+                    Some(expected.as_str()),
                     "{version}"
                 );
                 assert_eq!(eligible(&job), eligible(&direct), "{version}");
-                assert_eq!(through_bursar["Deadline"], "2030-01-02T10:00:00");
+                assert_eq!(
+                    through_bursar["Deadline"],
+                    format!("{deadline_day}T10:00:00")
+                );
                 assert_eq!(through_bursar["TimeMin"], "00:02:00");
+                assert_eq!(through_bursar["MinTmpDiskNode"], "2G");
+                assert_eq!(through_bursar["Prefer"], "ib");
             }
             if case.iter().any(|a| a.contains("-per-gpu")) {
                 // The hold is the price of what Slurm will allocate: its ReqTRES for the

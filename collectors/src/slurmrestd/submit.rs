@@ -105,6 +105,11 @@ pub struct JobSubmission {
     pub deadline: Option<i64>,
     /// `--time-min`, minutes (`time_minimum`).
     pub time_min: Option<u32>,
+    /// `--tmp`, megabytes per node (`temporary_disk_per_node`: v0.0.38 reads the number as
+    /// sbatch reads `--tmp=100`, megabytes).
+    pub tmp_disk_mb: Option<u32>,
+    /// `--prefer`: preferred node features (`prefer`).
+    pub prefer: Option<String>,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -502,6 +507,12 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
                 },
             );
         }
+    }
+    if let Some(mb) = job.tmp_disk_mb {
+        put("temporary_disk_per_node", json!(mb));
+    }
+    if let Some(prefer) = &job.prefer {
+        put("prefer", json!(prefer));
     }
     if let Some(minutes) = job.time_min {
         put(

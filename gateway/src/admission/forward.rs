@@ -310,6 +310,12 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
             .time_min
             .map(|m| u32::try_from(m).map_err(|_| "--time-min is too large"))
             .transpose()?,
+        tmp_disk_mb: r
+            .slurm
+            .tmp_mb
+            .map(|mb| u32::try_from(mb).map_err(|_| "--tmp is too large"))
+            .transpose()?,
+        prefer: r.slurm.prefer.clone(),
     })
 }
 

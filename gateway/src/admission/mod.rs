@@ -462,14 +462,14 @@ impl Admission {
     }
 }
 
-/// slurmctld's checks of `--deadline` at submission (`_valid_time_min` in 24.11's
+/// slurmctld's checks of `--deadline` at submission (`_part_access_check` in 24.11's
 /// `job_mgr.c`), made at `now` so that the user hears them before anything is held; the time
 /// limit's, which depends on the cluster, is the quote's.
 fn check_deadline(request: &JobRequest, now: i64) -> Result<()> {
     let Some(deadline) = request.slurm.deadline else {
         return Ok(());
     };
-    if deadline <= now {
+    if deadline < now {
         return Err(AdmissionError::invalid(format!(
             "--deadline {} has passed",
             format_instant(deadline)
@@ -703,6 +703,25 @@ impl Admission {
         Ok(quote)
     }
 
+    /// A `--begin` no further ahead than `holds.max_begin_ahead`: the hold counts against the
+    /// allocation from now until the job has run.
+    fn check_begin(&self, request: &JobRequest, at: i64) -> Result<()> {
+        let Some(begin) = request.slurm.begin else {
+            return Ok(());
+        };
+        let ahead = self.inner.app.config.holds.max_begin_ahead();
+        let latest = at.saturating_add(i64::try_from(ahead.as_secs()).unwrap_or(i64::MAX));
+        if begin > latest {
+            return Err(AdmissionError::invalid(format!(
+                "--begin {} is more than {} ahead, the most this site holds an allocation \
+                 for a job that waits (holds.max_begin_ahead): submit it nearer the time",
+                format_instant(begin),
+                crate::timefmt::format_duration(ahead)
+            )));
+        }
+        Ok(())
+    }
+
     /// The quote at `at`, from balances as fresh as `read` asks (see [`ViewRead`]).
     async fn quote_at(
         &self,
@@ -715,6 +734,7 @@ impl Admission {
             .validate()
             .map_err(|e| AdmissionError::invalid(e.to_string()))?;
         check_deadline(request, at)?;
+        self.check_begin(request, at)?;
         let app = &*self.inner.app;
         let config = &app.config;
         for cluster in &request.clusters {
@@ -1000,6 +1020,9 @@ impl Admission {
                 job_ref: None,
                 placed_at: at,
                 expires_at: start.saturating_add(lifetime),
+                // Every sighting of the job moves the expiry this far on, the wait for its
+                // --begin not included.
+                lifetime: Some(lifetime),
                 idempotency_key: time_ordered_key(),
                 note: Some(format!("api submission by {}", quote.user)),
             }),

@@ -326,16 +326,22 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
         }
     }
     let minutes = match request.time_limit() {
-        TimeLimit::Minutes(m) => {
-            if let Some(max) = limits.max_time.filter(|max| m > *max) {
+        TimeLimit::Minutes(m) => match limits.max_time.filter(|max| m > *max) {
+            // With --time-min slurmctld takes the job and, when it starts, lowers its limit to
+            // the partition's default, else its maximum: priced, held and sent at that.
+            Some(max) if request.slurm.time_min.is_some() => {
+                Some(limits.default_time.unwrap_or(max).min(max))
+            }
+            Some(max) => {
                 quote.reasons.push(format!(
                     "the time limit {} is longer than the {} partition {partition} on {name} allows",
                     TimeLimit::Minutes(m),
                     TimeLimit::Minutes(max)
                 ));
+                Some(m)
             }
-            Some(m)
-        }
+            None => Some(m),
+        },
         // An explicit UNLIMITED runs as long as the partition lets it: its maximum.
         TimeLimit::Unlimited if request.time_unlimited => limits.max_time,
         TimeLimit::Unlimited => limits.default_time.or(limits.max_time),

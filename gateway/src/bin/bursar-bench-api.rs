@@ -708,6 +708,7 @@ fn prime(rt: &Runtime, server: &Server) -> anyhow::Result<()> {
                             job_ref: None,
                             placed_at: now,
                             expires_at: now + 86_400,
+                            lifetime: None,
                             idempotency_key: format!("bench-prime:{n}"),
                             note: None,
                         }),

@@ -976,6 +976,8 @@ impl JobRequest {
             "time-min",
             slurm.time_min.map(|m| TimeLimit::Minutes(m).to_string()),
         );
+        put("tmp", slurm.tmp_mb.map(format_slurm_megabytes));
+        put("prefer", slurm.prefer.clone());
         put(
             "kill-on-invalid-dep",
             slurm

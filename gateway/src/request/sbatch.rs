@@ -29,8 +29,9 @@
 //! | `--export`, `--comment`, `-C/--constraint`, `--mail-type`, `--mail-user` | recorded as given and forwarded; not priced (`--mail-type` is checked against sbatch's words) |
 //! | `--exclusive` | whole nodes, priced for every CPU and GPU of each ([`JobRequest::whole_nodes`]; `--exclusive=MODE` is refused); a Slurm cluster is eligible for it where the partition declares its node size, a dstack cluster never |
 //! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]`, `-d/--dependency` (with one cluster named by `-M`: job ids belong to one cluster), `--kill-on-invalid-dep` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
-//! | `-b/--begin=TIME`, `--deadline=TIME` | [`Moment`]: every form of Slurm's `parse_time` (`now+1hour`, `18:00`, `tomorrow`, `2026-12-01T09:00`, `12/01`, `teatime`, `uts1796144400`), read on the submitting machine's clock and zone as sbatch reads them ([`parse_sbatch_command_at`]); the request carries Unix seconds ([`SlurmOptions::begin`]). The hold's lifetime counts from the begin; a deadline that has passed, comes before the begin, or leaves less than `--time-min` is refused before anything is held |
+//! | `-b/--begin=TIME`, `--deadline=TIME` | [`Moment`]: the forms of Slurm's `parse_time` (`now+1hour`, `18:00`, `tomorrow`, `2026-12-01T09:00`, `12/01`, `teatime`, `uts1796144400`), read on the submitting machine's clock and zone as sbatch reads them ([`parse_sbatch_command_at`]; where bursar reads one differently: [`super::when`]); the request carries Unix seconds ([`SlurmOptions::begin`]). The hold's lifetime counts from the begin (at most `holds.max_begin_ahead` ahead); a deadline that has passed, comes before the begin, or leaves less than `--time-min` is refused before anything is held |
 //! | `--time-min=TIME` | the `--time` formats; the shortest limit Slurm may cut the job's to (backfill). Priced and held at the full limit; longer than the limit (given, or the partition's default) is refused, as slurmctld refuses it; `0`/`UNLIMITED` too (slurmctld reads them as no limit, above any) |
+//! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
 //! | `-a/--array=LIST[%MAX]` | [`ArraySpec`]: a job array (`0-9`, `1,3,5-7`, `0-15:4`, `%2` to run at most two tasks at once), checked as slurmctld checks it (indexes up to 4000000: a cluster with a smaller `MaxArraySize` refuses the job at submission) and forwarded as written; a dstack cluster is not eligible for it |
@@ -131,6 +132,8 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --deadline=TIME           Slurm ends the job unstarted if it cannot end by TIME
       --time-min=TIME           the shortest time limit Slurm may cut the job's to,
                                 to start it sooner (priced at the full --time)
+      --tmp=SIZE                temporary disk each node must have (4000, 4G)
+      --prefer=FEATURES         node features preferred but not required
       --propagate[=LIMITS]      give the job these limits of this shell (ALL, NONE,
                                 STACK,NOFILE,...)
   -H, --hold                    submit the job held (release it with scontrol release)
@@ -613,6 +616,8 @@ enum Opt {
     Begin,
     Deadline,
     TimeMin,
+    Tmp,
+    Prefer,
     Propagate,
     Hold,
     Array,
@@ -697,6 +702,8 @@ const OPTIONS: &[Spec] = &[
     spec("begin", Some('b'), Opt::Begin, Arg::Required),
     spec("deadline", None, Opt::Deadline, Arg::Required),
     spec("time-min", None, Opt::TimeMin, Arg::Required),
+    spec("tmp", None, Opt::Tmp, Arg::Required),
+    spec("prefer", None, Opt::Prefer, Arg::Required),
     spec("propagate", None, Opt::Propagate, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
@@ -812,6 +819,8 @@ struct Directives {
     begin: Option<Moment>,
     deadline: Option<Moment>,
     time_min: Option<TimeLimit>,
+    tmp: Option<u64>,
+    prefer: Option<String>,
     propagate: Option<Vec<String>>,
     hold: bool,
     array: Option<ArraySpec>,
@@ -1049,6 +1058,13 @@ impl Directives {
                     minutes => Some(minutes),
                 }
             }
+            Opt::Tmp => {
+                self.tmp = Some(
+                    parse_slurm_megabytes(v)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
+            Opt::Prefer => self.prefer = Some(text(typed, v)?),
             Opt::Begin => self.begin = Some(moment(typed, v)?),
             Opt::Deadline => self.deadline = Some(moment(typed, v)?),
             Opt::JobName => self.job_name = Some(text(typed, v)?),
@@ -1250,6 +1266,8 @@ impl Directives {
             begin: cli.begin.or(script.begin),
             deadline: cli.deadline.or(script.deadline),
             time_min: cli.time_min.or(script.time_min),
+            tmp: cli.tmp.or(script.tmp),
+            prefer: cli.prefer.or(script.prefer),
             propagate: cli.propagate.or(script.propagate),
             hold: cli.hold || script.hold,
             array: cli.array.or(script.array),
@@ -1419,6 +1437,8 @@ impl Directives {
                 begin,
                 deadline,
                 time_min: self.time_min.and_then(TimeLimit::minutes),
+                tmp_mb: self.tmp,
+                prefer: self.prefer,
             },
             ..JobRequest::default()
         };

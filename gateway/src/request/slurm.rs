@@ -1,7 +1,7 @@
 //! [`SlurmOptions`]: sbatch options that change how Slurm runs a job but not what it costs
 //! (`--signal`, `--requeue`, `--open-mode`, `--nice`, `--reservation`, `--wckey`, `--exclude`,
 //! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`, `--begin`, `--deadline`,
-//! `--time-min`). They are forwarded to a Slurm cluster as given and never priced;
+//! `--time-min`, `--tmp`, `--prefer`). They are forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
 use std::fmt;
@@ -76,6 +76,13 @@ pub struct SlurmOptions {
     /// starts sooner (backfill). The job is still priced and held at its full limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_min: Option<u64>,
+    /// `--tmp`: temporary disk space each node must have, in megabytes (node selection only:
+    /// Slurm does not allocate or charge it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_mb: Option<u64>,
+    /// `--prefer`: node features preferred but not required, as `-C` writes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer: Option<String>,
 }
 
 /// A Unix time in JSON: whole seconds, or RFC 3339 text (`2026-12-01T18:00:00+01:00`).
@@ -129,6 +136,8 @@ impl SlurmOptions {
         note(self.begin.is_some(), "--begin");
         note(self.deadline.is_some(), "--deadline");
         note(self.time_min.is_some(), "--time-min");
+        note(self.tmp_mb.is_some(), "--tmp");
+        note(self.prefer.is_some(), "--prefer");
         given
     }
 
@@ -140,6 +149,7 @@ impl SlurmOptions {
             ("--exclude", &self.exclude),
             ("--input", &self.input),
             ("--dependency", &self.dependency),
+            ("--prefer", &self.prefer),
         ] {
             if let Some(value) = value {
                 super::check_text(option, value)?;
@@ -147,6 +157,12 @@ impl SlurmOptions {
         }
         if let Some(nice) = self.nice {
             check_nice(i64::from(nice)).map_err(RequestError::Invalid)?;
+        }
+        // slurmctld keeps it in 32 bits, the top two values reserved.
+        if self.tmp_mb.is_some_and(|mb| mb >= u64::from(u32::MAX - 1)) {
+            return Err(RequestError::Invalid(
+                "--tmp is more disk than Slurm can count (4 PB)".into(),
+            ));
         }
         if let Some(minutes) = self.time_min {
             if !(1..=MAX_TIME_LIMIT_MIN).contains(&minutes) {

@@ -15,10 +15,15 @@
 //! | `midnight`, `elevenses`, `noon`, `fika`, `teatime` | 00:00, 11:00, 12:00, 15:00, 16:00 |
 //! | `uts<SECONDS>` | a Unix time (at least 1000000) |
 //!
-//! Words are any case; later parts override earlier ones (`tomorrow noon`). Stricter than
-//! Slurm, which lets `mktime` carry an impossible day into the next month: `02/30` is refused.
-//! A local time skipped by a daylight-saving change is read in the offset before the change
-//! (02:30 becomes 03:30), one that occurs twice is the earlier, as glibc's `mktime` reads them.
+//! Words are any case (Slurm skips a `T` before reading a word, so it refuses `Today`; bursar
+//! takes it); later parts override earlier ones (`tomorrow noon`); a newline ends the text, as
+//! in Slurm. Stricter than Slurm, which lets `mktime` carry an impossible day into the next
+//! month: `02/30` is refused.
+//!
+//! Daylight-saving changes are bursar's own rule, since glibc's `mktime`, which Slurm uses,
+//! picks by its starting guess: a local time that occurs twice is the earlier instant, one
+//! skipped is read in the offset in force the day before (02:30 becomes 03:30 in most zones).
+//! `now±COUNT` is counted in seconds from now, never through the wall clock.
 
 use chrono::{
     DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Timelike,
@@ -167,7 +172,9 @@ impl Moment {
     /// Reads the text (see the module docs); the error says what is wrong, without the option.
     pub fn parse(text: &str) -> Result<Moment, String> {
         let form = if text.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("uts")) {
-            let digits = &text[3..];
+            // As `strtol` reads it: blanks, then an optional `+`.
+            let rest = text[3..].trim_start_matches([' ', '\t']);
+            let digits = rest.strip_prefix('+').unwrap_or(rest);
             let seconds = (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
                 .then(|| digits.parse::<i64>().ok())
                 .flatten()
@@ -202,19 +209,23 @@ impl Moment {
         let day_after = clock.wall(clock.now.saturating_add(86_400)).date();
         let mut date: Option<(Option<i32>, u32, u32)> = None;
         let mut time: Option<(u32, u32, u32)> = None;
+        // `now±COUNT` as the last part: that instant, not its wall-clock reading (which a
+        // repeated hour makes ambiguous).
+        let mut exact = None;
         for part in parts {
+            exact = None;
             match *part {
                 Part::Today => date = Some((Some(now.year()), now.month(), now.day())),
                 Part::Tomorrow => {
                     date = Some((Some(day_after.year()), day_after.month(), day_after.day()))
                 }
                 Part::Now(delta) => {
-                    let then = clock.wall(
-                        clock
-                            .now
-                            .checked_add(delta)
-                            .ok_or("the offset from now is too large")?,
-                    );
+                    let instant = clock
+                        .now
+                        .checked_add(delta)
+                        .ok_or("the offset from now is too large")?;
+                    exact = Some(instant);
+                    let then = clock.wall(instant);
                     date = Some((Some(then.year()), then.month(), then.day()));
                     time = Some((then.hour(), then.minute(), then.second()));
                 }
@@ -225,6 +236,9 @@ impl Moment {
                     date = Some((year, month, day));
                 }
             }
+        }
+        if let Some(instant) = exact {
+            return Ok(instant);
         }
         let (hour, minute, second) = time.unwrap_or((0, 0, 0));
         let (year, month, day) = match date {
@@ -295,12 +309,13 @@ impl<'a> Reader<'a> {
     }
 
     fn bad(&self, why: &str) -> String {
-        format!("{why} at {:?}: {MOMENT_FORMS}", &self.text[self.at..])
+        let rest = self.text.get(self.at..).unwrap_or("");
+        format!("{why} at {rest:?}: {MOMENT_FORMS}")
     }
 
     fn parts(mut self) -> Result<Vec<Part>, String> {
         let mut parts = Vec::new();
-        while let Some(b) = self.peek(0) {
+        while let Some(b) = self.peek(0).filter(|b| *b != b'\n') {
             // Words first: Slurm skips a `T` before it reads them, so it refuses `Today`.
             if self.word("today") {
                 parts.push(Part::Today);
@@ -445,7 +460,9 @@ impl<'a> Reader<'a> {
             let year = year.ok_or_else(|| self.bad("the year needs four digits"))?;
             self.at += 1;
             let month = number(self, 2).filter(|_| self.peek(0) == Some(b'-'));
-            self.at += 1;
+            if month.is_some() {
+                self.at += 1;
+            }
             let day = number(self, 2);
             let (month, day) = month_day(self, month, day)?;
             return Ok(Part::Date(
@@ -465,6 +482,11 @@ impl<'a> Reader<'a> {
         }
         let year = match (self.digit(0), self.digit(1)) {
             (None, _) => None,
+            // `00` is no year to Slurm: the next such day.
+            (Some(0), Some(0)) => {
+                self.at += 2;
+                None
+            }
             (Some(a), Some(b)) => {
                 self.at += 2;
                 Some(2000 + i32::try_from(a * 10 + b).unwrap_or(0))
@@ -511,6 +533,12 @@ mod tests {
         assert_eq!(at("now+1week"), now + 604_800);
         assert_eq!(at("now+5seconds"), now + 5);
         assert_eq!(at("uts1764201600"), 1_764_201_600);
+        assert_eq!(at("uts +1764201600"), 1_764_201_600, "as strtol reads it");
+        assert_eq!(
+            at("10:00\nanything"),
+            at("10:00"),
+            "a newline ends the text"
+        );
     }
 
     #[test]
@@ -556,6 +584,7 @@ mod tests {
         assert_eq!(at("2026-12-01 18:00:30"), utc("2026-12-01T17:00:30"));
         assert_eq!(at("12/01-18:00"), utc("2026-12-01T17:00:00"));
         assert_eq!(at("12.01.27"), utc("2027-11-30T23:00:00"));
+        assert_eq!(at("12/01/00"), december_first, "00 is no year, as in Slurm");
         // Today's midnight has passed: the next 26 November.
         assert_eq!(at("11/26"), utc("2027-11-25T23:00:00"));
         assert_eq!(at("11/26 21:00"), utc("2026-11-26T20:00:00"));
@@ -575,7 +604,18 @@ mod tests {
         // 2027-03-28: 02:00 → 03:00 in Berlin; 2027-10-31: 03:00 → 02:00.
         assert_eq!(at("2027-03-28T02:30"), utc("2027-03-28T01:30:00"));
         assert_eq!(at("2027-03-28T03:30"), utc("2027-03-28T01:30:00"));
-        assert_eq!(at("2027-10-31T02:30"), utc("2027-10-31T00:30:00"));
+        assert_eq!(
+            at("2027-10-31T02:30"),
+            utc("2027-10-31T00:30:00"),
+            "the earlier of the two"
+        );
+        // A count from now is an instant, also across a repeated hour.
+        let fold = Clock {
+            now: utc("2027-10-31T00:30:00"),
+            ..berlin()
+        };
+        let hour_later = Moment::parse("now+1hour").unwrap().at(&fold);
+        assert_eq!(hour_later, Ok(utc("2027-10-31T01:30:00")));
         assert_eq!(at("2027-07-01"), utc("2027-06-30T22:00:00"));
     }
 
@@ -592,6 +632,21 @@ mod tests {
             berlin().show(utc("2026-12-01T11:00:00")),
             "2026-12-01 12:00:00 +01:00"
         );
+    }
+
+    proptest::proptest! {
+        /// Any text is read or refused, never a crash: multi-byte characters anywhere, and
+        /// the pieces of the forms in any order.
+        #[test]
+        fn any_text_is_read_or_refused(
+            text in "(\\PC|[0-9:/.T -]|now|uts|am|pm|[+-][0-9]{1,3}(hours|day)?){0,12}",
+            now in 0i64..4_000_000_000,
+        ) {
+            let clock = Clock { now, ..berlin() };
+            if let Ok(moment) = Moment::parse(&text) {
+                let _ = moment.at(&clock);
+            }
+        }
     }
 
     #[test]
@@ -625,7 +680,10 @@ mod tests {
             "uts-1764201600",
             "yesterday",
             "next friday",
-            "10:00\n",
+            "2026-é-01",
+            "2026-12-é",
+            "é",
+            "12/é",
         ] {
             let read = Moment::parse(bad).and_then(|m| m.at(&berlin()));
             assert!(read.is_err(), "{bad:?} read as {read:?}");

@@ -693,8 +693,8 @@ const NOTE_JOB_SQL: &str = "update api_jobs set cluster_job_id = ?2, updated_at 
      settle_ref = nullif(?4, ?2) where id = ?1";
 
 const INSERT_HOLD_SQL: &str = "insert into holds (id, idempotency_key, account_id, currency_id,
-        amount, cluster_id, job_ref, placed_at, expires_at, note)
-    values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+        amount, cluster_id, job_ref, placed_at, expires_at, note, lifetime)
+    values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
 
 const INSERT_ENTRY_SQL: &str = "insert into journal (id, type, account_id, currency_id, amount,
         effective_at, posted_at, cluster_id, hold_id, key, note)
@@ -764,6 +764,7 @@ fn write(
                 h.placed_at,
                 h.expires_at,
                 h.note.as_deref(),
+                h.lifetime,
             ))
             .map_err(sql)?;
         let open = OpenHold {
@@ -851,6 +852,7 @@ mod tests {
                 job_ref: None,
                 placed_at: T0 + 3600,
                 expires_at: T0 + 86_400,
+                lifetime: None,
                 idempotency_key: format!("api:{n}"),
                 note: None,
             }),

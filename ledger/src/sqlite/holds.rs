@@ -174,8 +174,8 @@ pub(super) async fn place(
     let id: Id = sqlx::query_scalar(
         "insert into holds
              (idempotency_key, account_id, currency_id, amount, cluster_id, job_ref, placed_at,
-              expires_at, note)
-         values (?, ?, ?, ?, ?, ?, ?, ?, ?)
+              expires_at, lifetime, note)
+         values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          returning id",
     )
     .bind(&hold.idempotency_key)
@@ -186,6 +186,7 @@ pub(super) async fn place(
     .bind(hold.job_ref.as_deref())
     .bind(hold.placed_at)
     .bind(hold.expires_at)
+    .bind(hold.lifetime)
     .bind(hold.note.as_deref())
     .fetch_one(&mut *conn)
     .await

@@ -1243,6 +1243,7 @@ mod tests {
                     job_ref: None,
                     placed_at: 100,
                     expires_at: 10_000,
+                    lifetime: None,
                     idempotency_key: key.into(),
                     note: None,
                 })

@@ -47,6 +47,7 @@ fn hold(key: &str, account: &str, currency: Currency, units: i64, at: i64) -> Ne
         job_ref: None,
         placed_at: at,
         expires_at: at + DAY,
+        lifetime: None,
         idempotency_key: key.to_string(),
         note: None,
     }
