@@ -1114,6 +1114,12 @@ async fn a_deposit_by_another_process_is_seen_before_refusing() {
     assert_eq!(f.balance("physics", "su").await.held, ONPREM_ESTIMATE);
 }
 
+/// `hold_expires_at` of job `id`'s view.
+async fn hold_expiry(f: &Fixture, id: i64) -> serde_json::Value {
+    let view = f.admission.job(&alice(), id).await.unwrap().to_json();
+    view["hold_expires_at"].clone()
+}
+
 #[tokio::test]
 async fn a_job_told_to_wait_is_held_from_its_begin_and_deadlines_are_checked_first() {
     let f = fixture().await;
@@ -1133,6 +1139,10 @@ async fn a_job_told_to_wait_is_held_from_its_begin_and_deadlines_are_checked_fir
     assert_eq!(submitted.estimate, ONPREM_ESTIMATE);
     let hold = f.app.ledger.holds(true).await.unwrap().pop().unwrap();
     assert_eq!(hold.expires_at, begin + 3600 + 3600);
+    assert_eq!(
+        hold_expiry(&f, submitted.id).await,
+        bursar_gateway::timefmt::format_instant(begin + 3600 + 3600)
+    );
     // Seen waiting after its begin: one lifetime on from there, the wait not included.
     assert!(f
         .app
@@ -1179,6 +1189,9 @@ async fn a_job_told_to_wait_is_held_from_its_begin_and_deadlines_are_checked_fir
         assert!(err.to_string().contains(has), "{slurm}: {err}");
     }
     assert_eq!(f.balance("physics", "su").await.held, held_before);
+    // Cancelled: nothing held, no expiry.
+    f.admission.cancel(&alice(), submitted.id).await.unwrap();
+    assert_eq!(hold_expiry(&f, submitted.id).await, serde_json::Value::Null);
 
     // A shortest limit above the partition's default: that cluster is not eligible.
     let quote = f

@@ -1789,6 +1789,20 @@ fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothi
     assert_eq!(field(&ours, "TimeMin"), "00:05:00");
     assert_eq!(field(&ours, "MinTmpDiskNode"), "2G");
     assert_eq!(field(&ours, "Prefer"), "ib");
+    // Its hold lasts from the begin: the job view says until when.
+    let expires = gw.job(sub.id)["hold_expires_at"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let out = Command::new("date")
+        .args(["-u", "-d", "+9 days", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    let in_nine_days = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        expires.as_str() > in_nine_days.trim(),
+        "hold_expires_at {expires:?}, not after {in_nine_days}"
+    );
     let id = sub.id.to_string();
     gw.client_ok(&gw.alice, &["cancel", &id]);
     assert_eq!(gw.alice_held("physics", "su"), 0);

@@ -313,6 +313,8 @@ pub struct JobView {
     pub state: String,
     /// Micros still held for it.
     pub held: i64,
+    /// When that hold lapses unless more is heard of the job; `None` once nothing is held.
+    pub hold_expires_at: Option<i64>,
     /// The sum of its usage entries, when any were posted.
     pub charge: Option<i64>,
     pub settled_at: Option<i64>,
@@ -321,7 +323,7 @@ pub struct JobView {
 
 impl JobView {
     /// `{id, user, account, cluster, cluster_job_id, state, currency, estimate, hold, hold_id,
-    /// charge, submitted_at, settled_at}`.
+    /// hold_expires_at, charge, submitted_at, settled_at}`.
     pub fn to_json(&self) -> Value {
         let amount = |m: i64| format_micros(m, self.decimals);
         json!({
@@ -335,6 +337,7 @@ impl JobView {
             "estimate": amount(self.job.estimate),
             "hold": amount(self.held),
             "hold_id": self.job.hold_id,
+            "hold_expires_at": self.hold_expires_at.map(format_instant),
             "charge": self.charge.map(amount),
             "submitted_at": format_instant(self.job.submitted_at),
             "settled_at": self.settled_at.map(format_instant),
@@ -1524,10 +1527,9 @@ impl Admission {
             // The recorded state is the job's: closing a hold records its job's in the same
             // transaction (settled, cancelled, expired).
             let mut state = job.state.as_str();
-            let held = match hold {
-                Some(h) if state == "held" && h.state == HoldState::Active => h.amount,
-                _ => 0,
-            };
+            let active = hold.filter(|h| state == "held" && h.state == HoldState::Active);
+            let held = active.map_or(0, |h| h.amount);
+            let hold_expires_at = active.map(|h| h.expires_at);
             // A job that holds nothing was settled when its state was recorded so.
             let mut settled_at = match hold {
                 Some(h) => Some(h)
@@ -1605,6 +1607,7 @@ impl Admission {
                 job,
                 state,
                 held,
+                hold_expires_at,
                 charge,
                 settled_at,
                 decimals,
