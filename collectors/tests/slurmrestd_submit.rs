@@ -565,6 +565,7 @@ fn times_go_as_each_version_reads_them() {
         time_min: Some(30),
         tmp_disk_mb: Some(2048),
         prefer: Some("ib&skylake".into()),
+        required_nodes: Some("n[1-2]".into()),
         ..fixture_job()
     };
     for version in ApiVersion::ALL {
@@ -575,6 +576,12 @@ fn times_go_as_each_version_reads_them() {
             "{version}"
         );
         assert_eq!(body["job"]["prefer"], json!("ib&skylake"), "{version}");
+        let (key, nodes) = if version.is_data_parser() {
+            ("required_nodes", json!(["n[1-2]"]))
+        } else {
+            ("nodelist", json!("n[1-2]"))
+        };
+        assert_eq!(body["job"][key], nodes, "{version}");
     }
     let body = submit_body(ApiVersion::V0_0_38, &timed).unwrap();
     assert_eq!(body["job"]["begin_time"], json!("uts1795726800"));
@@ -656,6 +663,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         time_min: Some(30),
         tmp_disk_mb: Some(2048),
         prefer: Some("skylake".into()),
+        required_nodes: Some("n[1-2]".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -696,7 +704,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 41, "{version}: {job:?}");
+        assert_eq!(job.len(), 42, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -730,7 +738,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 46 * 6);
+    assert_eq!(checked, 47 * 6);
 }
 
 #[tokio::test]

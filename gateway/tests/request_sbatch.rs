@@ -580,6 +580,64 @@ fn begin_deadline_and_time_min_read_as_sbatch_reads_them() {
     for bad in [&["--tmp=lots"][..], &["--prefer="], &["--tmp=5P"]] {
         assert!(at(bad, SCRIPT).is_err(), "{bad:?}");
     }
+}
+
+#[test]
+fn a_node_list_runs_the_job_on_at_least_its_nodes_as_sbatch_does() {
+    let on = |words: &[&str]| {
+        let r = parse_ok(words);
+        (r.nodes, r.nodes_exact, r.ntasks, r.slurm.nodelist)
+    };
+    assert_eq!(
+        on(&["-w", "n[1-3]"]),
+        (3, true, 3, Some("n[1-3]".to_string())),
+        "one task per node, as sbatch"
+    );
+    assert_eq!(on(&["-w", "n[1-2],n2", "-n", "6"]).0, 2, "n2 counts once");
+    assert_eq!(
+        on(&["-N", "4", "--nodelist=n[1-2]"]).0,
+        4,
+        "-N asks for more"
+    );
+    assert_eq!(
+        on(&["-N", "1-5", "-w", "n[1-3]"]).0,
+        3,
+        "a range's minimum raised"
+    );
+    let script = "#!/bin/sh\n#SBATCH -w n1\ntrue\n";
+    let from_script = parse_sbatch(&args(&["-w", "n[1-2]"]), Some(script)).unwrap();
+    assert_eq!(from_script.nodes, 2, "the command line wins");
+    // Fewer tasks than names: as many names as tasks, the first in Slurm's order.
+    let fewer = parse_sbatch_command(&args(&["-w", "n[3,1-2]", "-n", "2"]), Some(SCRIPT)).unwrap();
+    assert_eq!(fewer.request.slurm.nodelist.as_deref(), Some("n1,n2"));
+    assert_eq!((fewer.request.nodes, fewer.request.ntasks), (2, 2));
+    assert!(
+        fewer
+            .notes
+            .iter()
+            .any(|n| n.contains("the job runs on n1,n2")),
+        "{:?}",
+        fewer.notes
+    );
+    // Priced for the nodes: at least one CPU on each.
+    assert_eq!(parse_ok(&["-w", "n[1-3]", "-n", "3"]).cpus(), 3);
+    for (words, has) in [
+        (&["-w", "./hosts"][..], "a file of node names"),
+        (&["-w", "n[1-"], "without its"),
+        (&["-w", "r[1-2]n[1-2]"], "one bracketed range"),
+    ] {
+        let error = parse(words).unwrap_err().to_string();
+        assert!(error.contains(has), "{words:?}: {error}");
+    }
+    // In JSON the node count must cover the list, as the client makes it.
+    let short: JobRequest =
+        serde_json::from_value(serde_json::json!({"slurm": {"nodelist": "n[1-2]"}})).unwrap();
+    let error = short.validate().unwrap_err().to_string();
+    assert!(error.contains("give -N 2"), "{error}");
+    let covered: JobRequest =
+        serde_json::from_value(serde_json::json!({"nodes": 2, "slurm": {"nodelist": "n[1-2]"}}))
+            .unwrap();
+    assert!(covered.validate().is_ok());
     assert!(serde_json::from_str::<JobRequest>(r#"{"slurm": {"begin": "tomorrow"}}"#).is_err());
     let too_early: JobRequest = serde_json::from_str(r#"{"slurm": {"begin": 5}}"#).unwrap();
     assert!(too_early.validate().is_err());
@@ -594,8 +652,8 @@ fn refuses_what_it_cannot_carry() {
         }
         other => panic!("{words:?}: {other:?}"),
     };
-    unsupported(&["--nodelist=n1"], "--nodelist", "not supported");
-    unsupported(&["-w", "n1"], "-w", "not supported");
+    unsupported(&["--hint=nomultithread"], "--hint", "not supported");
+    unsupported(&["-B", "2:4"], "-B", "not supported");
     unsupported(&["--bogus"], "--bogus", "not supported");
     unsupported(&["--acc=physics"], "--acc", "did you mean --account");
     unsupported(&["--ntasks-per-gpu=1"], "--ntasks-per-gpu", "GPU-relative");
@@ -1101,7 +1159,7 @@ fn splits_argv_like_sbatch() {
     assert_eq!(split.script_args, args(&["a"]));
 
     assert!(matches!(
-        split_sbatch_args(&args(&["--nodelist", "n1", "job.sh"])),
+        split_sbatch_args(&args(&["--hint", "nomultithread", "job.sh"])),
         Err(RequestError::UnsupportedOption { .. })
     ));
     // the pieces feed parse_sbatch
@@ -1486,6 +1544,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
         proptest::option::of(1u64..100_000),
         proptest::option::of(0u64..10_000_000),
         proptest::option::of("[a-z]{1,6}(&[a-z]{1,4})?"),
+        any::<bool>(),
     );
     let slurm = (slurm, times).prop_map(
         |(
@@ -1502,7 +1561,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 dependency,
                 kill_on_invalid_dep,
             ),
-            (begin, after_begin, time_min, tmp_mb, prefer),
+            (begin, after_begin, time_min, tmp_mb, prefer, on_n1),
         )| SlurmOptions {
             signal,
             requeue,
@@ -1521,6 +1580,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
             time_min,
             tmp_mb,
             prefer,
+            // one node: within any job's node count
+            nodelist: on_n1.then(|| "n1".to_string()),
         },
     );
     (shape, names, texts, slurm).prop_map(

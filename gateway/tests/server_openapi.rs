@@ -133,9 +133,9 @@ fn the_job_request_schema_lists_every_field() {
         partition: Some("batch".into()),
         qos: Some("normal".into()),
         clusters: vec!["onprem".into()],
-        nodes: 1,
+        nodes: 2,
         nodes_exact: true,
-        ntasks: 1,
+        ntasks: 2,
         ntasks_per_node: Some(1),
         cpus_per_task: 1,
         cpus_per_task_given: true,
@@ -165,7 +165,7 @@ fn the_job_request_schema_lists_every_field() {
             "reservation": "maint", "wckey": "w", "exclude": "n[1-2]", "input": "/dev/null",
             "no_kill": true, "dependency": "afterok:1", "kill_on_invalid_dep": false,
             "begin": 1_796_144_400, "deadline": "2026-12-02T18:00:00+01:00", "time_min": 30,
-            "tmp_mb": 2048, "prefer": "skylake"
+            "tmp_mb": 2048, "prefer": "skylake", "nodelist": "op-n[1-2]"
         }))
         .unwrap(),
         dstack: dstack.dstack,

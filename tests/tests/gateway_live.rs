@@ -1760,6 +1760,10 @@ fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothi
         "--time-min=5",
         "--tmp=2G",
         "--prefer=ib",
+        "-w",
+        "op-n[1-2]",
+        "-n",
+        "2",
     ];
     let (sub, ours, direct, theirs) = held_both_ways(&gw, "onprem", &options, script);
     for key in [
@@ -1769,6 +1773,9 @@ fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothi
         "TimeLimit",
         "MinTmpDiskNode",
         "Prefer",
+        "ReqNodeList",
+        "NumCPUs",
+        "NumTasks",
     ] {
         assert_eq!(
             ours.get(key),
@@ -1789,6 +1796,26 @@ fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothi
     assert_eq!(field(&ours, "TimeMin"), "00:05:00");
     assert_eq!(field(&ours, "MinTmpDiskNode"), "2G");
     assert_eq!(field(&ours, "Prefer"), "ib");
+    // -w names two nodes: the job runs on both, one task each, and is priced so (a CPU and
+    // DefMemPerCPU on each, for the 10-minute limit). sbatch asks for at least two nodes
+    // (`NumNodes=2`); bursar pins the count it priced.
+    assert_eq!(field(&ours, "ReqNodeList"), "op-n[1-2]");
+    assert_eq!(field(&ours, "NumNodes"), "2-2");
+    let held = micros(gw.job(sub.id)["estimate"].as_str().unwrap());
+    assert_eq!(held, cost_micros(&ONPREM, 2, 2000, 0, 600));
+    // Fewer tasks than names: sbatch keeps as many names as tasks, and so does bursar.
+    let (trimmed, ours_1, direct_1, theirs_1) =
+        held_both_ways(&gw, "onprem", &["-n", "1", "-w", "op-n[1-2]"], script);
+    for key in ["ReqNodeList", "NumCPUs"] {
+        assert_eq!(
+            ours_1.get(key),
+            theirs_1.get(key),
+            "{key}: bursar's job {} against sbatch's {direct_1}",
+            trimmed.cluster_job_id
+        );
+    }
+    assert_eq!(field(&ours_1, "ReqNodeList"), "op-n1");
+    gw.client_ok(&gw.alice, &["cancel", &trimmed.id.to_string()]);
     // Its hold lasts from the begin: the job view says until when.
     let expires = gw.job(sub.id)["hold_expires_at"]
         .as_str()

@@ -557,7 +557,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 31] = [
+const SHAPE: [&str; 32] = [
     "UserId",
     "Account",
     "QOS",
@@ -594,6 +594,8 @@ const SHAPE: [&str; 31] = [
     // --tmp and --prefer.
     "MinTmpDiskNode",
     "Prefer",
+    // -w: `ReqNodeList=nx-n[1-2]`.
+    "ReqNodeList",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -626,7 +628,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let (begin_day, deadline_day) = (day(10), day(11));
     let begin = format!("--begin={begin_day}T10:00");
     let deadline = format!("--deadline={deadline_day}T10:00");
-    let cases: [&[&str]; 11] = [
+    let cases: [&[&str]; 12] = [
         &["-t", "5"],
         &[
             "-N",
@@ -684,6 +686,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "-t",
             "5",
         ],
+        &["-w", "nx-n[1-2]", "-t", "5"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -708,12 +711,19 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             let direct = sbatch(&gw.dev, "alice", &sbatch_args, None);
             gw.jobs.push(direct.clone());
             let mut through_sbatch = scontrol_shape(&gw.dev, &direct);
-            if case.iter().any(|a| a.starts_with("--gres")) {
-                // A job with resources per node runs on the nodes it is priced for, and no
-                // more: bursar pins sbatch's default of one node as a maximum too.
+            if case.iter().any(|a| a.starts_with("--gres") || *a == "-w") {
+                // A job with resources per node (or nodes named with -w) runs on the nodes
+                // it is priced for, and no more: bursar pins sbatch's minimum (its default of
+                // one node, or the names' count) as a maximum too.
+                // (24.11's sbatch pins -w's count itself: `2-2`.)
                 let nodes = through_sbatch.get("NumNodes").cloned().unwrap_or_default();
-                assert_eq!(nodes, "1", "{version} {case:?}: sbatch's NumNodes");
-                through_sbatch.insert("NumNodes".into(), "1-1".into());
+                let min = nodes.split('-').next().unwrap_or_default().to_string();
+                let expected = if case.contains(&"-w") { "2" } else { "1" };
+                assert_eq!(
+                    min, expected,
+                    "{version} {case:?}: sbatch's NumNodes {nodes}"
+                );
+                through_sbatch.insert("NumNodes".into(), format!("{min}-{min}"));
             }
             assert_eq!(
                 through_bursar, through_sbatch,
@@ -740,7 +750,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 assert_eq!(through_bursar["MinTmpDiskNode"], "2G");
                 assert_eq!(through_bursar["Prefer"], "ib");
             }
-            if case.iter().any(|a| a.contains("-per-gpu")) {
+            if case.iter().any(|a| a.contains("-per-gpu") || *a == "-w") {
                 // The hold is the price of what Slurm will allocate: its ReqTRES for the
                 // time limit (5 minutes), as sacct's AllocTRES prices a finished job.
                 let tres = parse_tres(&through_bursar["ReqTRES"]);

@@ -110,6 +110,9 @@ pub struct JobSubmission {
     pub tmp_disk_mb: Option<u32>,
     /// `--prefer`: preferred node features (`prefer`).
     pub prefer: Option<String>,
+    /// `-w/--nodelist`: a Slurm host list the job must run on (`nodelist` at v0.0.38,
+    /// `required_nodes` from v0.0.40, one entry as `excluded_nodes`).
+    pub required_nodes: Option<String>,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -513,6 +516,13 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let Some(prefer) = &job.prefer {
         put("prefer", json!(prefer));
+    }
+    if let Some(nodes) = &job.required_nodes {
+        if modern {
+            put("required_nodes", json!([nodes]));
+        } else {
+            put("nodelist", json!(nodes));
+        }
     }
     if let Some(minutes) = job.time_min {
         put(

@@ -316,6 +316,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
             .map(|mb| u32::try_from(mb).map_err(|_| "--tmp is too large"))
             .transpose()?,
         prefer: r.slurm.prefer.clone(),
+        required_nodes: r.slurm.nodelist.clone(),
     })
 }
 

@@ -38,6 +38,7 @@ pub mod array;
 pub mod dstack;
 mod error;
 mod gpu;
+pub mod hostlist;
 pub mod sbatch;
 mod slurm;
 mod time;
@@ -787,6 +788,19 @@ impl JobRequest {
             }
             _ => {}
         }
+        // sbatch runs the job on every node -w names (and more when -N asks for more).
+        if let Some(list) = &self.slurm.nodelist {
+            let named = hostlist::hosts(list)
+                .map_err(|why| RequestError::invalid_value("--nodelist", list, why))?
+                .len();
+            if u64::from(self.nodes) < named as u64 {
+                return invalid(format!(
+                    "--nodelist names {named} nodes and the job asks for {}: give -N {named} \
+                     (nodes: {named}), as sbatch would run it on all of them",
+                    self.nodes
+                ));
+            }
+        }
         // slurmctld's ESLURM_INVALID_TIME_MIN_LIMIT; against a partition's default limit the
         // quote checks it.
         if let (Some(min), Some(limit)) = (self.slurm.time_min, self.time_limit_min) {
@@ -978,6 +992,7 @@ impl JobRequest {
         );
         put("tmp", slurm.tmp_mb.map(format_slurm_megabytes));
         put("prefer", slurm.prefer.clone());
+        put("nodelist", slurm.nodelist.clone());
         put(
             "kill-on-invalid-dep",
             slurm

@@ -31,6 +31,7 @@
 //! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]`, `-d/--dependency` (with one cluster named by `-M`: job ids belong to one cluster), `--kill-on-invalid-dep` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
 //! | `-b/--begin=TIME`, `--deadline=TIME` | [`Moment`]: the forms of Slurm's `parse_time` (`now+1hour`, `18:00`, `tomorrow`, `2026-12-01T09:00`, `12/01`, `teatime`, `uts1796144400`), read on the submitting machine's clock and zone as sbatch reads them ([`parse_sbatch_command_at`]; where bursar reads one differently: [`super::when`]); the request carries Unix seconds ([`SlurmOptions::begin`]). The hold's lifetime counts from the begin (at most `holds.max_begin_ahead` ahead); a deadline that has passed, comes before the begin, or leaves less than `--time-min` is refused before anything is held |
 //! | `--time-min=TIME` | the `--time` formats; the shortest limit Slurm may cut the job's to (backfill). Priced and held at the full limit; longer than the limit (given, or the partition's default) is refused, as slurmctld refuses it; `0`/`UNLIMITED` too (slurmctld reads them as no limit, above any) |
+//! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on at least the nodes it names, as sbatch runs it (`-N` raised to their count, and pinned), and is priced for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch keeps them (with a note). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
@@ -71,6 +72,7 @@
 
 use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
+use super::hostlist;
 use super::slurm::parse_nice;
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
@@ -134,6 +136,8 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
                                 to start it sooner (priced at the full --time)
       --tmp=SIZE                temporary disk each node must have (4000, 4G)
       --prefer=FEATURES         node features preferred but not required
+  -w, --nodelist=NODES          run on these nodes (n[1-3],gpu01), and so on at
+                                least that many (priced so)
       --propagate[=LIMITS]      give the job these limits of this shell (ALL, NONE,
                                 STACK,NOFILE,...)
   -H, --hold                    submit the job held (release it with scontrol release)
@@ -618,6 +622,7 @@ enum Opt {
     TimeMin,
     Tmp,
     Prefer,
+    Nodelist,
     Propagate,
     Hold,
     Array,
@@ -704,6 +709,7 @@ const OPTIONS: &[Spec] = &[
     spec("time-min", None, Opt::TimeMin, Arg::Required),
     spec("tmp", None, Opt::Tmp, Arg::Required),
     spec("prefer", None, Opt::Prefer, Arg::Required),
+    spec("nodelist", Some('w'), Opt::Nodelist, Arg::Required),
     spec("propagate", None, Opt::Propagate, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
@@ -821,6 +827,7 @@ struct Directives {
     time_min: Option<TimeLimit>,
     tmp: Option<u64>,
     prefer: Option<String>,
+    nodelist: Option<String>,
     propagate: Option<Vec<String>>,
     hold: bool,
     array: Option<ArraySpec>,
@@ -944,6 +951,19 @@ fn count(option: &str, value: &str) -> Result<u32, RequestError> {
         .map_err(|_| RequestError::invalid_value(option, value, "the number is too large"))
 }
 
+/// Node names as Slurm writes them (`-x`, `-w`); a path is a file sbatch would read.
+fn node_names(option: &str, value: &str) -> Result<String, RequestError> {
+    if value.contains('/') {
+        return Err(RequestError::invalid_value(
+            option,
+            value,
+            "a file of node names is read by sbatch on the login node, which bursar does not \
+             do: write the names (n[1-3],gpu01)",
+        ));
+    }
+    text(option, value)
+}
+
 /// A `--time`-style length, the error naming the option typed.
 fn time_limit(option: &str, value: &str) -> Result<TimeLimit, RequestError> {
     TimeLimit::parse(value).map_err(|e| match e {
@@ -1065,6 +1085,12 @@ impl Directives {
                 )
             }
             Opt::Prefer => self.prefer = Some(text(typed, v)?),
+            Opt::Nodelist => {
+                let names = node_names(typed, v)?;
+                hostlist::hosts(&names)
+                    .map_err(|why| RequestError::invalid_value(typed, v, why))?;
+                self.nodelist = Some(names);
+            }
             Opt::Begin => self.begin = Some(moment(typed, v)?),
             Opt::Deadline => self.deadline = Some(moment(typed, v)?),
             Opt::JobName => self.job_name = Some(text(typed, v)?),
@@ -1117,17 +1143,7 @@ impl Directives {
             }
             Opt::Reservation => self.reservation = Some(text(typed, v)?),
             Opt::Wckey => self.wckey = Some(text(typed, v)?),
-            Opt::Exclude => {
-                if v.contains('/') {
-                    return Err(RequestError::invalid_value(
-                        typed,
-                        v,
-                        "a file of node names is read by sbatch on the login node, which \
-                         bursar does not do: write the names (n[1-3],gpu01)",
-                    ));
-                }
-                self.exclude = Some(text(typed, v)?)
-            }
+            Opt::Exclude => self.exclude = Some(node_names(typed, v)?),
             Opt::Input => self.input = Some(file_name(typed, v)?),
             Opt::NoKill => {
                 // As sbatch: no value or `set` turns it on, `off` or `no` off.
@@ -1268,6 +1284,7 @@ impl Directives {
             time_min: cli.time_min.or(script.time_min),
             tmp: cli.tmp.or(script.tmp),
             prefer: cli.prefer.or(script.prefer),
+            nodelist: cli.nodelist.or(script.nodelist),
             propagate: cli.propagate.or(script.propagate),
             hold: cli.hold || script.hold,
             array: cli.array.or(script.array),
@@ -1281,7 +1298,27 @@ impl Directives {
 
     /// sbatch's defaults and adjustments (`_opt_verify`), then the request; times are read
     /// on `clock`.
-    fn resolve(self, clock: &Clock) -> Result<SbatchCommand, RequestError> {
+    fn resolve(mut self, clock: &Clock) -> Result<SbatchCommand, RequestError> {
+        // -w: at least the nodes it names (sbatch's `_opt_verify`), so priced and pinned;
+        // fewer tasks than names keep as many names as tasks, as sbatch keeps them.
+        if let Some(list) = &self.nodelist {
+            let names = hostlist::hosts(list)
+                .map_err(|why| RequestError::invalid_value("--nodelist", list, why))?;
+            let mut named = u32::try_from(names.len()).unwrap_or(u32::MAX);
+            if let Some(tasks) = self.ntasks.filter(|n| (1..named).contains(n)) {
+                let kept = hostlist::first_sorted(&names, tasks as usize).join(",");
+                self.notes.push(format!(
+                    "can't run {tasks} task(s) on the {named} nodes --nodelist={list} names: \
+                     the job runs on {kept}, as sbatch keeps them"
+                ));
+                self.nodelist = Some(kept);
+                named = tasks;
+            }
+            self.nodes = Some(match self.nodes {
+                Some((min, max)) => (min.max(named), max.max(named)),
+                None => (named, named),
+            });
+        }
         let mut notes = self.notes;
         let mut place = |option: &str, moment: Option<Moment>, what: &str| {
             let Some(moment) = moment else {
@@ -1439,6 +1476,7 @@ impl Directives {
                 time_min: self.time_min.and_then(TimeLimit::minutes),
                 tmp_mb: self.tmp,
                 prefer: self.prefer,
+                nodelist: self.nodelist,
             },
             ..JobRequest::default()
         };

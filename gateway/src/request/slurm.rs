@@ -1,7 +1,8 @@
 //! [`SlurmOptions`]: sbatch options that change how Slurm runs a job but not what it costs
 //! (`--signal`, `--requeue`, `--open-mode`, `--nice`, `--reservation`, `--wckey`, `--exclude`,
 //! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`, `--begin`, `--deadline`,
-//! `--time-min`, `--tmp`, `--prefer`). They are forwarded to a Slurm cluster as given and never priced;
+//! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced). They are
+//! forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
 use std::fmt;
@@ -83,6 +84,10 @@ pub struct SlurmOptions {
     /// `--prefer`: node features preferred but not required, as `-C` writes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefer: Option<String>,
+    /// `-w/--nodelist`: nodes the job must run on, as Slurm writes host lists (`n[1-3]`). The
+    /// job gets at least that many nodes ([`super::hostlist`]), and is priced so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodelist: Option<String>,
 }
 
 /// A Unix time in JSON: whole seconds, or RFC 3339 text (`2026-12-01T18:00:00+01:00`).
@@ -138,6 +143,7 @@ impl SlurmOptions {
         note(self.time_min.is_some(), "--time-min");
         note(self.tmp_mb.is_some(), "--tmp");
         note(self.prefer.is_some(), "--prefer");
+        note(self.nodelist.is_some(), "--nodelist");
         given
     }
 
@@ -150,6 +156,7 @@ impl SlurmOptions {
             ("--input", &self.input),
             ("--dependency", &self.dependency),
             ("--prefer", &self.prefer),
+            ("--nodelist", &self.nodelist),
         ] {
             if let Some(value) = value {
                 super::check_text(option, value)?;
