@@ -290,6 +290,12 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     // ... unless the user asked for its one node (-N 1): then it stays on one node.
     let one_node = slurm_submission(&job(json!({"nodes": 1, "ntasks": 8}))).unwrap();
     assert_eq!(one_node.nodes, Some(1));
+    // ... or named it (-w): Slurm would take the count from the list.
+    let named = slurm_submission(&job(json!({"ntasks": 2, "slurm": {"nodelist": "n1"}}))).unwrap();
+    assert_eq!(
+        (named.nodes, named.required_nodes.as_deref()),
+        (Some(1), Some("n1"))
+    );
     // GPUs per task and memory, CPUs per GPU go as given; --gpus with --cpus-per-gpu is pinned
     // (Slurm gives each node CPUs for the GPUs it places there), per-task GPUs are not.
     let per_task = slurm_submission(&job(json!({"ntasks": 4,

@@ -593,7 +593,7 @@ fn a_node_list_runs_the_job_on_at_least_its_nodes_as_sbatch_does() {
         (3, true, 3, Some("n[1-3]".to_string())),
         "one task per node, as sbatch"
     );
-    assert_eq!(on(&["-w", "n[1-2],n2", "-n", "6"]).0, 2, "n2 counts once");
+    assert_eq!(on(&["-w", "n[1-2]", "-n", "6"]).0, 2);
     assert_eq!(
         on(&["-N", "4", "--nodelist=n[1-2]"]).0,
         4,
@@ -625,6 +625,9 @@ fn a_node_list_runs_the_job_on_at_least_its_nodes_as_sbatch_does() {
         (&["-w", "./hosts"][..], "a file of node names"),
         (&["-w", "n[1-"], "without its"),
         (&["-w", "r[1-2]n[1-2]"], "one bracketed range"),
+        (&["-w", "n[1-2],n2"], "names n2 twice"),
+        (&["-w", "feature{gpu}"], "host list functions"),
+        (&["-N", "2", "-w", "n[1-4]"], "allows at most 2"),
     ] {
         let error = parse(words).unwrap_err().to_string();
         assert!(error.contains(has), "{words:?}: {error}");

@@ -213,7 +213,9 @@ fn pinned_nodes(r: &JobRequest) -> Option<u32> {
         // Slurm gives each node CPUs for the GPUs it places there: spread over more nodes,
         // a job's GPUs could bring more CPUs than priced.
         || (r.cpus_per_gpu.is_some() && r.gpus.as_ref().is_some_and(|g| g.per == GpuPer::PerJob));
-    (r.nodes > 1 || r.nodes_exact || per_node).then_some(r.nodes)
+    // Named nodes: Slurm would otherwise take its count from the list.
+    let named = r.slurm.nodelist.is_some();
+    (r.nodes > 1 || r.nodes_exact || per_node || named).then_some(r.nodes)
 }
 
 /// `--signal` as the slurmrestd client takes it.

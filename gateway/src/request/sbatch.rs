@@ -31,7 +31,7 @@
 //! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]`, `-d/--dependency` (with one cluster named by `-M`: job ids belong to one cluster), `--kill-on-invalid-dep` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
 //! | `-b/--begin=TIME`, `--deadline=TIME` | [`Moment`]: the forms of Slurm's `parse_time` (`now+1hour`, `18:00`, `tomorrow`, `2026-12-01T09:00`, `12/01`, `teatime`, `uts1796144400`), read on the submitting machine's clock and zone as sbatch reads them ([`parse_sbatch_command_at`]; where bursar reads one differently: [`super::when`]); the request carries Unix seconds ([`SlurmOptions::begin`]). The hold's lifetime counts from the begin (at most `holds.max_begin_ahead` ahead); a deadline that has passed, comes before the begin, or leaves less than `--time-min` is refused before anything is held |
 //! | `--time-min=TIME` | the `--time` formats; the shortest limit Slurm may cut the job's to (backfill). Priced and held at the full limit; longer than the limit (given, or the partition's default) is refused, as slurmctld refuses it; `0`/`UNLIMITED` too (slurmctld reads them as no limit, above any) |
-//! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on at least the nodes it names, as sbatch runs it (`-N` raised to their count, and pinned), and is priced for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch keeps them (with a note). Node names belong to one cluster |
+//! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on the nodes it names (one task per node without `-n`; a `-N` minimum below their count raised to it, a maximum below it refused: Slurm 22.05 refuses it and later versions pick some of the names), and is priced and pinned for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch 22.05 keeps them (with a note; later sbatch leaves Slurm to pick among them, so bursar's pick is one Slurm could make). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
@@ -1315,7 +1315,15 @@ impl Directives {
                 named = tasks;
             }
             self.nodes = Some(match self.nodes {
-                Some((min, max)) => (min.max(named), max.max(named)),
+                // sbatch 22.05 refuses this, later ones run the job on some of the names:
+                // which, and so what it costs, bursar cannot tell.
+                Some((_, max)) if max < named => {
+                    return Err(RequestError::Invalid(format!(
+                        "--nodelist names {named} nodes and --nodes allows at most {max}: name \
+                         only the nodes the job should run on"
+                    )))
+                }
+                Some((min, max)) => (min.max(named), max),
                 None => (named, named),
             });
         }
