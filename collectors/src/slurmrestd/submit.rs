@@ -474,12 +474,17 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(wckey) = &job.wckey {
         put("wckey", json!(wckey));
     }
-    if let Some(nodes) = &job.excluded_nodes {
-        if modern {
-            // One entry: slurmctld joins the list with commas, so `n[1,3]` stays whole.
-            put("excluded_nodes", json!([nodes]));
-        } else {
-            put("exclude_nodes", json!(nodes));
+    // Node lists: (v0.0.38 key, data parser key). From v0.0.40 one entry: slurmctld joins the
+    // list with commas, so `n[1,3]` stays whole.
+    for (nodes, (old, new)) in [
+        (&job.excluded_nodes, ("exclude_nodes", "excluded_nodes")),
+        (&job.required_nodes, ("nodelist", "required_nodes")),
+    ] {
+        if let Some(nodes) = nodes {
+            put(
+                if modern { new } else { old },
+                if modern { json!([nodes]) } else { json!(nodes) },
+            );
         }
     }
     if let Some(input) = &job.standard_input {
@@ -516,13 +521,6 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let Some(prefer) = &job.prefer {
         put("prefer", json!(prefer));
-    }
-    if let Some(nodes) = &job.required_nodes {
-        if modern {
-            put("required_nodes", json!([nodes]));
-        } else {
-            put("nodelist", json!(nodes));
-        }
     }
     if let Some(minutes) = job.time_min {
         put(
