@@ -7,8 +7,9 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bursar_collectors::slurmrestd::{
-    mail_events, submit_body, ApiSelection, ApiVersion, GpuRequest, JobSubmission, KillWarning,
-    RestError, SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
+    argv_breaks, mail_events, submit_body, ApiSelection, ApiVersion, GpuRequest, JobSubmission,
+    KillWarning, RestError, SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob,
+    Window,
 };
 use common::*;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -623,6 +624,33 @@ fn times_go_as_each_version_reads_them() {
     }
 }
 
+/// The script's command line is `argv` in every version, as given (22.05's slurmrestd reads
+/// it into sbatch's own `script_argv`); none is sent without one, and NUL is refused.
+#[test]
+fn the_script_s_command_line_is_argv_in_every_version() {
+    let argv: Vec<String> = ["/home/alice/job.sh", "in.dat", "two words", "", "-n"]
+        .map(String::from)
+        .to_vec();
+    let with_args = JobSubmission {
+        argv: argv.clone(),
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &with_args).unwrap();
+        assert_eq!(body["job"]["argv"], json!(argv), "{version}");
+        let plain = submit_body(version, &fixture_job()).unwrap();
+        assert_eq!(plain["job"].get("argv"), None, "{version}");
+        let nul = JobSubmission {
+            argv: vec!["/home/alice/job.sh".into(), "a\0b".into()],
+            ..fixture_job()
+        };
+        assert!(matches!(
+            submit_body(version, &nul),
+            Err(RestError::InvalidRequest(_))
+        ));
+    }
+}
+
 /// Every field bursar sends in `job` is one the version's published submit schema has, with
 /// the schema's JSON type (v0.0.40–v0.0.45; the fields come from the specs through
 /// `build_submit_fields.py`).
@@ -664,6 +692,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         tmp_disk_mb: Some(2048),
         prefer: Some("skylake".into()),
         required_nodes: Some("n[1-2]".into()),
+        argv: vec!["/home/alice/job.sh".into(), "in.dat".into()],
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -704,7 +733,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 42, "{version}: {job:?}");
+        assert_eq!(job.len(), 43, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -738,7 +767,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 47 * 6);
+    assert_eq!(checked, 48 * 6);
 }
 
 #[tokio::test]
@@ -782,6 +811,114 @@ async fn submit_as_a_user_sends_their_minted_token_and_the_versions_body() {
             "alice",
             "minted for the user acted as"
         );
+    }
+}
+
+/// 22.05.0 – 22.05.8's slurmrestd dies on a job's `argv`: the release is asked once (a
+/// ping), and there a job with arguments is refused before anything is sent, the script's
+/// path alone is left out; from 22.05.9 (and at every data_parser version) `argv` goes.
+#[tokio::test]
+async fn argv_goes_only_to_a_slurmrestd_that_survives_it() {
+    for (release, sent) in [("22.05.8", false), ("22.05.9", true), ("23.02.0", true)] {
+        let server = MockServer::start().await;
+        let ping = fixture("real-22.05/ping.json").replace("22.05.8", release);
+        Mock::given(method("GET"))
+            .and(path("/slurm/v0.0.38/ping"))
+            .respond_with(json_answer(200, ping))
+            .expect(1)
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/slurm/v0.0.38/job/submit"))
+            .respond_with(json_answer(200, fixture("real-22.05/submit-alice.json")))
+            .mount(&server)
+            .await;
+        let (client, _key) = client(&server, Some(ApiVersion::V0_0_38));
+        assert_eq!(client.known_argv_refusal(), None, "unknown before asking");
+        let with_args = JobSubmission {
+            argv: vec!["/home/alice/job.sh".into(), "in.dat".into()],
+            ..fixture_job()
+        };
+        let path_only = JobSubmission {
+            argv: vec!["/home/alice/job.sh".into()],
+            ..fixture_job()
+        };
+        let answer = client.submit_job("alice", &with_args).await;
+        if sent {
+            answer.unwrap();
+        } else {
+            let err = answer.unwrap_err();
+            assert!(matches!(err, RestError::InvalidRequest(_)), "{err:?}");
+            assert!(err.to_string().contains("Slurm 22.05.8"), "{err}");
+            let known = client.known_argv_refusal().expect("known once asked");
+            assert!(err.to_string().contains(&known), "{err} / {known}");
+        }
+        client.submit_job("alice", &path_only).await.unwrap();
+        let bodies: Vec<Value> = server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.method.as_str() == "POST")
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect();
+        let argvs: Vec<Value> = bodies.iter().map(|b| b["job"]["argv"].clone()).collect();
+        if sent {
+            assert_eq!(
+                argvs,
+                [
+                    json!(["/home/alice/job.sh", "in.dat"]),
+                    json!(["/home/alice/job.sh"])
+                ],
+                "{release}"
+            );
+        } else {
+            assert_eq!(
+                argvs,
+                [Value::Null],
+                "{release}: nothing with arguments was sent"
+            );
+        }
+    }
+    // No ping at data_parser versions: argv always goes.
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(json_answer(
+            200,
+            fixture("constructed/slurm_v0.0.41plus_job_submit_resp.json"),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (client, _key) = client(&server, Some(ApiVersion::V0_0_41));
+    let job = JobSubmission {
+        argv: vec!["/home/alice/job.sh".into(), "x".into()],
+        ..fixture_job()
+    };
+    client.submit_job("alice", &job).await.unwrap();
+    assert_eq!(server.received_requests().await.unwrap().len(), 1);
+}
+
+#[test]
+fn releases_whose_slurmrestd_breaks_on_argv() {
+    for (release, breaks) in [
+        (Some("22.05.8"), true),
+        (Some("22.05.0"), true),
+        (Some("21.08.8-2"), true),
+        (Some("22.05.9"), false),
+        (Some("22.05.11"), false),
+        (Some("23.02.0-0rc1"), false),
+        (Some("23.11.10"), false),
+        (Some("garbage"), true),
+        (Some("22.05"), true),
+        (None, true),
+    ] {
+        assert_eq!(
+            argv_breaks(ApiVersion::V0_0_38, release),
+            breaks,
+            "{release:?}"
+        );
+        assert!(!argv_breaks(ApiVersion::V0_0_40, release));
     }
 }
 

@@ -332,6 +332,17 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     let s = slurm_submission(&job(json!({"array": "[0-5:2]%2"}))).unwrap();
     assert_eq!(s.array.as_deref(), Some("[0-5:2]%2"));
     assert_eq!(slurm_submission(&job(json!({}))).unwrap().array, None);
+    // The script's command line: its path, then its arguments; an API request without a path
+    // stands the job's name in for it; --wrap and a path-less, argument-less script send none.
+    let s = slurm_submission(&job(json!({"script_path": "/home/alice/job.sh",
+        "script_args": ["in.dat", ""]})))
+    .unwrap();
+    assert_eq!(s.argv, ["/home/alice/job.sh", "in.dat", ""]);
+    let s = slurm_submission(&job(json!({"script_path": "/home/alice/job.sh"}))).unwrap();
+    assert_eq!(s.argv, ["/home/alice/job.sh"]);
+    let s = slurm_submission(&job(json!({"job_name": "train", "script_args": ["x"]}))).unwrap();
+    assert_eq!(s.argv, ["train", "x"]);
+    assert!(slurm_submission(&job(json!({}))).unwrap().argv.is_empty());
 }
 
 #[tokio::test]

@@ -484,6 +484,10 @@ async fn bad_options_are_refused_before_any_call() {
     let home = Home::new();
     home.write("job.sh", SCRIPT);
     home.write("notascript", "srun hostname\n");
+    home.write(
+        "train.dstack.yml",
+        "type: task\ncommands: [python train.py]\nresources: {cpu: 2}\nmax_duration: 1h\n",
+    );
     for (args, expected) in [
         (
             &["submit", "--array=5-2", "job.sh"][..],
@@ -498,8 +502,12 @@ async fn bad_options_are_refused_before_any_call() {
             "cannot read the job script missing.sh",
         ),
         (
-            &["submit", "job.sh", "arg1"][..],
-            "arguments after the job script (arg1)",
+            &["submit", "--wrap=true", "job.sh"][..],
+            "Script arguments not permitted with --wrap option",
+        ),
+        (
+            &["submit", "train.dstack.yml", "arg1"][..],
+            "a dstack task file takes no arguments (arg1)",
         ),
         (&["submit"][..], "no job script"),
     ] {
@@ -508,6 +516,74 @@ async fn bad_options_are_refused_before_any_call() {
         assert!(run.stderr.contains(expected), "{args:?}: {run:?}");
     }
     assert!(server.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_script_s_arguments_and_full_path_are_sent_as_sbatch_sends_them() {
+    let server = accepting_server().await;
+    let home = Home::new();
+    home.write("job.sh", SCRIPT);
+    std::fs::create_dir(home.path().join("sub")).unwrap();
+    home.write("sub/run.sh", SCRIPT);
+    let cwd = home.path().canonicalize().unwrap();
+    let cwd = cwd.to_str().unwrap();
+    // Options after the script are its arguments, as in sbatch; so is an empty word.
+    let runs: [(&[&str], String, Value); 3] = [
+        (
+            &[
+                "submit",
+                "-A",
+                "physics",
+                "job.sh",
+                "in.dat",
+                "two words",
+                "",
+                "-n",
+                "4",
+            ],
+            format!("{cwd}/job.sh"),
+            json!(["in.dat", "two words", "", "-n", "4"]),
+        ),
+        (
+            &["submit", "-A", "physics", "./sub/run.sh", "--", "x"],
+            format!("{cwd}/./sub/run.sh"),
+            json!(["--", "x"]),
+        ),
+        (
+            &["submit", "-A", "physics", "--", "sub/run.sh"],
+            format!("{cwd}/sub/run.sh"),
+            Value::Null,
+        ),
+    ];
+    for (args, _, _) in &runs {
+        let run = bursar(args, &home, &server.uri()).await;
+        assert_eq!(run.code, 0, "{args:?}: {run:?}");
+    }
+    let sent = bodies(&server, "POST", "/v1/jobs").await;
+    assert_eq!(sent.len(), runs.len());
+    for ((args, path, script_args), body) in runs.iter().zip(&sent) {
+        assert_eq!(body["script_path"], path.as_str(), "{args:?}: {body}");
+        assert_eq!(
+            body.get("script_args").cloned().unwrap_or(Value::Null),
+            *script_args
+        );
+        // The 4 tasks of the first were the script's argument, not -n.
+        assert_eq!(body["ntasks"], 1, "{args:?}");
+        let request: bursar_gateway::request::JobRequest =
+            serde_json::from_value(body.clone()).unwrap();
+        request.validate().unwrap();
+    }
+    // An absolute path is sent as given.
+    let absolute = format!("{cwd}/job.sh");
+    let run = bursar(
+        &["submit", "-A", "physics", &absolute],
+        &home,
+        &server.uri(),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies = bodies(&server, "POST", "/v1/jobs").await;
+    assert_eq!(bodies.last().unwrap()["script_path"], absolute.as_str());
 }
 
 #[tokio::test]

@@ -1328,6 +1328,44 @@ fn json_shape_and_defaults() {
     let back: JobRequest = serde_json::from_value(json).unwrap();
     assert_eq!(back, full);
 
+    // A script's path and arguments round-trip, and belong to a script alone.
+    let r: JobRequest = serde_json::from_str(
+        r##"{"script": "#!/bin/sh\ntrue\n", "script_path": "/home/a/job.sh", "script_args": ["in.dat", "", "a\nb"]}"##,
+    )
+    .unwrap();
+    r.validate().unwrap();
+    assert_eq!(r.script_args, ["in.dat", "", "a\nb"]);
+    let back: JobRequest = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+    assert_eq!(back, r);
+    let plain = serde_json::to_value(parse_ok(&[])).unwrap();
+    assert!(plain.get("script_args").is_none() && plain.get("script_path").is_none());
+    for (bad, message) in [
+        (
+            r#"{"wrap": "true", "script_args": ["x"]}"#,
+            "Script arguments not permitted with --wrap option",
+        ),
+        (
+            r#"{"wrap": "true", "script_path": "/a.sh"}"#,
+            "Script arguments not permitted with --wrap option",
+        ),
+        (
+            r#"{"dstack": {"type": "task", "commands": ["true"]}, "script_args": ["x"]}"#,
+            "belong to a batch script",
+        ),
+        (
+            r##"{"script": "#!/bin/sh\n", "script_args": ["a\u0000b"]}"##,
+            "NUL",
+        ),
+        (
+            r##"{"script": "#!/bin/sh\n", "script_path": "/a\nb.sh"}"##,
+            "script path",
+        ),
+    ] {
+        let r: JobRequest = serde_json::from_str(bad).unwrap();
+        let error = r.validate().unwrap_err().to_string();
+        assert!(error.contains(message), "{bad}: {error}");
+    }
+
     for bad in [
         r#"{"nodez": 2}"#,
         r#"{"memory": {"per_node": 1}}"#,

@@ -149,6 +149,8 @@ fn the_job_request_schema_lists_every_field() {
         output: Some("out".into()),
         error: Some("err".into()),
         script: Some("#!/bin/bash\n".into()),
+        script_path: Some("/home/alice/job.sh".into()),
+        script_args: vec!["in.dat".into()],
         wrap: Some("hostname".into()),
         working_dir: Some("/home/alice".into()),
         environment: [("A".to_string(), "1".to_string())].into(),

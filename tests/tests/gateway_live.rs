@@ -1750,6 +1750,36 @@ fn an_exclusive_job_is_shaped_as_sbatch_s_and_held_for_the_whole_nodes_slurm_giv
 }
 
 #[test]
+fn script_arguments_are_refused_where_slurmrestd_would_crash_on_them() {
+    // Slurm 22.05.0 – 22.05.8's slurmrestd reads freed memory when a job has `argv` and dies
+    // (22.05.9 fixed it): bursar must never send it there. Debian 12's is 22.05.8.
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+    let refused = gw.client(
+        &gw.alice,
+        &["submit", "-M", "onprem", script, "in.dat", "two words"],
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    println!("refused: {stderr}");
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("script arguments cannot reach this cluster")
+            && stderr.contains("Slurm 22.05.8"),
+        "{stderr}"
+    );
+    // Nothing held: no job was recorded.
+    let jobs = gw.client_json(&gw.alice, &["jobs", "--format", "json"]);
+    assert_eq!(jobs["jobs"], json!([]), "{jobs}");
+    // The script's path alone is left out there, and the cluster's slurmrestd still serves:
+    // the same script without arguments runs and settles.
+    let sub = gw.submit(&["-M", "onprem", script]);
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+    let refused = gw.client(&gw.alice, &["submit", "-M", "onprem", script, "x"]);
+    assert!(!refused.status.success());
+}
+
+#[test]
 fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothing() {
     let (gw, script) = Gateway::funded("");
     let script = script.as_str();

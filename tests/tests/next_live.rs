@@ -882,6 +882,53 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             }
         }
 
+        {
+            // The script's arguments reach it as sbatch's do (`argv`), and its command is its
+            // path. The script lies in the chroot, where sbatch reads it by its path there.
+            let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
+            let tag = format!("bursar-next-args-{}-{}", std::process::id(), now());
+            let inside = format!("/tmp/{tag}.sh");
+            let host = format!("{root}{inside}");
+            std::fs::write(&host, "#!/bin/sh\nprintf '[%s]' \"$@\"\n").unwrap();
+            let output = format!("/tmp/{tag}-%j.out");
+            let words = ["in.dat", "two words", "", "-n"];
+            let mut args = vec!["-H", "-o", output.as_str(), "-t", "5", host.as_str()];
+            args.extend(words);
+            let (ours, _) = gw.submit(&args);
+            let mut sbatch_args = vec!["-H", "-A", "physics", "-o", output.as_str(), "-t", "5"];
+            sbatch_args.push(inside.as_str());
+            sbatch_args.extend(words);
+            let theirs = sbatch(&gw.dev, "alice", &sbatch_args, None);
+            gw.jobs.push(theirs.clone());
+            let command = |job: &str| {
+                let line = next_slurm(&gw.dev, None, &["scontrol", "show", "job", "-o", job], None);
+                scontrol_fields(&line).get("Command").cloned()
+            };
+            assert_eq!(command(&ours).as_deref(), Some(host.as_str()), "{version}");
+            assert_eq!(
+                command(&theirs).as_deref(),
+                Some(inside.as_str()),
+                "{version}"
+            );
+            next_slurm(
+                &gw.dev,
+                None,
+                &["scontrol", "release", &ours, &theirs],
+                None,
+            );
+            sacct_final(&gw.dev, &[ours.clone(), theirs.clone()]);
+            let printed = |job: &str| {
+                let path = format!("{root}{}", output.replace("%j", job));
+                let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+                let _ = std::fs::remove_file(&path);
+                text
+            };
+            let (mine, sbatch_s) = (printed(&ours), printed(&theirs));
+            assert_eq!(mine, "[in.dat][two words][][-n]", "{version}: job {ours}");
+            assert_eq!(mine, sbatch_s, "{version}: jobs {ours} and {theirs}");
+            let _ = std::fs::remove_file(&host);
+        }
+
         // One that runs: as alice, and settled at its sacct cost.
         let (job, id) = gw.submit(&["-n", "2", "-t", "5", script]);
         let final_records = sacct_final(&gw.dev, std::slice::from_ref(&job));

@@ -109,8 +109,8 @@ pub use auth::{mint_token, SlurmAuth, SlurmClaims};
 pub use error::RestError;
 pub use jobs::RawQuarantine;
 pub use submit::{
-    mail_events, submit_body, unsupported_at, ControllerPing, GpuRequest, JobSubmission,
-    KillWarning, Ping, SubmittedJob,
+    argv_breaks, argv_refusal, mail_events, submit_body, unsupported_at, ControllerPing,
+    GpuRequest, JobSubmission, KillWarning, Ping, SubmittedJob,
 };
 pub use version::{ApiSelection, ApiVersion, UnknownApiVersion};
 pub use window::{LegacyTimes, ServerTimeZone, UnknownServerZone, Window};
@@ -186,6 +186,8 @@ pub struct SlurmRestClient {
     cluster: String,
     selection: ApiSelection,
     discovered: OnceCell<ApiVersion>,
+    /// The Slurm release a ping named (`22.05.8`), asked once when a submission needs it.
+    release: OnceCell<Option<String>>,
     credentials: Credentials,
     timeout: Duration,
     connect_timeout: Duration,
@@ -264,6 +266,7 @@ impl SlurmRestClient {
             cluster: cluster.to_string(),
             selection: config.api,
             discovered: OnceCell::new(),
+            release: OnceCell::new(),
             credentials,
             timeout: config.timeout,
             connect_timeout: config.connect_timeout,
@@ -432,6 +435,25 @@ impl SlurmRestClient {
         job: &JobSubmission,
     ) -> Result<SubmittedJob, RestError> {
         let version = self.api_version().await?;
+        let trimmed;
+        let refusal = if job.argv.is_empty() {
+            None
+        } else {
+            self.argv_refusal().await?
+        };
+        let job = match refusal {
+            Some(reason) if job.argv.len() > 1 => return Err(RestError::InvalidRequest(reason)),
+            // The script's path alone only names the job's command: left out, as for a script
+            // sbatch reads from standard input.
+            Some(_) => {
+                trimmed = JobSubmission {
+                    argv: Vec::new(),
+                    ..job.clone()
+                };
+                &trimmed
+            }
+            None => job,
+        };
         let body = submit_body(version, job)?;
         let url = self.url(&version.submit_path());
         let (status, answer) = self.call(Method::POST, url, as_user, Some(&body)).await?;
@@ -444,6 +466,29 @@ impl SlurmRestClient {
         tracing::info!(cluster = %self.cluster, job_id = submitted.job_id, user = as_user,
             "job submitted through slurmrestd");
         Ok(submitted)
+    }
+
+    /// Why this slurmrestd must not be sent a job's `argv` (see [`submit::argv_breaks`]), if
+    /// so: at v0.0.38 the Slurm release is asked once (a ping) and remembered.
+    pub async fn argv_refusal(&self) -> Result<Option<String>, RestError> {
+        let version = self.api_version().await?;
+        if version.is_data_parser() {
+            return Ok(None);
+        }
+        let release = self
+            .release
+            .get_or_try_init(|| async { Ok::<_, RestError>(self.ping().await?.release) })
+            .await?;
+        Ok(submit::argv_breaks(version, release.as_deref())
+            .then(|| submit::argv_refusal(release.as_deref())))
+    }
+
+    /// [`SlurmRestClient::argv_refusal`] when known without asking; `None` until then.
+    pub fn known_argv_refusal(&self) -> Option<String> {
+        let version = self.known_api_version()?;
+        let release = self.release.get()?;
+        submit::argv_breaks(version, release.as_deref())
+            .then(|| submit::argv_refusal(release.as_deref()))
     }
 
     /// Cancels a job as `as_user` (`DELETE /slurm/vX/job/{id}`, SIGKILL).

@@ -14,6 +14,11 @@ use super::version::ApiVersion;
 pub struct JobSubmission {
     /// The batch script, `#!` line first.
     pub script: String,
+    /// The command line of the script, as sbatch sends it (`argv` in every version): the
+    /// script's full path (`Command=` in `scontrol show job`), then its arguments. slurmstepd
+    /// puts the path of the script it writes out in place of the first word, so the job sees
+    /// the rest as `$1`, `$2`, …. Empty: none sent (Slurm shows no command; no arguments).
+    pub argv: Vec<String>,
     pub name: Option<String>,
     pub account: String,
     pub partition: Option<String>,
@@ -285,6 +290,9 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let Some(name) = &job.name {
         put("name", json!(name));
+    }
+    if !job.argv.is_empty() {
+        put("argv", json!(job.argv));
     }
     put("account", json!(job.account));
     if let Some(partition) = &job.partition {
@@ -681,6 +689,39 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     }
 }
 
+/// Whether a slurmrestd of `release` (`22.05.8`, from a ping's `meta`) serving `version` breaks
+/// on a job's `argv`: 22.05.0 – 22.05.8's v0.0.38 plugin hands sbatch's option array to the job
+/// and frees it beside, so the submission reads freed memory and slurmrestd dies (seen on
+/// 22.05.8: SIGSEGV; 22.05.9 copies the array). An unknown release counts as one that breaks.
+pub fn argv_breaks(version: ApiVersion, release: Option<&str>) -> bool {
+    if version.is_data_parser() {
+        return false;
+    }
+    let numbers: Option<Vec<u32>> = release.map(|text| {
+        text.split('.')
+            .take(3)
+            .map_while(|part| {
+                let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().ok()
+            })
+            .collect()
+    });
+    match numbers.as_deref() {
+        Some([major, minor, micro]) => (*major, *minor, *micro) < (22, 5, 9),
+        _ => true,
+    }
+}
+
+/// Why a job with script arguments cannot go to a slurmrestd that [`argv_breaks`] on.
+pub fn argv_refusal(release: Option<&str>) -> String {
+    format!(
+        "script arguments cannot reach this cluster: its slurmrestd (Slurm {}) crashes on a \
+         job's arguments (fixed in Slurm 22.05.9), so bursar does not send them there; read \
+         them from the environment instead (--export=ALL,NAME=value) or use another cluster",
+        release.unwrap_or("of an unknown release")
+    )
+}
+
 /// What `version` cannot carry of `job`, in words for the user; `None` when it carries all.
 pub fn unsupported_at(version: ApiVersion, job: &JobSubmission) -> Option<String> {
     let batch_only = job.warn_signal.as_ref().is_some_and(|w| w.batch_only);
@@ -702,6 +743,9 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
     }
     if job.current_working_directory.trim().is_empty() {
         return bad("the working directory is empty".into());
+    }
+    if job.argv.iter().any(|word| word.contains('\0')) {
+        return bad("a script argument contains a NUL character".into());
     }
     for (option, time) in [("--begin", job.begin_time), ("--deadline", job.deadline)] {
         // v0.0.38's `uts` form needs at least 1000000; every version wants it positive.

@@ -91,6 +91,11 @@ pub trait Forwarder: Send + Sync {
         Ok(())
     }
 
+    /// Learns ahead what [`Forwarder::check`] needs to know of the cluster (`bursar serve` calls
+    /// it once at start, in the background); failures are logged and left to the first
+    /// submission.
+    async fn prepare(&self) {}
+
     /// Submits the job; the answer names it on the cluster.
     async fn submit(&self, job: &ForwardJob) -> Result<Forwarded, ForwardError>;
 
@@ -261,6 +266,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
     };
     Ok(JobSubmission {
         script,
+        argv: script_argv(r),
         name: r.job_name.clone(),
         account: job.account.clone(),
         partition: Some(job.partition.clone()),
@@ -322,6 +328,23 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
     })
 }
 
+/// The script's command line as sbatch sends it: its path (else, for a request without one,
+/// the job's name) and its arguments. None for `--wrap` or a script without path or arguments,
+/// as sbatch sends none for a script read from standard input.
+fn script_argv(r: &JobRequest) -> Vec<String> {
+    if r.script.is_none() || (r.script_path.is_none() && r.script_args.is_empty()) {
+        return Vec::new();
+    }
+    let command = r
+        .script_path
+        .clone()
+        .or_else(|| r.job_name.clone())
+        .unwrap_or_else(|| "sbatch".to_string());
+    std::iter::once(command)
+        .chain(r.script_args.iter().cloned())
+        .collect()
+}
+
 /// Job states slurmctld reports for a job that has not ended (held jobs are `PENDING`). v0.0.38
 /// names a job by its first state flag when it has one (Slurm's `job_state_string()`), so a
 /// queued, held or running job may also read `REQUEUE_HOLD`, `SPECIAL_EXIT`, `RESV_DEL_HOLD`,
@@ -378,7 +401,19 @@ impl Forwarder for SlurmForwarder {
                 return Err(reason);
             }
         }
+        if !request.script_args.is_empty() {
+            if let Some(reason) = self.client.known_argv_refusal() {
+                return Err(reason);
+            }
+        }
         Ok(())
+    }
+
+    async fn prepare(&self) {
+        if let Err(e) = self.client.argv_refusal().await {
+            tracing::warn!(cluster = %self.client.cluster(),
+                "cannot learn the cluster's slurmrestd version yet: {e}");
+        }
     }
 
     async fn submit(&self, job: &ForwardJob) -> Result<Forwarded, ForwardError> {

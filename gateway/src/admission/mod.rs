@@ -680,6 +680,15 @@ impl Admission {
         self.inner.app.ledger.forwarded_settled().await;
     }
 
+    /// Has every forwarder learn what it checks requests against ([`Forwarder::prepare`]), in
+    /// background tasks.
+    pub fn prepare_forwarders(&self) {
+        for forwarder in self.inner.forwarders.values() {
+            let forwarder = forwarder.clone();
+            tokio::spawn(async move { forwarder.prepare().await });
+        }
+    }
+
     /// Clusters that can take submissions (have a forwarder).
     pub fn forwarding_clusters(&self) -> Vec<String> {
         self.inner.forwarders.keys().cloned().collect()

@@ -147,6 +147,12 @@ pub fn read_command_line(
         Err(RequestError::HelpRequested) => return Ok(Parsed::Help),
         Err(e) => return Err(e.into()),
     };
+    if split.script.is_some()
+        && parse_sbatch_command(&split.options, None).is_ok_and(|c| c.request.wrap.is_some())
+    {
+        // sbatch's words: the first word after the options is a script argument then.
+        bail!("Script arguments not permitted with --wrap option");
+    }
     let parsed = match &split.script {
         Some(path) => {
             let text = read_script(Path::new(path))?;
@@ -175,10 +181,13 @@ pub fn read_command_line(
     let Parsed::Job(mut job) = parsed else {
         return Ok(parsed);
     };
-    if !split.script_args.is_empty() {
+    if let (false, Some(path)) = (job.dstack, &split.script) {
+        // sbatch's command line for the job: the script's full path, then its arguments.
+        job.request.script_path = Some(script_command(path, shell.cwd.as_deref()));
+        job.request.script_args = split.script_args.clone();
+    } else if !split.script_args.is_empty() {
         bail!(
-            "arguments after the job script ({}) cannot be passed on by bursar yet: read them \
-             from the environment instead (--export=ALL,NAME=value) or put them in the script",
+            "a dstack task file takes no arguments ({}): put them in its commands or env",
             split.script_args.join(" ")
         );
     }
@@ -217,6 +226,16 @@ pub fn read_command_line(
         job.request.working_dir = working_dir(job.request.working_dir.take(), shell.cwd.as_deref());
     }
     Ok(Parsed::Job(job))
+}
+
+/// The script's path as sbatch sends it (the job's `Command=`): as given when absolute, else
+/// under the current folder (`job.sh` → `/home/alice/job.sh`, `./job.sh` →
+/// `/home/alice/./job.sh`); as given when the current folder is unknown.
+fn script_command(path: &str, cwd: Option<&str>) -> String {
+    match cwd {
+        Some(dir) if !path.starts_with('/') => format!("{}/{path}", dir.trim_end_matches('/')),
+        _ => path.to_string(),
+    }
 }
 
 /// sbatch's input environment variables that `bursar submit` reads, and the option each one

@@ -187,6 +187,11 @@ pub struct JobRequest {
     pub error: Option<String>,
     /// The batch script, `#!` line first.
     pub script: Option<String>,
+    /// Where the script was read from (the CLI sends the full path on the user's machine):
+    /// the job's command, `argv[0]` (`Command=` in `scontrol show job`), as sbatch sends it.
+    pub script_path: Option<String>,
+    /// The script's own arguments (`bursar submit job.sh in.dat 4`): `$1`, `$2`, … in the job.
+    pub script_args: Vec<String>,
     /// `--wrap`: a command to run under `/bin/sh` instead of a script.
     pub wrap: Option<String>,
     /// `-D/--chdir`.
@@ -238,6 +243,8 @@ impl Default for JobRequest {
             output: None,
             error: None,
             script: None,
+            script_path: None,
+            script_args: Vec::new(),
             wrap: None,
             working_dir: None,
             environment: BTreeMap::new(),
@@ -299,6 +306,10 @@ struct JobRequestWire {
     error: Option<String>,
     #[serde(default)]
     script: Option<String>,
+    #[serde(default)]
+    script_path: Option<String>,
+    #[serde(default)]
+    script_args: Vec<String>,
     #[serde(default)]
     wrap: Option<String>,
     #[serde(default)]
@@ -381,6 +392,10 @@ impl Serialize for JobRequest {
         some!("output", &self.output);
         some!("error", &self.error);
         some!("script", &self.script);
+        some!("script_path", &self.script_path);
+        if !self.script_args.is_empty() {
+            put!("script_args", &self.script_args);
+        }
         some!("wrap", &self.wrap);
         some!("working_dir", &self.working_dir);
         if !self.environment.is_empty() {
@@ -442,6 +457,8 @@ impl From<JobRequestWire> for JobRequest {
             output: w.output,
             error: w.error,
             script: w.script,
+            script_path: w.script_path,
+            script_args: w.script_args,
             wrap: w.wrap,
             working_dir: w.working_dir,
             environment: w.environment,
@@ -859,6 +876,20 @@ impl JobRequest {
         }
         if let Some(script) = &self.script {
             sbatch::check_script(script)?;
+        }
+        if self.script.is_none() && (self.script_path.is_some() || !self.script_args.is_empty()) {
+            // sbatch's own words for the --wrap case.
+            return invalid(if self.wrap.is_some() {
+                "Script arguments not permitted with --wrap option".into()
+            } else {
+                "script_path and script_args belong to a batch script".into()
+            });
+        }
+        if let Some(path) = &self.script_path {
+            check_text("script path", path)?;
+        }
+        if self.script_args.iter().any(|a| a.contains('\0')) {
+            return invalid("a script argument cannot contain a NUL character".into());
         }
         if let Some(command) = &self.wrap {
             if command.trim().is_empty() || command.contains('\0') {

@@ -213,6 +213,7 @@ fn admission_service(app: &Arc<App>) -> anyhow::Result<Option<Arc<dyn AdmissionA
         clusters = ?admission.forwarding_clusters(),
         "job admission: clusters taking submissions"
     );
+    admission.prepare_forwarders();
     Ok(Some(Arc::new(admission)))
 }
 
