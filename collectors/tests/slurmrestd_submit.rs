@@ -1296,3 +1296,68 @@ async fn job_states_read_both_generations_and_an_unknown_job_has_none() {
     let err = v41.job_states(9).await.unwrap_err();
     assert!(err.to_string().contains("404"), "{err}");
 }
+
+/// Exit codes as `sbatch --wait` reads them: the script's exit status when it exited, 1 when a
+/// signal ended it; v0.0.38's raw wait status, v0.0.40+'s decoded one.
+#[tokio::test]
+async fn live_jobs_carry_the_exit_code_sbatch_wait_reads() {
+    let server = MockServer::start().await;
+    // 22.05: `exit_code` is the raw wait status (3 << 8: exit 3; 9, 15: killed by a signal).
+    let raw = |code: u64| {
+        let mut job: Value = serde_json::from_str(&fixture("real-22.05/job-held.json")).unwrap();
+        job["jobs"][0]["job_state"] = json!("COMPLETED");
+        job["jobs"][0]["exit_code"] = json!(code);
+        job.to_string()
+    };
+    for (id, code) in [
+        (1u64, 0u64),
+        (2, 3 << 8),
+        (3, 9),
+        (4, 15),
+        (5, 1 << 8 | 0x80),
+    ] {
+        Mock::given(method("GET"))
+            .and(path(format!("/slurm/v0.0.38/job/{id}")))
+            .respond_with(json_answer(200, raw(code)))
+            .mount(&server)
+            .await;
+    }
+    let (v38, _key) = client(&server, Some(ApiVersion::V0_0_38));
+    let mut codes = Vec::new();
+    for id in 1..=5 {
+        let jobs = v38.live_jobs(id).await.unwrap();
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].state, "COMPLETED");
+        codes.push(jobs[0].exit_code);
+    }
+    assert_eq!(codes, [Some(0), Some(3), Some(1), Some(1), Some(1)]);
+    // 24.11 (v0.0.40+): decoded, as in the real answers (`status` a list of flags).
+    let verbose = |status: &str, number: Value| {
+        json!({"status": [status], "return_code": number,
+               "signal": {"id": {"set": false, "infinite": false, "number": 0}, "name": ""}})
+    };
+    let set = |n: u64| json!({"set": true, "infinite": false, "number": n});
+    let unset = json!({"set": false, "infinite": false, "number": 0});
+    let jobs = json!({"jobs": [
+        {"job_id": 21, "job_state": ["COMPLETED"], "exit_code": verbose("SUCCESS", set(0))},
+        {"job_id": 22, "job_state": ["FAILED"], "exit_code": verbose("ERROR", set(3))},
+        {"job_id": 23, "job_state": ["CANCELLED"], "exit_code": verbose("SIGNALED", unset.clone())},
+        {"job_id": 24, "job_state": ["TIMEOUT"], "exit_code": verbose("CORE_DUMPED", unset.clone())},
+        {"job_id": 25, "job_state": ["PENDING"], "exit_code": verbose("PENDING", unset)},
+        {"job_id": 26, "job_state": ["FAILED"], "exit_code": {"status": "ERROR", "return_code": 2}},
+        {"job_id": 27, "job_state": ["RUNNING"]}
+    ], "errors": []});
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.41/job/21"))
+        .respond_with(json_answer(200, jobs.to_string()))
+        .mount(&server)
+        .await;
+    let (v41, _key) = client(&server, Some(ApiVersion::V0_0_41));
+    let live = v41.live_jobs(21).await.unwrap();
+    let codes: Vec<Option<i32>> = live.iter().map(|j| j.exit_code).collect();
+    assert_eq!(
+        codes,
+        [Some(0), Some(3), Some(1), Some(1), Some(1), Some(2), None]
+    );
+    assert_eq!(live[1].state, "FAILED");
+}

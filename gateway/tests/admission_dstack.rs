@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use bursar_gateway::admission::Admission;
+use bursar_gateway::admission::{Admission, ClusterStatus};
 use bursar_gateway::app::App;
 use bursar_gateway::auth::{Principal, Role};
 use bursar_gateway::config::Config;
@@ -125,6 +125,39 @@ async fn a_task_becomes_a_new_run_and_its_hold_waits_for_its_submission() {
         hold.job_ref.as_deref(),
         Some("7ce8d6b0-1710-41b2-bbde-8f972724d9c2"),
         "the job submission id the collector reports"
+    );
+
+    // Its status is the run's, as dstack reports it: going on, then failed with the job's
+    // exit status.
+    let mut run: Value = serde_json::from_str(APPLIED).unwrap();
+    // (A run dstack answers 404 for is gone.)
+    let gone = admission.status(&alice(), submitted.id).await.unwrap();
+    assert_eq!(gone.status, ClusterStatus::gone());
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(run.clone()))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    let going = admission.status(&alice(), submitted.id).await.unwrap();
+    assert_eq!(
+        (going.status.finished, going.status.exit_code),
+        (false, None)
+    );
+    assert_eq!(going.status.states, ["submitted"]);
+    run["status"] = json!("failed");
+    run["jobs"][0]["job_submissions"][0]["exit_status"] = json!(3);
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(run))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    let failed = admission.status(&alice(), submitted.id).await.unwrap();
+    assert_eq!(
+        (failed.status.finished, failed.status.exit_code),
+        (true, Some(3)),
+        "{failed:?}"
     );
 
     Mock::given(method("POST"))

@@ -476,6 +476,82 @@ async fn a_hold_whose_job_still_waits_on_the_cluster_is_kept_the_others_expire()
     assert_eq!(f.admission.keep_waiting(later + 60).await, 0);
 }
 
+/// `GET /v1/jobs/{id}/status`: what slurmctld reports now, with sbatch --wait's exit code.
+#[tokio::test]
+async fn a_job_s_status_is_what_slurmctld_reports_with_sbatch_s_exit_code() {
+    let server = MockServer::start().await;
+    mount_submits_and_states(&server, &[3119, 4242, 6000]).await;
+    let mut ended: Value = serde_json::from_str(include_str!(
+        "../../collectors/tests/fixtures/slurmrestd/real-22.05/job-held.json"
+    ))
+    .unwrap();
+    ended["jobs"][0]["job_state"] = json!("FAILED");
+    ended["jobs"][0]["exit_code"] = json!(3 << 8);
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.38/job/6000"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(ended))
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            f.admission
+                .submit(&alice(), request(), None)
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    f.admission.settled().await;
+    let status = |i: usize| {
+        let admission = f.admission.clone();
+        let id = ids[i];
+        async move { admission.status(&alice(), id).await.unwrap().to_json() }
+    };
+    let waiting = status(0).await;
+    assert_eq!(
+        (
+            &waiting["cluster_job_id"],
+            &waiting["states"],
+            &waiting["finished"],
+            &waiting["exit_code"]
+        ),
+        (
+            &json!("3119"),
+            &json!(["PENDING"]),
+            &json!(false),
+            &Value::Null
+        ),
+        "{waiting}"
+    );
+    let gone = status(1).await;
+    assert_eq!(
+        (&gone["known"], &gone["finished"], &gone["exit_code"]),
+        (&json!(false), &json!(true), &Value::Null),
+        "{gone}"
+    );
+    let failed = status(2).await;
+    assert_eq!(
+        (
+            &failed["known"],
+            &failed["states"],
+            &failed["finished"],
+            &failed["exit_code"]
+        ),
+        (&json!(true), &json!(["FAILED"]), &json!(true), &json!(3)),
+        "{failed}"
+    );
+    // Another user does not see it.
+    let bob = Principal {
+        user: "bob".into(),
+        role: Role::User,
+        token_id: None,
+    };
+    let err = f.admission.status(&bob, ids[2]).await.unwrap_err();
+    assert_eq!(err.code(), "not_found", "{err}");
+}
+
 /// The states alice's view gives `jobs`.
 async fn states(f: &Fixture, jobs: &[Submitted]) -> Vec<String> {
     let mut states = Vec::new();

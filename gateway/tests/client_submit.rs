@@ -586,6 +586,84 @@ async fn the_script_s_arguments_and_full_path_are_sent_as_sbatch_sends_them() {
     assert_eq!(bodies.last().unwrap()["script_path"], absolute.as_str());
 }
 
+/// `-W/--wait`: the job's status is asked until it ends; its exit code is bursar submit's. A
+/// cluster that cannot be reached is asked again; a job its cluster forgot is exit code 1.
+#[tokio::test]
+async fn wait_returns_the_job_s_exit_code_once_its_cluster_says_it_ended() {
+    let server = accepting_server().await;
+    let status = "/v1/jobs/17/status";
+    Mock::given(method("GET"))
+        .and(path(status))
+        .respond_with(ResponseTemplate::new(503).set_body_json(json!({
+            "error": "upstream_unavailable", "message": "onprem could not be reached"
+        })))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(status))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": 17, "cluster": "onprem", "cluster_job_id": "4242", "known": true,
+            "finished": true, "states": ["FAILED"], "exit_code": 3
+        })))
+        .mount(&server)
+        .await;
+    let home = Home::new();
+    home.write("job.sh", SCRIPT);
+    let run = bursar(&["submit", "-W", "job.sh"], &home, &server.uri()).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(run.stdout, "Submitted batch job 4242 on cluster onprem\n");
+    assert!(
+        run.stderr
+            .contains("cannot ask about job 4242 now, retrying: onprem could not be reached"),
+        "{run:?}"
+    );
+    let asked = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path() == status)
+        .count();
+    assert_eq!(asked, 2);
+
+    // Forgotten by its cluster: sbatch's words, and 1 (sbatch would exit 0).
+    let server = accepting_server().await;
+    Mock::given(method("GET"))
+        .and(path(status))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": 17, "cluster": "onprem", "cluster_job_id": "4242", "known": false,
+            "finished": true, "states": [], "exit_code": null
+        })))
+        .mount(&server)
+        .await;
+    let run = bursar(
+        &["submit", "--wait", "--parsable", "job.sh"],
+        &home,
+        &server.uri(),
+    )
+    .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.stdout, "4242\n");
+    assert!(
+        run.stderr
+            .contains("Job 4242 no longer found and exit code not found"),
+        "{run:?}"
+    );
+    // A refusal that is not the cluster's ends the wait at once (exit 1).
+    let server = accepting_server().await;
+    Mock::given(method("GET"))
+        .and(path(status))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({
+            "error": "token_expired", "message": "the token has expired"
+        })))
+        .mount(&server)
+        .await;
+    let run = bursar(&["submit", "-W", "job.sh"], &home, &server.uri()).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("the token has expired"), "{run:?}");
+}
+
 #[tokio::test]
 async fn help_prints_the_sbatch_usage() {
     let run = bursar(&["submit", "--help"], &Home::new(), "http://127.0.0.1:1").await;

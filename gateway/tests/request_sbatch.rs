@@ -244,7 +244,15 @@ fn every_option_in_every_form() {
         }),
         // client flags and ignored chatter leave the job alone
         (
-            &["--parsable", "-Q", "--test-only", "-v", "--verbose", "-Qv"],
+            &[
+                "--parsable",
+                "-Q",
+                "--test-only",
+                "-v",
+                "--verbose",
+                "-Qv",
+                "-W",
+            ],
             |_| {},
         ),
         // last occurrence wins, as getopt
@@ -265,7 +273,16 @@ fn client_flags_and_notes() {
     let command =
         parse_sbatch_command(&args(&["--parsable", "-Qv", "--test-only"]), Some(SCRIPT)).unwrap();
     assert!(command.parsable && command.quiet && command.test_only);
+    assert!(!command.wait);
     assert!(command.notes.is_empty());
+    // -W/--wait, on the command line or in the script.
+    assert!(
+        parse_sbatch_command(&args(&["-QW"]), Some(SCRIPT))
+            .unwrap()
+            .wait
+    );
+    let waits = "#!/bin/sh\n#SBATCH --wait\ntrue\n";
+    assert!(parse_sbatch_command(&[], Some(waits)).unwrap().wait);
 
     let command = parse_sbatch_command(&args(&["-N", "2-4"]), Some(SCRIPT)).unwrap();
     assert!(command.notes[0].contains("minimum"), "{:?}", command.notes);

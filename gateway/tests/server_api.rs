@@ -647,6 +647,10 @@ impl AdmissionApi for StubAdmission {
     async fn cancel(&self, caller: &Principal, id: i64) -> Result<Value, ApiError> {
         Ok(json!({"id": id, "cancelled_by": caller.user, "role": caller.role}))
     }
+
+    async fn status(&self, caller: &Principal, id: i64) -> Result<Value, ApiError> {
+        Ok(json!({"id": id, "asked_by": caller.user, "finished": false}))
+    }
 }
 
 #[tokio::test]
@@ -717,6 +721,13 @@ async fn job_endpoints_go_through_the_admission_service() {
     assert_eq!(
         server.get("/v1/jobs/5", &alice).await.json,
         json!({"id": 5})
+    );
+    assert_eq!(
+        *server
+            .get("/v1/jobs/5/status", &alice)
+            .await
+            .assert_status(200),
+        json!({"id": 5, "asked_by": "alice", "finished": false})
     );
     server
         .get("/v1/jobs/404", &alice)

@@ -1780,6 +1780,49 @@ fn script_arguments_are_refused_where_slurmrestd_would_crash_on_them() {
 }
 
 #[test]
+fn wait_returns_the_job_s_exit_code_as_sbatch_wait_does() {
+    let (gw, _) = Gateway::funded("");
+    let script = gw.site.dir.path().join("exits.sh");
+    let command = "sleep 1; exit ${SLURM_ARRAY_TASK_ID:-3}";
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\n#SBATCH -A physics\n#SBATCH -t 1\n#SBATCH -o /dev/null\n{command}\n"),
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    // A job that exits 3, and an array whose tasks exit 0, 1 and 2 (sbatch: the highest).
+    for array in [None, Some("--array=0-2")] {
+        let mut args = vec!["submit", "-M", "onprem", "--wait"];
+        args.extend(array);
+        args.push(script);
+        let started = Instant::now();
+        let ours = gw.client(&gw.alice, &args);
+        let ours_took = started.elapsed();
+        let mut sbatch_args = vec!["--wait", "-A", "physics", "-t", "1", "-o", "/dev/null"];
+        sbatch_args.extend(array);
+        sbatch_args.extend(["--wrap", command]);
+        let started = Instant::now();
+        let theirs = gw.dev.sbatch_as("alice", "onprem", &sbatch_args);
+        let theirs_took = started.elapsed();
+        println!(
+            "{array:?}: bursar submit --wait exited {:?} after {ours_took:?}; sbatch --wait {:?} after {theirs_took:?}",
+            ours.status.code(),
+            theirs.status.code()
+        );
+        let expected = if array.is_some() { 2 } else { 3 };
+        assert_eq!(
+            ours.status.code(),
+            Some(expected),
+            "{}",
+            String::from_utf8_lossy(&ours.stderr)
+        );
+        assert_eq!(ours.status.code(), theirs.status.code(), "{theirs:?}");
+        let stdout = String::from_utf8_lossy(&ours.stdout);
+        assert!(stdout.starts_with("Submitted batch job "), "{stdout}");
+    }
+}
+
+#[test]
 fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothing() {
     let (gw, script) = Gateway::funded("");
     let script = script.as_str();

@@ -91,6 +91,16 @@ fn next_slurm(dev: &DevStack, user: Option<&str>, args: &[&str], stdin: Option<&
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The job id in `bursar submit`'s sbatch line (`Submitted batch job 12 on cluster next`).
+fn submitted_job(stdout: &str) -> String {
+    stdout
+        .trim()
+        .strip_prefix("Submitted batch job ")
+        .and_then(|r| r.strip_suffix(" on cluster next"))
+        .unwrap_or_else(|| panic!("not sbatch's line: {stdout:?}"))
+        .to_string()
+}
+
 /// `sbatch --parsable ARGS` as `user` on next: the job id.
 fn sbatch(dev: &DevStack, user: &str, args: &[&str], script: Option<&str>) -> String {
     let mut all = vec!["sbatch", "--parsable", "-o", "/dev/null"];
@@ -454,21 +464,7 @@ impl Gateway {
 
     /// `bursar ARGS` as alice on a login node; insists it succeeds.
     fn client(&self, args: &[&str]) -> (String, String) {
-        // A clean login environment, as `next-slurm -u alice` gives sbatch: the test runner's
-        // own variables (an MPI launcher's, say) would be exported with the job.
-        let out = in_login_shell(bursar_bin().to_str().unwrap())
-            .args(args)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", "/tmp")
-            .env("BURSAR_URL", &self.url)
-            .env("BURSAR_TOKEN", &self.alice)
-            .env("NO_COLOR", "1")
-            // The zone sbatch reads --begin in: the chroot's.
-            .env("TZ", "UTC")
-            .current_dir("/tmp")
-            .output()
-            .expect("run bursar");
+        let out = self.run_client(args);
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -481,17 +477,31 @@ impl Gateway {
         (stdout, stderr)
     }
 
+    /// `bursar ARGS` as alice, however it ends.
+    fn run_client(&self, args: &[&str]) -> std::process::Output {
+        // A clean login environment, as `next-slurm -u alice` gives sbatch: the test runner's
+        // own variables (an MPI launcher's, say) would be exported with the job.
+        in_login_shell(bursar_bin().to_str().unwrap())
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", "/tmp")
+            .env("BURSAR_URL", &self.url)
+            .env("BURSAR_TOKEN", &self.alice)
+            .env("NO_COLOR", "1")
+            // The zone sbatch reads --begin in: the chroot's.
+            .env("TZ", "UTC")
+            .current_dir("/tmp")
+            .output()
+            .expect("run bursar")
+    }
+
     /// `bursar submit ARGS`: (Slurm's job id, bursar's job id).
     fn submit(&mut self, args: &[&str]) -> (String, i64) {
         let mut all = vec!["submit"];
         all.extend_from_slice(args);
         let (stdout, stderr) = self.client(&all);
-        let job = stdout
-            .trim()
-            .strip_prefix("Submitted batch job ")
-            .and_then(|r| r.strip_suffix(" on cluster next"))
-            .unwrap_or_else(|| panic!("not sbatch's line: {stdout:?}"))
-            .to_string();
+        let job = submitted_job(&stdout);
         let id = stderr
             .lines()
             .find_map(|l| l.strip_prefix("bursar job "))
@@ -927,6 +937,30 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             assert_eq!(mine, "[in.dat][two words][][-n]", "{version}: job {ours}");
             assert_eq!(mine, sbatch_s, "{version}: jobs {ours} and {theirs}");
             let _ = std::fs::remove_file(&host);
+        }
+
+        {
+            // --wait: bursar submit exits with the job's exit code, read from slurmctld's
+            // decoded `exit_code` at this version, as sbatch --wait reads it.
+            let out = gw.run_client(&[
+                "submit",
+                "--wait",
+                "-o",
+                "/dev/null",
+                "-t",
+                "5",
+                "--wrap",
+                "exit 3",
+            ]);
+            assert_eq!(
+                out.status.code(),
+                Some(3),
+                "{version}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            gw.jobs
+                .push(submitted_job(&String::from_utf8_lossy(&out.stdout)));
         }
 
         // One that runs: as alice, and settled at its sacct cost.

@@ -110,7 +110,7 @@ pub use error::RestError;
 pub use jobs::RawQuarantine;
 pub use submit::{
     argv_breaks, argv_refusal, mail_events, submit_body, unsupported_at, ControllerPing,
-    GpuRequest, JobSubmission, KillWarning, Ping, SubmittedJob,
+    GpuRequest, JobSubmission, KillWarning, LiveJob, Ping, SubmittedJob,
 };
 pub use version::{ApiSelection, ApiVersion, UnknownApiVersion};
 pub use window::{LegacyTimes, ServerTimeZone, UnknownServerZone, Window};
@@ -508,6 +508,17 @@ impl SlurmRestClient {
     /// rest); empty when slurmctld no longer (or never) knew it. Unlike the accounting
     /// database, slurmctld reports held jobs.
     pub async fn job_states(&self, job_id: u64) -> Result<Vec<String>, RestError> {
+        Ok(self
+            .live_jobs(job_id)
+            .await?
+            .into_iter()
+            .map(|job| job.state)
+            .collect())
+    }
+
+    /// The jobs slurmctld reports now under `job_id`, with their exit codes (see
+    /// [`SlurmRestClient::job_states`]); what `sbatch --wait` asks slurmctld.
+    pub async fn live_jobs(&self, job_id: u64) -> Result<Vec<LiveJob>, RestError> {
         let version = self.api_version().await?;
         let user = self.credentials.default_user();
         let url = self.url(&version.job_path(job_id));
@@ -520,7 +531,7 @@ impl SlurmRestClient {
             }
             return Err(http_error(status, &answer, user));
         }
-        submit::parse_job_states(status, &answer, user)
+        submit::parse_live_jobs(status, &answer, user)
     }
 
     /// `GET /slurm/vX/ping`: whether slurmrestd, the token and slurmctld all work.

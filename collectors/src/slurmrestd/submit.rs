@@ -980,16 +980,26 @@ fn json_body(body: &[u8], what: &str) -> Result<Value, RestError> {
     })
 }
 
-/// The states slurmctld gives a job (`GET /slurm/vX/job/{id}`): each listed job's
-/// `job_state`, a string up to v0.0.39 and a list of flags since (the first is the base
-/// state). One for a job; a job array's id lists its tasks, running and done, and its pending
-/// rest. Empty when the job is not in slurmctld's memory (ended more than `MinJobAge` ago, or
-/// never existed).
-pub(crate) fn parse_job_states(
+/// One job (or job array task) as slurmctld reports it now (`GET /slurm/vX/job/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveJob {
+    /// `job_state`: a string up to v0.0.39 (v0.0.38 names a job by its first state flag when
+    /// it has one), a list of flags since, whose first is the base state.
+    pub state: String,
+    /// The job's exit code as `sbatch --wait` reads it: the batch script's exit status when it
+    /// exited, 1 when anything else ended it (a signal; Slurm's raw code `NO_VAL` while it has
+    /// none). `None` when the answer has no exit code.
+    pub exit_code: Option<i32>,
+}
+
+/// The jobs slurmctld reports for one id (`GET /slurm/vX/job/{id}`): one for a job; a job
+/// array's id lists its tasks, running and done, and its pending rest. Empty when the job is
+/// not in slurmctld's memory (ended more than `MinJobAge` ago, or never existed).
+pub(crate) fn parse_live_jobs(
     status: u16,
     body: &[u8],
     user: &str,
-) -> Result<Vec<String>, RestError> {
+) -> Result<Vec<LiveJob>, RestError> {
     let json = json_body(body, "job answer")?;
     let errors = api_errors(&json);
     if unknown_job(&errors) {
@@ -1000,12 +1010,52 @@ pub(crate) fn parse_job_states(
     Ok(jobs
         .into_iter()
         .flatten()
-        .filter_map(|job| match job.get("job_state") {
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(Value::Array(flags)) => flags.first().and_then(Value::as_str).map(str::to_string),
-            _ => None,
+        .filter_map(|job| {
+            let state = match job.get("job_state") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Array(flags)) => flags.first().and_then(Value::as_str)?.to_string(),
+                _ => return None,
+            };
+            Some(LiveJob {
+                state,
+                exit_code: job.get("exit_code").and_then(sbatch_exit_code),
+            })
         })
         .collect())
+}
+
+/// A job's `exit_code` as sbatch's `--wait` reads the raw wait status: `WEXITSTATUS` when the
+/// script exited, else 1. v0.0.38 gives the raw status (a number); v0.0.40+ give it decoded
+/// (`{"status": ["SUCCESS"|"ERROR"|"SIGNALED"|"CORE_DUMPED"|"PENDING"|"INVALID"],
+/// "return_code": {"set", "number"}, "signal": {…}}`), where only `SUCCESS` and `ERROR` are an
+/// exit.
+fn sbatch_exit_code(value: &Value) -> Option<i32> {
+    if let Some(raw) = value.as_u64() {
+        let exited = raw & 0x7f == 0;
+        return Some(if exited {
+            i32::try_from((raw >> 8) & 0xff).unwrap_or(1)
+        } else {
+            1
+        });
+    }
+    let status: Vec<&str> = match value.get("status")? {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(flags) => flags.iter().filter_map(Value::as_str).collect(),
+        _ => return None,
+    };
+    let exited = status.iter().any(|s| *s == "SUCCESS" || *s == "ERROR");
+    if !exited {
+        return Some(1);
+    }
+    let code = value.get("return_code")?;
+    let number = match code {
+        Value::Number(n) => n.as_u64(),
+        Value::Object(_) if code.get("set").and_then(Value::as_bool) == Some(true) => {
+            code.get("number").and_then(Value::as_u64)
+        }
+        _ => None,
+    };
+    Some(number.map_or(1, |n| i32::try_from(n & 0xff).unwrap_or(1)))
 }
 
 /// Whether an answer's errors[] say slurmctld does not know the job.

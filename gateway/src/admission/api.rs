@@ -59,6 +59,10 @@ impl AdmissionApi for Admission {
         Ok(Admission::cancel(self, caller, id).await?.to_json())
     }
 
+    async fn status(&self, caller: &Principal, id: i64) -> Result<Value, ApiError> {
+        Ok(Admission::status(self, caller, id).await?.to_json())
+    }
+
     async fn settled(&self) {
         Admission::settled(self).await;
     }

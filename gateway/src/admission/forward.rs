@@ -82,6 +82,31 @@ pub struct ForwardedRef<'a> {
     pub submitted_at: i64,
 }
 
+/// What a cluster reports of a job now ([`Forwarder::status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// The states the cluster gives it (Slurm: one per job array task, and one for the
+    /// array's pending rest; dstack: the run's); empty when the cluster no longer knows it.
+    pub states: Vec<String>,
+    /// Nothing of it waits or runs any more (or the cluster no longer knows it).
+    pub finished: bool,
+    /// Once finished, its exit code as `sbatch --wait` gives it: the highest of its tasks', each
+    /// the script's exit status, or 1 when a signal ended it. `None` while it runs, or when the
+    /// cluster no longer knows it.
+    pub exit_code: Option<i32>,
+}
+
+impl ClusterStatus {
+    /// A job its cluster no longer knows.
+    pub fn gone() -> ClusterStatus {
+        ClusterStatus {
+            states: Vec::new(),
+            finished: true,
+            exit_code: None,
+        }
+    }
+}
+
 /// Hands jobs to one cluster and cancels them there.
 #[async_trait]
 pub trait Forwarder: Send + Sync {
@@ -107,6 +132,14 @@ pub trait Forwarder: Send + Sync {
     /// goes on), asked of the cluster itself. `false` when it cannot tell.
     async fn still_waiting(&self, _job: ForwardedRef<'_>) -> Result<bool, ForwardError> {
         Ok(false)
+    }
+
+    /// What the cluster itself reports of the job now, with its exit code once it finished (as
+    /// `sbatch --wait` asks slurmctld).
+    async fn status(&self, _job: ForwardedRef<'_>) -> Result<ClusterStatus, ForwardError> {
+        Err(ForwardError::Refused(
+            "this cluster cannot report a job's status".into(),
+        ))
     }
 }
 
@@ -367,6 +400,26 @@ const SLURM_WAITING: [&str; 14] = [
     "STAGE_OUT",
 ];
 
+/// A finished dstack run's exit code: the highest `exit_status` of its jobs' last submissions
+/// (a multi-node run has a job per node), else 0 for a `done` run and 1 for one that failed or
+/// was stopped.
+fn dstack_exit_code(raw: &str, status: &str) -> i32 {
+    let run: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
+    let statuses = run
+        .get("jobs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|job| {
+            let last = job.get("job_submissions")?.as_array()?.last()?;
+            last.get("exit_status")?.as_i64()
+        })
+        .filter_map(|code| i32::try_from(code).ok());
+    statuses
+        .max()
+        .unwrap_or(if status == "done" { 0 } else { 1 })
+}
+
 /// dstack's finished run statuses (0.22.5 `RunStatus`): a run in any other (`pending`,
 /// `submitted`, `provisioning`, `running`, `terminating`) goes on.
 const DSTACK_RUN_FINISHED: [&str; 3] = ["terminated", "failed", "done"];
@@ -439,6 +492,29 @@ impl Forwarder for SlurmForwarder {
         // A job array waits while any of its tasks does.
         let states = self.client.job_states(id).await.map_err(slurm_error)?;
         Ok(states.iter().any(|s| SLURM_WAITING.contains(&s.as_str())))
+    }
+
+    async fn status(&self, job: ForwardedRef<'_>) -> Result<ClusterStatus, ForwardError> {
+        let id: u64 = job.settle_ref.parse().map_err(|_| {
+            ForwardError::Refused(format!("{:?} is not a Slurm job id", job.settle_ref))
+        })?;
+        let live = self.client.live_jobs(id).await.map_err(slurm_error)?;
+        if live.is_empty() {
+            return Ok(ClusterStatus::gone());
+        }
+        let finished = !live
+            .iter()
+            .any(|j| SLURM_WAITING.contains(&j.state.as_str()));
+        // sbatch --wait: the highest exit code of the array's tasks.
+        let exit_code = finished
+            .then(|| live.iter().map(|j| j.exit_code).collect::<Option<Vec<_>>>())
+            .flatten()
+            .and_then(|codes| codes.into_iter().max());
+        Ok(ClusterStatus {
+            states: live.into_iter().map(|j| j.state).collect(),
+            finished,
+            exit_code,
+        })
     }
 
     async fn cancel(&self, user: &str, cluster_job_id: &str) -> Result<(), ForwardError> {
@@ -607,6 +683,29 @@ impl Forwarder for DstackForwarder {
             Ok(run) => Ok(!DSTACK_RUN_FINISHED.contains(&run.status.as_str())
                 && is_run_of(&run.raw, self.client.cluster(), job)),
             Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(dstack_error(e)),
+        }
+    }
+
+    async fn status(&self, job: ForwardedRef<'_>) -> Result<ClusterStatus, ForwardError> {
+        let Some(run_name) = job.cluster_job_id else {
+            return Ok(ClusterStatus::gone());
+        };
+        match self
+            .client
+            .get_run(&RunRef::Name(run_name.to_string()))
+            .await
+        {
+            Ok(run) if is_run_of(&run.raw, self.client.cluster(), job) => {
+                let finished = DSTACK_RUN_FINISHED.contains(&run.status.as_str());
+                Ok(ClusterStatus {
+                    exit_code: finished.then(|| dstack_exit_code(&run.raw, &run.status)),
+                    states: vec![run.status],
+                    finished,
+                })
+            }
+            Ok(_) => Ok(ClusterStatus::gone()),
+            Err(e) if e.is_not_found() => Ok(ClusterStatus::gone()),
             Err(e) => Err(dstack_error(e)),
         }
     }

@@ -67,7 +67,7 @@ use crate::auth::{Principal, Role};
 use crate::request::{ArraySpec, JobRequest, TimeLimit};
 use crate::timefmt::{format_instant, now};
 
-pub use forward::{ForwardError, ForwardJob, Forwarded, ForwardedRef, Forwarder};
+pub use forward::{ClusterStatus, ForwardError, ForwardJob, Forwarded, ForwardedRef, Forwarder};
 pub use quote::{ClusterQuote, Funding};
 pub use route::{Explanation, OrderSource, Route, RouteOrder};
 
@@ -341,6 +341,41 @@ impl JobView {
             "charge": self.charge.map(amount),
             "submitted_at": format_instant(self.job.submitted_at),
             "settled_at": self.settled_at.map(format_instant),
+        })
+    }
+}
+
+/// A forwarder's failure as the API answers it: 502 `upstream_refused` with `refused`, 503
+/// `upstream_unavailable` with `unreachable`, each followed by the cluster's words.
+fn upstream_error(e: ForwardError, refused: String, unreachable: String) -> AdmissionError {
+    match e {
+        ForwardError::Refused(m) => AdmissionError::UpstreamRefused(format!("{refused}: {m}")),
+        ForwardError::Unavailable(m) => {
+            AdmissionError::UpstreamUnavailable(format!("{unreachable}: {m}"))
+        }
+    }
+}
+
+/// A job as its cluster reports it now ([`Admission::status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStatus {
+    pub id: i64,
+    pub cluster: String,
+    pub cluster_job_id: String,
+    pub status: ClusterStatus,
+}
+
+impl JobStatus {
+    /// `{id, cluster, cluster_job_id, known, finished, states, exit_code}`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "cluster": self.cluster,
+            "cluster_job_id": self.cluster_job_id,
+            "known": !self.status.states.is_empty(),
+            "finished": self.status.finished,
+            "states": self.status.states,
+            "exit_code": self.status.exit_code,
         })
     }
 }
@@ -1102,16 +1137,11 @@ impl Admission {
                 }
                 tracing::warn!(job = job.id, cluster = %q.cluster, error = %e,
                     "forwarding failed; hold released");
-                return Err(match e {
-                    ForwardError::Refused(m) => AdmissionError::UpstreamRefused(format!(
-                        "{} refused the job (nothing is held): {m}",
-                        q.cluster
-                    )),
-                    ForwardError::Unavailable(m) => AdmissionError::UpstreamUnavailable(format!(
-                        "{} could not be reached (nothing is held): {m}",
-                        q.cluster
-                    )),
-                });
+                return Err(upstream_error(
+                    e,
+                    format!("{} refused the job (nothing is held)", q.cluster),
+                    format!("{} could not be reached (nothing is held)", q.cluster),
+                ));
             }
         };
         // The job runs now: its record is written behind the answer (readers of jobs wait
@@ -1276,6 +1306,44 @@ impl Admission {
         self.view(job).await
     }
 
+    /// What the job's cluster reports of it now (`GET /v1/jobs/{id}/status`), for whoever may
+    /// see the job: asked of the cluster itself, as `sbatch --wait` asks slurmctld.
+    pub async fn status(&self, principal: &Principal, id: i64) -> Result<JobStatus> {
+        let job = self.visible_job(principal, id).await?;
+        let Some(cluster_job_id) = job.cluster_job_id.as_deref() else {
+            return Err(AdmissionError::Conflict(format!(
+                "job {id} is still being forwarded; ask again in a moment"
+            )));
+        };
+        let forwarder = self.inner.forwarders.get(&job.cluster).ok_or_else(|| {
+            AdmissionError::Conflict(format!(
+                "job {id}'s cluster {} takes no submissions here any more, so bursar cannot ask it",
+                job.cluster
+            ))
+        })?;
+        let job_ref = ForwardedRef {
+            cluster_job_id: Some(cluster_job_id),
+            settle_ref: job.settle_ref.as_deref().unwrap_or(cluster_job_id),
+            submitted_at: job.submitted_at,
+        };
+        let status = forwarder.status(job_ref).await.map_err(|e| {
+            upstream_error(
+                e,
+                format!("{} cannot say how job {cluster_job_id} is", job.cluster),
+                format!(
+                    "{} could not be reached to ask about job {cluster_job_id}",
+                    job.cluster
+                ),
+            )
+        })?;
+        Ok(JobStatus {
+            id,
+            cluster: job.cluster.clone(),
+            cluster_job_id: cluster_job_id.to_string(),
+            status,
+        })
+    }
+
     /// Cancels a held job on its cluster (as its user) and releases its hold. The owner or an
     /// admin may.
     pub async fn cancel(&self, principal: &Principal, id: i64) -> Result<JobView> {
@@ -1310,15 +1378,18 @@ impl Admission {
         forwarder
             .cancel(&job.user, &cluster_job_id)
             .await
-            .map_err(|e| match e {
-                ForwardError::Refused(m) => AdmissionError::UpstreamRefused(format!(
-                    "{} refused to cancel job {cluster_job_id} (the hold stays): {m}",
-                    job.cluster
-                )),
-                ForwardError::Unavailable(m) => AdmissionError::UpstreamUnavailable(format!(
-                    "{} could not be reached to cancel job {cluster_job_id} (the hold stays): {m}",
-                    job.cluster
-                )),
+            .map_err(|e| {
+                upstream_error(
+                    e,
+                    format!(
+                        "{} refused to cancel job {cluster_job_id} (the hold stays)",
+                        job.cluster
+                    ),
+                    format!(
+                        "{} could not be reached to cancel job {cluster_job_id} (the hold stays)",
+                        job.cluster
+                    ),
+                )
             })?;
         let ledger = &self.inner.app.ledger;
         let at = now();

@@ -30,6 +30,8 @@ pub enum Parsed {
 pub struct Submission {
     pub request: JobRequest,
     pub parsable: bool,
+    /// `-W/--wait`: wait for the job to end and exit with its exit code.
+    pub wait: bool,
     pub quiet: bool,
     pub test_only: bool,
     /// How the request was read (ranges narrowed, …): shown on standard error.
@@ -277,6 +279,7 @@ const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
     ("SBATCH_NO_KILL", "--no-kill"),
     ("SBATCH_NO_REQUEUE", "--no-requeue"),
     ("SBATCH_REQUEUE", "--requeue"),
+    ("SBATCH_WAIT", "--wait"),
 ];
 
 /// An on/off input variable's value that turns its option on (see [`SBATCH_ENV_FLAGS`]).
@@ -324,7 +327,6 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_TRES_BIND",
     "SBATCH_TRES_PER_TASK",
     "SBATCH_USE_MIN_NODES",
-    "SBATCH_WAIT",
     "SBATCH_WAIT_ALL_NODES",
     "SBATCH_WAIT4SWITCH",
     "SLURM_HINT",
@@ -458,6 +460,7 @@ fn sbatch_submission(
         Ok(command) => Ok(Parsed::Job(Box::new(Submission {
             request: command.request,
             parsable: command.parsable,
+            wait: command.wait,
             quiet: command.quiet,
             test_only: command.test_only,
             notes: command.notes,
@@ -537,6 +540,7 @@ fn dstack_submission(options: &[String], yaml: &str) -> anyhow::Result<Parsed> {
     Ok(Parsed::Job(Box::new(Submission {
         request,
         parsable: command.parsable,
+        wait: command.wait,
         quiet: command.quiet,
         test_only: command.test_only,
         notes: command.notes,

@@ -90,7 +90,68 @@ pub async fn submit(
         // (`sbatch job.sh | awk '{print $4}'`) keep working.
         writeln!(err, "{}", submitted.bursar_line())?;
     }
+    if job.wait {
+        out.flush()?;
+        let code = wait_for_end(&client, &submitted, err).await?;
+        return Ok(ExitCode::from(code));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long `--wait` sleeps before each question: sbatch's 2 s, then 4 times longer each
+/// time, but at most 10 s (sbatch goes up to 32 s; bursar answers sooner for the same load).
+fn wait_pause(asked: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(2u64.saturating_mul(4u64.saturating_pow(asked)).min(10))
+}
+
+/// `-W/--wait`: asks the server what the job's cluster reports (`GET /v1/jobs/{id}/status`)
+/// until the job has ended, as sbatch asks slurmctld; its exit code (the highest of an
+/// array's tasks; 1 when a signal ended it) becomes `bursar submit`'s. A server or cluster
+/// that cannot be reached is asked again; a job its cluster no longer knows is exit code 1,
+/// with sbatch's message (sbatch itself exits 0 then).
+async fn wait_for_end(
+    client: &Client,
+    submitted: &Submitted,
+    err: &mut impl Write,
+) -> anyhow::Result<u8> {
+    let path = format!("/v1/jobs/{}/status", text(&submitted.id));
+    let job = text(&submitted.cluster_job_id);
+    let mut asked = 0u32;
+    loop {
+        tokio::time::sleep(wait_pause(asked)).await;
+        asked = asked.saturating_add(1);
+        let answer = match client.get(&path).await {
+            Ok(answer) => answer,
+            Err(e) if retry_while_waiting(&e) => {
+                writeln!(err, "bursar: cannot ask about job {job} now, retrying: {e}")?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if answer["finished"] != Value::Bool(true) {
+            continue;
+        }
+        return Ok(match answer["exit_code"].as_i64() {
+            Some(code) => u8::try_from(code.clamp(0, 255)).unwrap_or(1),
+            None => {
+                writeln!(
+                    err,
+                    "bursar: Job {job} no longer found and exit code not found"
+                )?;
+                1
+            }
+        });
+    }
+}
+
+/// A failure `--wait` outlasts, as sbatch outlasts slurmctld's: no answer from the server, or
+/// the job's cluster unavailable (503) or failing to answer (502).
+fn retry_while_waiting(e: &ClientError) -> bool {
+    match e {
+        ClientError::Unreachable { .. } | ClientError::Timeout { .. } => true,
+        ClientError::Api(api) => api.status == 502 || api.status == 503,
+        _ => false,
+    }
 }
 
 /// `bursar quote [sbatch options] SCRIPT [--format F]`: every cluster, its estimate and whether

@@ -36,7 +36,7 @@
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
 //! | `-a/--array=LIST[%MAX]` | [`ArraySpec`]: a job array (`0-9`, `1,3,5-7`, `0-15:4`, `%2` to run at most two tasks at once), checked as slurmctld checks it (indexes up to 4000000: a cluster with a smaller `MaxArraySize` refuses the job at submission) and forwarded as written; a dstack cluster is not eligible for it |
-//! | `--parsable`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
+//! | `--parsable`, `-W/--wait`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
 //! | `-v/--verbose` | accepted and ignored: it only changes sbatch's own chatter |
 //! | `-h/--help`, `--usage` | [`RequestError::HelpRequested`]; print [`SBATCH_USAGE`] |
 //!
@@ -144,6 +144,7 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
   -a, --array=LIST[%MAX]        a job array: indexes N, N-M, N-M:STEP, comma-separated;
                                 %MAX runs at most MAX tasks at once (Slurm clusters)
       --parsable                print only the job id
+  -W, --wait                    wait until the job ends; exit with its exit code
   -Q, --quiet                   print nothing but errors
       --test-only               quote the job, do not submit it
   -v, --verbose                 accepted and ignored
@@ -167,6 +168,8 @@ pub struct SbatchCommand {
     pub quiet: bool,
     /// `--test-only`: quote, do not submit.
     pub test_only: bool,
+    /// `-W/--wait`: return once the job has ended, with its exit code.
+    pub wait: bool,
     /// What the user should know about how the request was read (ranges narrowed, GRES not
     /// priced, deprecated `#SLURM` lines, …); print them before the quote.
     pub notes: Vec<String>,
@@ -627,6 +630,7 @@ enum Opt {
     Hold,
     Array,
     Parsable,
+    Wait,
     Quiet,
     TestOnly,
     Verbose,
@@ -714,6 +718,7 @@ const OPTIONS: &[Spec] = &[
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
     spec("parsable", None, Opt::Parsable, Arg::Flag),
+    spec("wait", Some('W'), Opt::Wait, Arg::Flag),
     spec("quiet", Some('Q'), Opt::Quiet, Arg::Flag),
     spec("test-only", None, Opt::TestOnly, Arg::Flag),
     spec("verbose", Some('v'), Opt::Verbose, Arg::Flag),
@@ -832,6 +837,7 @@ struct Directives {
     hold: bool,
     array: Option<ArraySpec>,
     parsable: bool,
+    wait: bool,
     quiet: bool,
     test_only: bool,
     help: bool,
@@ -1167,6 +1173,7 @@ impl Directives {
             Opt::Hold => self.hold = true,
             Opt::Array => self.array = Some(ArraySpec::parse_option(typed, v)?),
             Opt::Parsable => self.parsable = true,
+            Opt::Wait => self.wait = true,
             Opt::Quiet => self.quiet = true,
             Opt::TestOnly => self.test_only = true,
             Opt::Verbose => {}
@@ -1289,6 +1296,7 @@ impl Directives {
             hold: cli.hold || script.hold,
             array: cli.array.or(script.array),
             parsable: cli.parsable || script.parsable,
+            wait: cli.wait || script.wait,
             quiet: cli.quiet || script.quiet,
             test_only: cli.test_only || script.test_only,
             help: cli.help || script.help,
@@ -1491,6 +1499,7 @@ impl Directives {
         Ok(SbatchCommand {
             request,
             parsable: self.parsable,
+            wait: self.wait,
             quiet: self.quiet,
             test_only: self.test_only,
             notes,

@@ -51,6 +51,10 @@ pub trait AdmissionApi: Send + Sync {
     /// `DELETE /v1/jobs/{id}` → 200: cancel on the cluster, release the hold.
     async fn cancel(&self, caller: &Principal, id: i64) -> Result<Value, ApiError>;
 
+    /// `GET /v1/jobs/{id}/status` → 200: what the job's cluster reports of it now, with its
+    /// exit code once it finished.
+    async fn status(&self, caller: &Principal, id: i64) -> Result<Value, ApiError>;
+
     /// Waits until everything answered so far is in the ledger (called at shutdown).
     async fn settled(&self) {}
 

@@ -99,6 +99,15 @@ pub(super) async fn get(
     Ok(Json(admission(&state)?.job(&caller, id).await?))
 }
 
+/// `GET /v1/jobs/{id}/status`.
+pub(super) async fn status(
+    State(state): State<ServerState>,
+    Authenticated(caller): Authenticated,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(admission(&state)?.status(&caller, id).await?))
+}
+
 /// `DELETE /v1/jobs/{id}`.
 pub(super) async fn cancel(
     State(state): State<ServerState>,

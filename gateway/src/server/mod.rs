@@ -149,6 +149,7 @@ fn routes() -> Vec<Route> {
         route(Method::POST, "/v1/jobs", post(jobs::submit)),
         route(Method::GET, "/v1/jobs", get(jobs::list)),
         route(Method::GET, "/v1/jobs/{id}", get(jobs::get)),
+        route(Method::GET, "/v1/jobs/{id}/status", get(jobs::status)),
         route(Method::DELETE, "/v1/jobs/{id}", delete(jobs::cancel)),
     ]
 }
