@@ -819,7 +819,12 @@ async fn submit_as_a_user_sends_their_minted_token_and_the_versions_body() {
 /// path alone is left out; from 22.05.9 (and at every data_parser version) `argv` goes.
 #[tokio::test]
 async fn argv_goes_only_to_a_slurmrestd_that_survives_it() {
-    for (release, sent) in [("22.05.8", false), ("22.05.9", true), ("23.02.0", true)] {
+    for (release, sent) in [
+        ("22.05.8", false),
+        ("22.05.9", true),
+        ("23.02.1", false),
+        ("23.02.2", true),
+    ] {
         let server = MockServer::start().await;
         let ping = fixture("real-22.05/ping.json").replace("22.05.8", release);
         Mock::given(method("GET"))
@@ -849,7 +854,10 @@ async fn argv_goes_only_to_a_slurmrestd_that_survives_it() {
         } else {
             let err = answer.unwrap_err();
             assert!(matches!(err, RestError::InvalidRequest(_)), "{err:?}");
-            assert!(err.to_string().contains("Slurm 22.05.8"), "{err}");
+            assert!(
+                err.to_string().contains(&format!("Slurm {release}")),
+                "{err}"
+            );
             let known = client.known_argv_refusal().expect("known once asked");
             assert!(err.to_string().contains(&known), "{err} / {known}");
         }
@@ -907,7 +915,10 @@ fn releases_whose_slurmrestd_breaks_on_argv() {
         (Some("21.08.8-2"), true),
         (Some("22.05.9"), false),
         (Some("22.05.11"), false),
-        (Some("23.02.0-0rc1"), false),
+        (Some("23.02.0-0rc1"), true),
+        (Some("23.02.1"), true),
+        (Some("23.02.2"), false),
+        (Some("23.02.7"), false),
         (Some("23.11.10"), false),
         (Some("garbage"), true),
         (Some("22.05"), true),
@@ -1325,7 +1336,7 @@ async fn live_jobs_carry_the_exit_code_sbatch_wait_reads() {
     let (v38, _key) = client(&server, Some(ApiVersion::V0_0_38));
     let mut codes = Vec::new();
     for id in 1..=5 {
-        let jobs = v38.live_jobs(id).await.unwrap();
+        let jobs = v38.live_jobs("alice", id).await.unwrap();
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].state, "COMPLETED");
         codes.push(jobs[0].exit_code);
@@ -1353,7 +1364,7 @@ async fn live_jobs_carry_the_exit_code_sbatch_wait_reads() {
         .mount(&server)
         .await;
     let (v41, _key) = client(&server, Some(ApiVersion::V0_0_41));
-    let live = v41.live_jobs(21).await.unwrap();
+    let live = v41.live_jobs("alice", 21).await.unwrap();
     let codes: Vec<Option<i32>> = live.iter().map(|j| j.exit_code).collect();
     assert_eq!(
         codes,

@@ -149,7 +149,7 @@ async fn a_task_becomes_a_new_run_and_its_hold_waits_for_its_submission() {
     run["jobs"][0]["job_submissions"][0]["exit_status"] = json!(3);
     Mock::given(method("POST"))
         .and(path("/api/project/hpc/runs/get"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(run))
+        .respond_with(ResponseTemplate::new(200).set_body_json(run.clone()))
         .up_to_n_times(1)
         .mount(&server)
         .await;
@@ -159,6 +159,17 @@ async fn a_task_becomes_a_new_run_and_its_hold_waits_for_its_submission() {
         (true, Some(3)),
         "{failed:?}"
     );
+    // A stopped run whose job says 0 is still no success.
+    run["status"] = json!("terminated");
+    run["jobs"][0]["job_submissions"][0]["exit_status"] = json!(0);
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(run))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    let stopped = admission.status(&alice(), submitted.id).await.unwrap();
+    assert_eq!(stopped.status.exit_code, Some(1), "{stopped:?}");
 
     Mock::given(method("POST"))
         .and(path("/api/project/hpc/runs/stop"))

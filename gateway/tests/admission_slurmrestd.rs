@@ -487,9 +487,19 @@ async fn a_job_s_status_is_what_slurmctld_reports_with_sbatch_s_exit_code() {
     .unwrap();
     ended["jobs"][0]["job_state"] = json!("FAILED");
     ended["jobs"][0]["exit_code"] = json!(3 << 8);
+    // Asked as the job's user, as sbatch --wait asks (PrivateData=jobs hides it from others).
     Mock::given(method("GET"))
         .and(path("/slurm/v0.0.38/job/6000"))
+        .and(header("x-slurm-user-name", "alice"))
         .respond_with(ResponseTemplate::new(200).set_body_json(ended))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.38/job/3119"))
+        .and(header("x-slurm-user-name", "alice"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(include_str!(
+            "../../collectors/tests/fixtures/slurmrestd/real-22.05/job-held.json"
+        )))
         .mount(&server)
         .await;
     let f = fixture(&server.uri()).await;

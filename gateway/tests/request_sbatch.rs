@@ -1356,6 +1356,10 @@ fn json_shape_and_defaults() {
     assert_eq!(back, r);
     let plain = serde_json::to_value(parse_ok(&[])).unwrap();
     assert!(plain.get("script_args").is_none() && plain.get("script_path").is_none());
+    // A file name may hold a line break: only NUL is refused.
+    let odd: JobRequest =
+        serde_json::from_str(r##"{"script": "#!/bin/sh\n", "script_path": "/a\nb.sh"}"##).unwrap();
+    odd.validate().unwrap();
     for (bad, message) in [
         (
             r#"{"wrap": "true", "script_args": ["x"]}"#,
@@ -1374,8 +1378,12 @@ fn json_shape_and_defaults() {
             "NUL",
         ),
         (
-            r##"{"script": "#!/bin/sh\n", "script_path": "/a\nb.sh"}"##,
-            "script path",
+            r##"{"script": "#!/bin/sh\n", "script_path": "/a\u0000b.sh"}"##,
+            "without NUL",
+        ),
+        (
+            r##"{"script": "#!/bin/sh\n", "script_path": ""}"##,
+            "script_path",
         ),
     ] {
         let r: JobRequest = serde_json::from_str(bad).unwrap();

@@ -509,7 +509,7 @@ impl SlurmRestClient {
     /// database, slurmctld reports held jobs.
     pub async fn job_states(&self, job_id: u64) -> Result<Vec<String>, RestError> {
         Ok(self
-            .live_jobs(job_id)
+            .live_jobs(self.credentials.default_user(), job_id)
             .await?
             .into_iter()
             .map(|job| job.state)
@@ -517,10 +517,12 @@ impl SlurmRestClient {
     }
 
     /// The jobs slurmctld reports now under `job_id`, with their exit codes (see
-    /// [`SlurmRestClient::job_states`]); what `sbatch --wait` asks slurmctld.
-    pub async fn live_jobs(&self, job_id: u64) -> Result<Vec<LiveJob>, RestError> {
+    /// [`SlurmRestClient::job_states`]), asked as `as_user`: what `sbatch --wait` asks
+    /// slurmctld, as the job's owner (with `PrivateData=jobs`, slurmctld shows a user's job to
+    /// that user and its operators only).
+    pub async fn live_jobs(&self, as_user: &str, job_id: u64) -> Result<Vec<LiveJob>, RestError> {
         let version = self.api_version().await?;
-        let user = self.credentials.default_user();
+        let user = as_user;
         let url = self.url(&version.job_path(job_id));
         let (status, answer) = self.call(Method::GET, url, user, None).await?;
         // An unknown job is errno 2017, with HTTP 500 (22.05) or 404 (23.11 and later): not a

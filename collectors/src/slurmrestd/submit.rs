@@ -690,9 +690,10 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
 }
 
 /// Whether a slurmrestd of `release` (`22.05.8`, from a ping's `meta`) serving `version` breaks
-/// on a job's `argv`: 22.05.0 – 22.05.8's v0.0.38 plugin hands sbatch's option array to the job
-/// and frees it beside, so the submission reads freed memory and slurmrestd dies (seen on
-/// 22.05.8: SIGSEGV; 22.05.9 copies the array). An unknown release counts as one that breaks.
+/// on a job's `argv`: the v0.0.38 plugin of 22.05.0 – 22.05.8 and of 23.02.0 – 23.02.1 hands
+/// sbatch's option array to the job and frees it beside, so the submission reads freed memory
+/// and slurmrestd dies (seen on 22.05.8: SIGSEGV; 22.05.9 and 23.02.2 copy the array). An
+/// unknown release counts as one that breaks.
 pub fn argv_breaks(version: ApiVersion, release: Option<&str>) -> bool {
     if version.is_data_parser() {
         return false;
@@ -707,7 +708,10 @@ pub fn argv_breaks(version: ApiVersion, release: Option<&str>) -> bool {
             .collect()
     });
     match numbers.as_deref() {
-        Some([major, minor, micro]) => (*major, *minor, *micro) < (22, 5, 9),
+        Some([major, minor, micro]) => {
+            let release = (*major, *minor, *micro);
+            release < (22, 5, 9) || ((23, 2, 0)..(23, 2, 2)).contains(&release)
+        }
         _ => true,
     }
 }
@@ -716,8 +720,9 @@ pub fn argv_breaks(version: ApiVersion, release: Option<&str>) -> bool {
 pub fn argv_refusal(release: Option<&str>) -> String {
     format!(
         "script arguments cannot reach this cluster: its slurmrestd (Slurm {}) crashes on a \
-         job's arguments (fixed in Slurm 22.05.9), so bursar does not send them there; read \
-         them from the environment instead (--export=ALL,NAME=value) or use another cluster",
+         job's arguments (fixed in Slurm 22.05.9 and 23.02.2), so bursar does not send them \
+         there; read them from the environment instead (--export=ALL,NAME=value) or use \
+         another cluster",
         release.unwrap_or("of an unknown release")
     )
 }

@@ -135,8 +135,12 @@ pub trait Forwarder: Send + Sync {
     }
 
     /// What the cluster itself reports of the job now, with its exit code once it finished (as
-    /// `sbatch --wait` asks slurmctld).
-    async fn status(&self, _job: ForwardedRef<'_>) -> Result<ClusterStatus, ForwardError> {
+    /// `sbatch --wait` asks slurmctld), asked as the job's `user`.
+    async fn status(
+        &self,
+        _user: &str,
+        _job: ForwardedRef<'_>,
+    ) -> Result<ClusterStatus, ForwardError> {
         Err(ForwardError::Refused(
             "this cluster cannot report a job's status".into(),
         ))
@@ -401,8 +405,8 @@ const SLURM_WAITING: [&str; 14] = [
 ];
 
 /// A finished dstack run's exit code: the highest `exit_status` of its jobs' last submissions
-/// (a multi-node run has a job per node), else 0 for a `done` run and 1 for one that failed or
-/// was stopped.
+/// (a multi-node run has a job per node), else 0 for a `done` run; a run that failed or was
+/// stopped is never 0 (1 when its jobs say 0 or nothing).
 fn dstack_exit_code(raw: &str, status: &str) -> i32 {
     let run: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
     let statuses = run
@@ -415,9 +419,14 @@ fn dstack_exit_code(raw: &str, status: &str) -> i32 {
             last.get("exit_status")?.as_i64()
         })
         .filter_map(|code| i32::try_from(code).ok());
-    statuses
-        .max()
-        .unwrap_or(if status == "done" { 0 } else { 1 })
+    let done = status == "done";
+    match statuses.max() {
+        // An exit status no shell gives (negative) is a failure too.
+        Some(code) if code < 0 => 1,
+        Some(code) if code != 0 || done => code,
+        _ if done => 0,
+        _ => 1,
+    }
 }
 
 /// dstack's finished run statuses (0.22.5 `RunStatus`): a run in any other (`pending`,
@@ -494,11 +503,15 @@ impl Forwarder for SlurmForwarder {
         Ok(states.iter().any(|s| SLURM_WAITING.contains(&s.as_str())))
     }
 
-    async fn status(&self, job: ForwardedRef<'_>) -> Result<ClusterStatus, ForwardError> {
+    async fn status(
+        &self,
+        user: &str,
+        job: ForwardedRef<'_>,
+    ) -> Result<ClusterStatus, ForwardError> {
         let id: u64 = job.settle_ref.parse().map_err(|_| {
             ForwardError::Refused(format!("{:?} is not a Slurm job id", job.settle_ref))
         })?;
-        let live = self.client.live_jobs(id).await.map_err(slurm_error)?;
+        let live = self.client.live_jobs(user, id).await.map_err(slurm_error)?;
         if live.is_empty() {
             return Ok(ClusterStatus::gone());
         }
@@ -687,7 +700,11 @@ impl Forwarder for DstackForwarder {
         }
     }
 
-    async fn status(&self, job: ForwardedRef<'_>) -> Result<ClusterStatus, ForwardError> {
+    async fn status(
+        &self,
+        _user: &str,
+        job: ForwardedRef<'_>,
+    ) -> Result<ClusterStatus, ForwardError> {
         let Some(run_name) = job.cluster_job_id else {
             return Ok(ClusterStatus::gone());
         };

@@ -1326,7 +1326,7 @@ impl Admission {
             settle_ref: job.settle_ref.as_deref().unwrap_or(cluster_job_id),
             submitted_at: job.submitted_at,
         };
-        let status = forwarder.status(job_ref).await.map_err(|e| {
+        let status = forwarder.status(&job.user, job_ref).await.map_err(|e| {
             upstream_error(
                 e,
                 format!("{} cannot say how job {cluster_job_id} is", job.cluster),

@@ -230,12 +230,14 @@ pub fn read_command_line(
     Ok(Parsed::Job(job))
 }
 
-/// The script's path as sbatch sends it (the job's `Command=`): as given when absolute, else
-/// under the current folder (`job.sh` → `/home/alice/job.sh`, `./job.sh` →
-/// `/home/alice/./job.sh`); as given when the current folder is unknown.
+/// The script's path as sbatch sends it (the job's `Command=`, from `search_path`): as typed
+/// when it starts with `/` or `.` (`./job.sh`), else under the current folder (`job.sh`,
+/// `sub/job.sh` → `/home/alice/sub/job.sh`); as typed when the current folder is unknown.
 fn script_command(path: &str, cwd: Option<&str>) -> String {
     match cwd {
-        Some(dir) if !path.starts_with('/') => format!("{}/{path}", dir.trim_end_matches('/')),
+        Some(dir) if !path.starts_with(['/', '.']) => {
+            format!("{}/{path}", dir.trim_end_matches('/'))
+        }
         _ => path.to_string(),
     }
 }

@@ -117,22 +117,33 @@ async fn wait_for_end(
     let path = format!("/v1/jobs/{}/status", text(&submitted.id));
     let job = text(&submitted.cluster_job_id);
     let mut asked = 0u32;
+    let mut last_problem = String::new();
     loop {
         tokio::time::sleep(wait_pause(asked)).await;
         asked = asked.saturating_add(1);
         let answer = match client.get(&path).await {
             Ok(answer) => answer,
             Err(e) if retry_while_waiting(&e) => {
-                writeln!(err, "bursar: cannot ask about job {job} now, retrying: {e}")?;
+                // Said once, not at every question while it lasts.
+                let problem = e.to_string();
+                if problem != last_problem {
+                    writeln!(
+                        err,
+                        "bursar: cannot ask about job {job} now, retrying: {problem}"
+                    )?;
+                    last_problem = problem;
+                }
                 continue;
             }
             Err(e) => return Err(e.into()),
         };
+        last_problem.clear();
         if answer["finished"] != Value::Bool(true) {
             continue;
         }
         return Ok(match answer["exit_code"].as_i64() {
-            Some(code) => u8::try_from(code.clamp(0, 255)).unwrap_or(1),
+            // A status outside 0–255 is no exit status: a failure, never success.
+            Some(code) => u8::try_from(code).unwrap_or(1),
             None => {
                 writeln!(
                     err,
@@ -144,12 +155,14 @@ async fn wait_for_end(
     }
 }
 
-/// A failure `--wait` outlasts, as sbatch outlasts slurmctld's: no answer from the server, or
-/// the job's cluster unavailable (503) or failing to answer (502).
+/// A failure `--wait` outlasts, as sbatch outlasts any but an unknown job: no answer from the
+/// server, or a server error (5xx: the job's cluster refusing or unavailable, a proxy in front
+/// of a restarting server). A refusal of the caller (4xx: token, job not theirs) ends the wait.
 fn retry_while_waiting(e: &ClientError) -> bool {
     match e {
         ClientError::Unreachable { .. } | ClientError::Timeout { .. } => true,
-        ClientError::Api(api) => api.status == 502 || api.status == 503,
+        ClientError::Api(api) => api.status >= 500,
+        ClientError::Unexpected { status, .. } => *status >= 500,
         _ => false,
     }
 }

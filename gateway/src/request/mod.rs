@@ -187,8 +187,9 @@ pub struct JobRequest {
     pub error: Option<String>,
     /// The batch script, `#!` line first.
     pub script: Option<String>,
-    /// Where the script was read from (the CLI sends the full path on the user's machine):
-    /// the job's command, `argv[0]` (`Command=` in `scontrol show job`), as sbatch sends it.
+    /// Where the script was read from, as sbatch sends it (the CLI: as typed when it starts
+    /// with `/` or `.`, else under the current folder): the job's command, `argv[0]`
+    /// (`Command=` in `scontrol show job`).
     pub script_path: Option<String>,
     /// The script's own arguments (`bursar submit job.sh in.dat 4`): `$1`, `$2`, … in the job.
     pub script_args: Vec<String>,
@@ -885,8 +886,14 @@ impl JobRequest {
                 "script_path and script_args belong to a batch script".into()
             });
         }
-        if let Some(path) = &self.script_path {
-            check_text("script path", path)?;
+        // Any file name (with a blank or a line break too), any argument; but no NUL, which
+        // ends a C string.
+        if self
+            .script_path
+            .as_ref()
+            .is_some_and(|p| p.is_empty() || p.contains('\0'))
+        {
+            return invalid("script_path must be a file's path, without NUL".into());
         }
         if self.script_args.iter().any(|a| a.contains('\0')) {
             return invalid("a script argument cannot contain a NUL character".into());
