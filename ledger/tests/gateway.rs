@@ -700,6 +700,98 @@ async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_wit
     assert!(ledger.verify().await.unwrap().is_empty());
 }
 
+/// slurmdbd may log the pending rest of an array cancelled on its cluster still naming a task
+/// that had just started (`63_[1-3%1]` beside `63_1`, seen live on 22.05): that task ran, and
+/// its share stays held until its own record ends it, in whichever order the records come.
+#[tokio::test]
+async fn a_task_the_pending_rest_still_names_keeps_its_share_until_it_ends() {
+    let (_dir, ledger) = funded_physics().await;
+    let mut jobs = Vec::new();
+    for n in ["63", "90"] {
+        let hold = ledger
+            .try_place_hold(&physics_hold(&format!("job {n}"), Some(n), 12 * UNIT))
+            .await
+            .unwrap();
+        let job = ledger
+            .create_api_job(&NewApiJob {
+                estimate: 12 * UNIT,
+                array_tasks: Some(4),
+                ..job(None, "alice", "physics", Some(hold.id))
+            })
+            .await
+            .unwrap();
+        ledger
+            .update_api_job(job.id, "held", Some(n), T0)
+            .await
+            .unwrap();
+        jobs.push((hold.id, job.id));
+    }
+    let record = |raw: &str, display: &str, state: &str| bursar_ledger::UsageCharge {
+        display_id: display.to_string(),
+        state: state.to_string(),
+        is_final: !matches!(state, "PENDING" | "RUNNING"),
+        ..common::record(raw, state, "physics", 0, T0 + HOUR)
+    };
+    let amount = |hold: i64| {
+        let ledger = ledger.clone();
+        async move { ledger.holds_by_id(&[hold]).await.unwrap()[0].amount }
+    };
+    let state = |job: i64| {
+        let ledger = ledger.clone();
+        async move { ledger.api_job(job).await.unwrap().unwrap().state }
+    };
+    // One pass: task 0 done, task 1 just started, the rest cancelled still naming task 1.
+    ledger
+        .post_usage(
+            &[
+                record("63", "63_[1-3%1]", "CANCELLED"),
+                record("64", "63_0", "COMPLETED"),
+                record("65", "63_1", "RUNNING"),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!(amount(jobs[0].0).await, 3 * UNIT, "tasks 2 and 3 never ran");
+    assert_eq!(state(jobs[0].1).await, "held", "task 1 still runs");
+    let posted = ledger
+        .post_usage(&[record("65", "63_1", "CANCELLED")], T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(posted.settled_holds, 1);
+    assert_eq!(state(jobs[0].1).await, "settled");
+
+    // The started task's record first, the rest's in a later pass.
+    ledger
+        .post_usage(
+            &[
+                record("91", "90_0", "COMPLETED"),
+                record("92", "90_1", "RUNNING"),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    ledger
+        .post_usage(&[record("90", "90_[1-3%1]", "CANCELLED")], T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(amount(jobs[1].0).await, 3 * UNIT);
+    assert_eq!(state(jobs[1].1).await, "held");
+    ledger
+        .post_usage(&[record("92", "90_1", "CANCELLED")], T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(state(jobs[1].1).await, "settled");
+    let balance = ledger
+        .balance("physics", T0 + HOUR)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(balance.held, 0);
+    assert!(ledger.verify().await.unwrap().is_empty());
+}
+
 /// Parts are records of their job's cluster: two clusters' records under the same raw id and
 /// submit second (Slurm hands ids out per cluster) are parts of their own jobs, each listed
 /// again moving nothing; within a cluster, a record listed for another job moves to it.

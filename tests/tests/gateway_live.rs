@@ -1668,10 +1668,12 @@ fn a_job_array_cancelled_on_its_cluster_settles_at_what_its_tasks_ran() {
     let tasks = array_sacct(&gw, "onprem", &sub.cluster_job_id);
     let expected = onprem_cost(&tasks);
     assert!(expected > 0, "{tasks:?}");
-    // The charge is every task's that ran. When slurmdbd first logged the pending rest naming
+    // The charge is every task's that ran. When slurmdbd first logs the pending rest naming
     // the task that had just started (`22_[1-3%1]`, renamed `22_[2-3%1]` once that task's
-    // own record is written), the job settles a pass before that task's charge is collected:
-    // wait for it (the known limit of reading never-run tasks from the rest's name).
+    // own record is written) and bursar reads the rest before that task's record, the job
+    // settles a pass before that task's charge is collected: wait for it (the known limit of
+    // reading never-run tasks from the rest's name; a task record read first, or with the
+    // rest, keeps the job held until it ends).
     let charged = wait_for("the tasks' charge", JOB_WAIT, || {
         let job = gw.job(sub.id);
         let charge = micros(job["charge"].as_str().unwrap_or("0"));

@@ -16,7 +16,10 @@
 //!   nothing (an estimate of 0) is recorded `settled` then.
 //! - The pending rest's record ending (the array cancelled on its cluster) counts the tasks it
 //!   names as never running (`api_jobs.array_never_ran`, migration 0016): their shares are
-//!   released at once, and the tasks that ran settle the hold as they end. An array cancelled
+//!   released at once, and the tasks that ran settle the hold as they end. slurmdbd may still
+//!   name a task in the rest that started as the array was cancelled: a task with a record of
+//!   its own is not counted, and the count is made again (from the rest's display id,
+//!   `api_jobs.array_rest`, migration 0018) whenever another task record of the array comes. An array cancelled
 //!   before any task started is logged as a plain job under its id: the gateway confirms with
 //!   the cluster that nothing of it waits ([`super::holds::to_confirm_sql`]).
 //! - Any record of the array (a task, or its pending rest) moves the hold's expiry a lifetime
@@ -68,7 +71,7 @@ async fn any_arrays(conn: &mut SqliteConnection) -> Result<bool> {
 
 /// The array jobs of a cluster (`?1`) known there by the id `?2`, newest first.
 pub(super) const ARRAY_JOBS_SQL: &str = "select id, hold_id, estimate, array_tasks, \
-     submitted_at, state from api_jobs indexed by api_jobs_arrays \
+     submitted_at, state, array_rest from api_jobs indexed by api_jobs_arrays \
      where array_tasks is not null and cluster = ?1 and cluster_job_id = ?2 \
      order by submitted_at desc, id desc";
 
@@ -80,6 +83,8 @@ struct ArrayJob {
     tasks: i64,
     submitted_at: i64,
     held: bool,
+    /// The display id of its pending rest, once that record ended (migration 0018).
+    rest: Option<String>,
 }
 
 /// What the tasks of `batch` (already posted in this transaction) do to their arrays' jobs
@@ -121,16 +126,20 @@ pub(super) async fn post_tasks(
             match task {
                 Some(task) => {
                     add_part(conn, job.id, &c.job_id, c.submit).await?;
-                    if job.held && c.settles_hold() && end_task(conn, job.id, task, at).await? {
-                        changed.insert(job.id, job.clone());
+                    let ended =
+                        job.held && c.settles_hold() && end_task(conn, job.id, task, at).await?;
+                    // A task the ended rest may name: the tasks that never ran are counted again.
+                    if ended || job.held && job.rest.is_some() {
+                        changed.entry(job.id).or_insert_with(|| job.clone());
                     }
                 }
-                // The pending rest ended: its tasks never run.
+                // The pending rest ended: the tasks it names never run, but for those with a
+                // record of their own (counted below, once every record of the batch is a part).
                 None if job.held && c.ends_job() => {
-                    let never_ran = rest_count(&c.display_id).unwrap_or(0);
-                    if never_ran > 0 && set_never_ran(conn, job.id, never_ran).await? {
-                        changed.insert(job.id, job.clone());
-                    }
+                    set_rest(conn, job.id, &c.display_id).await?;
+                    let mut with_rest = job.clone();
+                    with_rest.rest = Some(c.display_id.clone());
+                    changed.insert(job.id, with_rest);
                 }
                 None => {}
             }
@@ -141,6 +150,9 @@ pub(super) async fn post_tasks(
     }
     let mut settled = 0;
     for array in changed.values() {
+        if let Some(rest) = &array.rest {
+            count_never_ran(conn, array.id, rest).await?;
+        }
         if release_tasks(conn, array, at).await? {
             settled += 1;
             if let Some(hold) = array.hold_id {
@@ -154,13 +166,90 @@ pub(super) async fn post_tasks(
     Ok(settled)
 }
 
+/// Records the display id of the job's ended pending rest.
+async fn set_rest(conn: &mut SqliteConnection, job: i64, display_id: &str) -> Result<()> {
+    sqlx::query("update api_jobs set array_rest = ?2 where id = ?1")
+        .bind(job)
+        .bind(display_id)
+        .execute(&mut *conn)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
+/// Counts the tasks the job's ended pending rest (`rest`) names that never ran: those it
+/// names, less those with a record of their own among the job's parts.
+async fn count_never_ran(conn: &mut SqliteConnection, job: i64, rest: &str) -> Result<()> {
+    let Some(named) = rest_count(rest) else {
+        return Ok(());
+    };
+    let parts: Vec<String> = sqlx::query_scalar(
+        "select coalesce(jb.display_id, jb.job_id) from api_job_parts p
+         join labels l on l.value = p.cluster
+         join jobs jb on jb.cluster_id = l.id and jb.job_id = p.job_id and jb.submit = p.submit
+         where p.api_job_id = ?1",
+    )
+    .bind(job)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db)?;
+    let ran: BTreeSet<u32> = parts
+        .iter()
+        .filter_map(|display| display.split_once('_')?.1.parse().ok())
+        .filter(|index| rest_names(rest, *index))
+        .collect();
+    let never_ran = named.saturating_sub(u32::try_from(ran.len()).unwrap_or(u32::MAX));
+    set_never_ran(conn, job, never_ran).await?;
+    Ok(())
+}
+
+/// The task index list of a pending rest's display id (`63_[5-9%2]` → `5-9`), without its
+/// throttle; `None` when it is not one.
+fn rest_list(display_id: &str) -> Option<&str> {
+    let (_, rest) = display_id.split_once('_')?;
+    let inner = rest.strip_prefix('[')?.strip_suffix(']')?;
+    Some(inner.split_once('%').map_or(inner, |(list, _)| list))
+}
+
+/// Whether the pending rest of a display id names task `index` (see [`rest_count`]).
+pub(super) fn rest_names(display_id: &str, index: u32) -> bool {
+    let Some(inner) = rest_list(display_id) else {
+        return false;
+    };
+    if let Some(hex) = inner
+        .strip_prefix("0x")
+        .or_else(|| inner.strip_prefix("0X"))
+    {
+        // The mask's lowest bit is task 0, at the end of the text.
+        let nibble = usize::try_from(index / 4).unwrap_or(usize::MAX);
+        return hex
+            .chars()
+            .rev()
+            .nth(nibble)
+            .and_then(|digit| digit.to_digit(16))
+            .is_some_and(|digit| digit & (1 << (index % 4)) != 0);
+    }
+    inner.split(',').any(|entry| {
+        let (range, step) = entry.split_once(':').unwrap_or((entry, "1"));
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        match (
+            first.parse::<u32>(),
+            last.parse::<u32>(),
+            step.parse::<u32>(),
+        ) {
+            (Ok(first), Ok(last), Ok(step)) if step > 0 => {
+                (first..=last).contains(&index) && (index - first).is_multiple_of(step)
+            }
+            _ => false,
+        }
+    })
+}
+
 /// How many task indexes the pending rest of a display id names: `63_[5-9%2]` (sacct,
 /// slurmrestd 23.11+: ranges, steps, a throttle) or `63_[0x3E0]` (slurmrestd 22.05: a hex
 /// mask); `None` when it cannot tell.
 pub(super) fn rest_count(display_id: &str) -> Option<u32> {
-    let (_, rest) = display_id.split_once('_')?;
-    let inner = rest.strip_prefix('[')?.strip_suffix(']')?;
-    let inner = inner.split_once('%').map_or(inner, |(list, _)| list);
+    let inner = rest_list(display_id)?;
     if let Some(hex) = inner
         .strip_prefix("0x")
         .or_else(|| inner.strip_prefix("0X"))
@@ -190,7 +279,8 @@ async fn array_jobs(
     cluster: &str,
     array: &str,
 ) -> Result<Vec<ArrayJob>> {
-    let rows: Vec<(i64, Option<i64>, i64, i64, i64, String)> = sqlx::query_as(ARRAY_JOBS_SQL)
+    type Row = (i64, Option<i64>, i64, i64, i64, String, Option<String>);
+    let rows: Vec<Row> = sqlx::query_as(ARRAY_JOBS_SQL)
         .bind(cluster)
         .bind(array)
         .fetch_all(&mut *conn)
@@ -199,13 +289,14 @@ async fn array_jobs(
     Ok(rows
         .into_iter()
         .map(
-            |(id, hold_id, estimate, tasks, submitted_at, state)| ArrayJob {
+            |(id, hold_id, estimate, tasks, submitted_at, state, rest)| ArrayJob {
                 id,
                 hold_id,
                 estimate,
                 tasks,
                 submitted_at,
                 held: state == "held",
+                rest,
             },
         )
         .collect())
@@ -350,6 +441,29 @@ mod tests {
             ("63", None),
         ] {
             assert_eq!(super::rest_count(display), count, "{display}");
+        }
+    }
+
+    /// Which tasks a pending rest names, in every form [`rest_count`] reads; each form's
+    /// named tasks are as many as it counts.
+    #[test]
+    fn a_pending_rest_names_its_tasks() {
+        for (display, named) in [
+            ("63_[1-3%1]", &[1, 2, 3][..]),
+            ("63_[0,2,4]", &[0, 2, 4]),
+            ("63_[0-10:5]", &[0, 5, 10]),
+            ("63_[0x3E0]", &[5, 6, 7, 8, 9]),
+            ("63_[0x3E0%2]", &[5, 6, 7, 8, 9]),
+            ("63_[0x1]", &[0]),
+            ("63_[4-2]", &[]),
+            ("63_[a]", &[]),
+            ("63_4", &[]),
+        ] {
+            let found: Vec<u32> = (0..40).filter(|i| super::rest_names(display, *i)).collect();
+            assert_eq!(found, named, "{display}");
+            if let Some(count) = super::rest_count(display) {
+                assert_eq!(usize::try_from(count).unwrap(), named.len(), "{display}");
+            }
         }
     }
 }
