@@ -618,16 +618,10 @@ async fn a_free_job_array_is_settled_by_its_last_task() {
     );
 }
 
-/// An array cancelled on its cluster: the pending rest's record names the tasks that never
-/// run, whose shares are released at once; the task still running settles the hold when it
-/// ends, with no question to the cluster. An array cancelled before any task started is
-/// logged as a plain job under its id: only then is its hold listed for the gateway to ask
-/// whether anything of it waits.
-#[tokio::test]
-async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_with_the_last() {
-    let (_dir, ledger) = funded_physics().await;
+/// Job arrays of 4 tasks under these array ids, each holding 12 units: (hold, API job) each.
+async fn held_arrays(ledger: &bursar_ledger::Ledger, ids: &[&str]) -> Vec<(i64, i64)> {
     let mut jobs = Vec::new();
-    for n in ["63", "80"] {
+    for n in ids {
         let hold = ledger
             .try_place_hold(&physics_hold(&format!("job {n}"), Some(n), 12 * UNIT))
             .await
@@ -646,12 +640,28 @@ async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_wit
             .unwrap();
         jobs.push((hold.id, job.id));
     }
-    let record = |raw: &str, display: &str, state: &str| bursar_ledger::UsageCharge {
+    jobs
+}
+
+/// A record of an array's task (`63_1`) or pending rest (`63_[2-3%2]`) in `state`.
+fn array_record(raw: &str, display: &str, state: &str) -> bursar_ledger::UsageCharge {
+    bursar_ledger::UsageCharge {
         display_id: display.to_string(),
         state: state.to_string(),
         is_final: !matches!(state, "PENDING" | "RUNNING"),
         ..common::record(raw, state, "physics", 0, T0 + HOUR)
-    };
+    }
+}
+
+/// An array cancelled on its cluster: the pending rest's record names the tasks that never
+/// run, whose shares are released at once; the task still running settles the hold when it
+/// ends, with no question to the cluster. An array cancelled before any task started is
+/// logged as a plain job under its id: only then is its hold listed for the gateway to ask
+/// whether anything of it waits.
+#[tokio::test]
+async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_with_the_last() {
+    let (_dir, ledger) = funded_physics().await;
+    let jobs = held_arrays(&ledger, &["63", "80"]).await;
     let amount = |hold: i64| {
         let ledger = ledger.clone();
         async move { ledger.holds_by_id(&[hold]).await.unwrap()[0].amount }
@@ -660,9 +670,9 @@ async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_wit
     ledger
         .post_usage(
             &[
-                record("64", "63_0", "COMPLETED"),
-                record("65", "63_1", "RUNNING"),
-                record("63", "63_[2-3%2]", "PENDING"),
+                array_record("64", "63_0", "COMPLETED"),
+                array_record("65", "63_1", "RUNNING"),
+                array_record("63", "63_[2-3%2]", "PENDING"),
             ],
             T0 + HOUR,
         )
@@ -670,13 +680,13 @@ async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_wit
         .unwrap();
     assert_eq!(amount(jobs[0].0).await, 9 * UNIT);
     ledger
-        .post_usage(&[record("63", "63_[2-3%2]", "CANCELLED")], T0 + HOUR)
+        .post_usage(&[array_record("63", "63_[2-3%2]", "CANCELLED")], T0 + HOUR)
         .await
         .unwrap();
     assert_eq!(amount(jobs[0].0).await, 3 * UNIT, "tasks 2 and 3 never run");
     assert!(ledger.holds_to_confirm().await.unwrap().is_empty());
     let posted = ledger
-        .post_usage(&[record("65", "63_1", "CANCELLED")], T0 + HOUR)
+        .post_usage(&[array_record("65", "63_1", "CANCELLED")], T0 + HOUR)
         .await
         .unwrap();
     assert_eq!(posted.settled_holds, 1);
@@ -686,7 +696,7 @@ async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_wit
     );
     // Cancelled before any task started: a plain record under the array's id.
     ledger
-        .post_usage(&[record("80", "80", "CANCELLED")], T0 + HOUR)
+        .post_usage(&[array_record("80", "80", "CANCELLED")], T0 + HOUR)
         .await
         .unwrap();
     let listed: Vec<i64> = ledger
@@ -706,32 +716,7 @@ async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_wit
 #[tokio::test]
 async fn a_task_the_pending_rest_still_names_keeps_its_share_until_it_ends() {
     let (_dir, ledger) = funded_physics().await;
-    let mut jobs = Vec::new();
-    for n in ["63", "90"] {
-        let hold = ledger
-            .try_place_hold(&physics_hold(&format!("job {n}"), Some(n), 12 * UNIT))
-            .await
-            .unwrap();
-        let job = ledger
-            .create_api_job(&NewApiJob {
-                estimate: 12 * UNIT,
-                array_tasks: Some(4),
-                ..job(None, "alice", "physics", Some(hold.id))
-            })
-            .await
-            .unwrap();
-        ledger
-            .update_api_job(job.id, "held", Some(n), T0)
-            .await
-            .unwrap();
-        jobs.push((hold.id, job.id));
-    }
-    let record = |raw: &str, display: &str, state: &str| bursar_ledger::UsageCharge {
-        display_id: display.to_string(),
-        state: state.to_string(),
-        is_final: !matches!(state, "PENDING" | "RUNNING"),
-        ..common::record(raw, state, "physics", 0, T0 + HOUR)
-    };
+    let jobs = held_arrays(&ledger, &["63", "90"]).await;
     let amount = |hold: i64| {
         let ledger = ledger.clone();
         async move { ledger.holds_by_id(&[hold]).await.unwrap()[0].amount }
@@ -744,9 +729,9 @@ async fn a_task_the_pending_rest_still_names_keeps_its_share_until_it_ends() {
     ledger
         .post_usage(
             &[
-                record("63", "63_[1-3%1]", "CANCELLED"),
-                record("64", "63_0", "COMPLETED"),
-                record("65", "63_1", "RUNNING"),
+                array_record("63", "63_[1-3%1]", "CANCELLED"),
+                array_record("64", "63_0", "COMPLETED"),
+                array_record("65", "63_1", "RUNNING"),
             ],
             T0 + HOUR,
         )
@@ -755,7 +740,7 @@ async fn a_task_the_pending_rest_still_names_keeps_its_share_until_it_ends() {
     assert_eq!(amount(jobs[0].0).await, 3 * UNIT, "tasks 2 and 3 never ran");
     assert_eq!(state(jobs[0].1).await, "held", "task 1 still runs");
     let posted = ledger
-        .post_usage(&[record("65", "63_1", "CANCELLED")], T0 + HOUR)
+        .post_usage(&[array_record("65", "63_1", "CANCELLED")], T0 + HOUR)
         .await
         .unwrap();
     assert_eq!(posted.settled_holds, 1);
@@ -765,21 +750,21 @@ async fn a_task_the_pending_rest_still_names_keeps_its_share_until_it_ends() {
     ledger
         .post_usage(
             &[
-                record("91", "90_0", "COMPLETED"),
-                record("92", "90_1", "RUNNING"),
+                array_record("91", "90_0", "COMPLETED"),
+                array_record("92", "90_1", "RUNNING"),
             ],
             T0 + HOUR,
         )
         .await
         .unwrap();
     ledger
-        .post_usage(&[record("90", "90_[1-3%1]", "CANCELLED")], T0 + HOUR)
+        .post_usage(&[array_record("90", "90_[1-3%1]", "CANCELLED")], T0 + HOUR)
         .await
         .unwrap();
     assert_eq!(amount(jobs[1].0).await, 3 * UNIT);
     assert_eq!(state(jobs[1].1).await, "held");
     ledger
-        .post_usage(&[record("92", "90_1", "CANCELLED")], T0 + HOUR)
+        .post_usage(&[array_record("92", "90_1", "CANCELLED")], T0 + HOUR)
         .await
         .unwrap();
     assert_eq!(state(jobs[1].1).await, "settled");
