@@ -716,7 +716,7 @@ async fn a_cancelled_job_array_releases_the_tasks_that_never_run_and_settles_wit
 #[tokio::test]
 async fn a_task_the_pending_rest_still_names_keeps_its_share_until_it_ends() {
     let (_dir, ledger) = funded_physics().await;
-    let jobs = held_arrays(&ledger, &["63", "90"]).await;
+    let jobs = held_arrays(&ledger, &["63", "90", "95"]).await;
     let amount = |hold: i64| {
         let ledger = ledger.clone();
         async move { ledger.holds_by_id(&[hold]).await.unwrap()[0].amount }
@@ -768,6 +768,38 @@ async fn a_task_the_pending_rest_still_names_keeps_its_share_until_it_ends() {
         .await
         .unwrap();
     assert_eq!(state(jobs[1].1).await, "settled");
+
+    // The rest alone first, while task 0 runs; the started task's record in a later pass: its
+    // share was released, and the job waits for it all the same (no early settle when task 0
+    // ends, no second release).
+    ledger
+        .post_usage(
+            &[
+                array_record("96", "95_0", "RUNNING"),
+                array_record("95", "95_[1-3%2]", "CANCELLED"),
+            ],
+            T0 + HOUR,
+        )
+        .await
+        .unwrap();
+    assert_eq!(amount(jobs[2].0).await, 3 * UNIT, "task 0's share");
+    ledger
+        .post_usage(&[array_record("97", "95_1", "RUNNING")], T0 + HOUR)
+        .await
+        .unwrap();
+    let posted = ledger
+        .post_usage(&[array_record("96", "95_0", "CANCELLED")], T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(posted.settled_holds, 0);
+    assert_eq!(state(jobs[2].1).await, "held", "task 1 still runs");
+    assert_eq!(amount(jobs[2].0).await, 3 * UNIT);
+    let posted = ledger
+        .post_usage(&[array_record("97", "95_1", "CANCELLED")], T0 + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(posted.settled_holds, 1);
+    assert_eq!(state(jobs[2].1).await, "settled");
     let balance = ledger
         .balance("physics", T0 + HOUR)
         .await

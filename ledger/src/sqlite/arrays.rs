@@ -17,9 +17,10 @@
 //! - The pending rest's record ending (the array cancelled on its cluster) counts the tasks it
 //!   names as never running (`api_jobs.array_never_ran`, migration 0016): their shares are
 //!   released at once, and the tasks that ran settle the hold as they end. slurmdbd may still
-//!   name a task in the rest that started as the array was cancelled: a task with a record of
-//!   its own is not counted, and the count is made again (from the rest's display id,
-//!   `api_jobs.array_rest`, migration 0018) whenever another task record of the array comes. An array cancelled
+//!   name a task in the rest that started as the array was cancelled: a task seen with a
+//!   record of its own (`api_job_tasks_seen`, migration 0018) is not counted, and the count is
+//!   made again (from the rest's display id, `api_jobs.array_rest`) whenever another task
+//!   record of the array comes. An array cancelled
 //!   before any task started is logged as a plain job under its id: the gateway confirms with
 //!   the cluster that nothing of it waits ([`super::holds::to_confirm_sql`]).
 //! - Any record of the array (a task, or its pending rest) moves the hold's expiry a lifetime
@@ -126,6 +127,7 @@ pub(super) async fn post_tasks(
             match task {
                 Some(task) => {
                     add_part(conn, job.id, &c.job_id, c.submit).await?;
+                    see_task(conn, job.id, task).await?;
                     let ended =
                         job.held && c.settles_hold() && end_task(conn, job.id, task, at).await?;
                     // A task the ended rest may name: the tasks that never ran are counted again.
@@ -166,9 +168,10 @@ pub(super) async fn post_tasks(
     Ok(settled)
 }
 
-/// Records the display id of the job's ended pending rest.
+/// Records the display id of the job's ended pending rest (written only when it changes: the
+/// rest's record comes again with every pass that lists it).
 async fn set_rest(conn: &mut SqliteConnection, job: i64, display_id: &str) -> Result<()> {
-    sqlx::query("update api_jobs set array_rest = ?2 where id = ?1")
+    sqlx::query("update api_jobs set array_rest = ?2 where id = ?1 and array_rest is not ?2")
         .bind(job)
         .bind(display_id)
         .execute(&mut *conn)
@@ -177,26 +180,35 @@ async fn set_rest(conn: &mut SqliteConnection, job: i64, display_id: &str) -> Re
     Ok(())
 }
 
-/// Counts the tasks the job's ended pending rest (`rest`) names that never ran: those it
-/// names, less those with a record of their own among the job's parts.
-async fn count_never_ran(conn: &mut SqliteConnection, job: i64, rest: &str) -> Result<()> {
-    let Some(named) = rest_count(rest) else {
-        return Ok(());
-    };
-    let parts: Vec<String> = sqlx::query_scalar(
-        "select coalesce(jb.display_id, jb.job_id) from api_job_parts p
-         join labels l on l.value = p.cluster
-         join jobs jb on jb.cluster_id = l.id and jb.job_id = p.job_id and jb.submit = p.submit
-         where p.api_job_id = ?1",
+/// Lists `task` (its display id) as seen with a record of its own.
+async fn see_task(conn: &mut SqliteConnection, job: i64, task: &str) -> Result<()> {
+    sqlx::query(
+        "insert into api_job_tasks_seen (api_job_id, task) values (?1, ?2) on conflict do nothing",
     )
     .bind(job)
-    .fetch_all(&mut *conn)
+    .bind(task)
+    .execute(&mut *conn)
     .await
     .map_err(db)?;
-    let ran: BTreeSet<u32> = parts
+    Ok(())
+}
+
+/// Counts the tasks the job's ended pending rest (`rest`) names that never ran: those it
+/// names, less those seen with a record of their own (`api_job_tasks_seen`).
+async fn count_never_ran(conn: &mut SqliteConnection, job: i64, rest: &str) -> Result<()> {
+    let (Some(named), Some(names)) = (rest_count(rest), RestNames::parse(rest)) else {
+        return Ok(());
+    };
+    let seen: Vec<String> =
+        sqlx::query_scalar("select task from api_job_tasks_seen where api_job_id = ?1")
+            .bind(job)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db)?;
+    let ran: BTreeSet<u32> = seen
         .iter()
         .filter_map(|display| display.split_once('_')?.1.parse().ok())
-        .filter(|index| rest_names(rest, *index))
+        .filter(|index| names.contains(*index))
         .collect();
     let never_ran = named.saturating_sub(u32::try_from(ran.len()).unwrap_or(u32::MAX));
     set_never_ran(conn, job, never_ran).await?;
@@ -211,38 +223,54 @@ fn rest_list(display_id: &str) -> Option<&str> {
     Some(inner.split_once('%').map_or(inner, |(list, _)| list))
 }
 
-/// Whether the pending rest of a display id names task `index` (see [`rest_count`]).
-pub(super) fn rest_names(display_id: &str, index: u32) -> bool {
-    let Some(inner) = rest_list(display_id) else {
-        return false;
-    };
-    if let Some(hex) = inner
-        .strip_prefix("0x")
-        .or_else(|| inner.strip_prefix("0X"))
-    {
-        // The mask's lowest bit is task 0, at the end of the text.
-        let nibble = usize::try_from(index / 4).unwrap_or(usize::MAX);
-        return hex
-            .chars()
-            .rev()
-            .nth(nibble)
-            .and_then(|digit| digit.to_digit(16))
-            .is_some_and(|digit| digit & (1 << (index % 4)) != 0);
-    }
-    inner.split(',').any(|entry| {
-        let (range, step) = entry.split_once(':').unwrap_or((entry, "1"));
-        let (first, last) = range.split_once('-').unwrap_or((range, range));
-        match (
-            first.parse::<u32>(),
-            last.parse::<u32>(),
-            step.parse::<u32>(),
-        ) {
-            (Ok(first), Ok(last), Ok(step)) if step > 0 => {
-                (first..=last).contains(&index) && (index - first).is_multiple_of(step)
-            }
-            _ => false,
+/// The task indexes a pending rest names (see [`rest_count`]), read once.
+pub(super) enum RestNames {
+    /// 22.05's hex mask, one value per hex digit, task 0's first.
+    Mask(Vec<u8>),
+    /// `first-last:step` entries.
+    Ranges(Vec<(u32, u32, u32)>),
+}
+
+impl RestNames {
+    /// `None` when the display id is no pending rest that can be read.
+    pub(super) fn parse(display_id: &str) -> Option<RestNames> {
+        let inner = rest_list(display_id)?;
+        if let Some(hex) = inner
+            .strip_prefix("0x")
+            .or_else(|| inner.strip_prefix("0X"))
+        {
+            // The mask's lowest bit is task 0, at the end of the text.
+            let digits: Option<Vec<u8>> = hex
+                .chars()
+                .rev()
+                .map(|c| c.to_digit(16).and_then(|d| u8::try_from(d).ok()))
+                .collect();
+            return digits.map(RestNames::Mask);
         }
-    })
+        let mut ranges = Vec::new();
+        for entry in inner.split(',') {
+            let (range, step) = entry.split_once(':').unwrap_or((entry, "1"));
+            let (first, last) = range.split_once('-').unwrap_or((range, range));
+            let (first, last, step) = (first.parse().ok()?, last.parse().ok()?, step.parse().ok()?);
+            if step == 0 || last < first {
+                return None;
+            }
+            ranges.push((first, last, step));
+        }
+        Some(RestNames::Ranges(ranges))
+    }
+
+    pub(super) fn contains(&self, index: u32) -> bool {
+        match self {
+            RestNames::Mask(digits) => usize::try_from(index / 4)
+                .ok()
+                .and_then(|at| digits.get(at))
+                .is_some_and(|digit| digit & (1 << (index % 4)) != 0),
+            RestNames::Ranges(ranges) => ranges.iter().any(|&(first, last, step)| {
+                (first..=last).contains(&index) && (index - first).is_multiple_of(step)
+            }),
+        }
+    }
 }
 
 /// How many task indexes the pending rest of a display id names: `63_[5-9%2]` (sacct,
@@ -459,7 +487,10 @@ mod tests {
             ("63_[a]", &[]),
             ("63_4", &[]),
         ] {
-            let found: Vec<u32> = (0..40).filter(|i| super::rest_names(display, *i)).collect();
+            let names = super::RestNames::parse(display);
+            let found: Vec<u32> = (0..40)
+                .filter(|i| names.as_ref().is_some_and(|n| n.contains(*i)))
+                .collect();
             assert_eq!(found, named, "{display}");
             if let Some(count) = super::rest_count(display) {
                 assert_eq!(usize::try_from(count).unwrap(), named.len(), "{display}");
