@@ -495,7 +495,8 @@ pub fn is_dstack_task(path: &Path, text: &str) -> bool {
 
 /// The options that make sense with a dstack task: who pays and where it may run. Resources,
 /// time limit and everything else come from the task file.
-const DSTACK_OPTIONS: &str = "-A, -p, -q, -M, -J, --comment, --parsable, --quiet and --test-only";
+const DSTACK_OPTIONS: &str =
+    "-A, -p, -q, -M, -J, --comment, --parsable, --wait, --quiet and --test-only";
 
 fn dstack_submission(options: &[String], yaml: &str) -> anyhow::Result<Parsed> {
     // The options are read by the sbatch parser with a stand-in --wrap, then compared with
