@@ -650,6 +650,23 @@ async fn wait_returns_the_job_s_exit_code_once_its_cluster_says_it_ended() {
             .contains("Job 4242 no longer found and exit code not found"),
         "{run:?}"
     );
+    // Listed as ended, without an exit code: said so, and 1.
+    let server = accepting_server().await;
+    Mock::given(method("GET"))
+        .and(path(status))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "id": 17, "cluster": "onprem", "cluster_job_id": "4242", "known": true,
+            "finished": true, "states": ["COMPLETED"], "exit_code": null
+        })))
+        .mount(&server)
+        .await;
+    let run = bursar(&["submit", "-W", "job.sh"], &home, &server.uri()).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("job 4242 ended, but its cluster gave no exit code"),
+        "{run:?}"
+    );
     // A refusal that is not the cluster's ends the wait at once (exit 1).
     let server = accepting_server().await;
     Mock::given(method("GET"))

@@ -144,6 +144,14 @@ async fn wait_for_end(
         return Ok(match answer["exit_code"].as_i64() {
             // A status outside 0–255 is no exit status: a failure, never success.
             Some(code) => u8::try_from(code).unwrap_or(1),
+            // Still listed, but without an exit code (an answer lacking the field).
+            None if answer["known"] == Value::Bool(true) => {
+                writeln!(
+                    err,
+                    "bursar: job {job} ended, but its cluster gave no exit code"
+                )?;
+                1
+            }
             None => {
                 writeln!(
                     err,
