@@ -60,6 +60,16 @@ fn alice() -> Principal {
     }
 }
 
+/// dstack answering the next `runs/get` with `run`.
+async fn answer_run(server: &MockServer, run: &Value) {
+    Mock::given(method("POST"))
+        .and(path("/api/project/hpc/runs/get"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(run))
+        .up_to_n_times(1)
+        .mount(server)
+        .await;
+}
+
 fn task() -> JobRequest {
     serde_json::from_value(json!({"dstack": {
         "type": "task", "name": "train", "commands": ["python train.py"],
@@ -133,12 +143,7 @@ async fn a_task_becomes_a_new_run_and_its_hold_waits_for_its_submission() {
     // (A run dstack answers 404 for is gone.)
     let gone = admission.status(&alice(), submitted.id).await.unwrap();
     assert_eq!(gone.status, ClusterStatus::gone());
-    Mock::given(method("POST"))
-        .and(path("/api/project/hpc/runs/get"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(run.clone()))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
+    answer_run(&server, &run).await;
     let going = admission.status(&alice(), submitted.id).await.unwrap();
     assert_eq!(
         (going.status.finished, going.status.exit_code),
@@ -147,12 +152,7 @@ async fn a_task_becomes_a_new_run_and_its_hold_waits_for_its_submission() {
     assert_eq!(going.status.states, ["submitted"]);
     run["status"] = json!("failed");
     run["jobs"][0]["job_submissions"][0]["exit_status"] = json!(3);
-    Mock::given(method("POST"))
-        .and(path("/api/project/hpc/runs/get"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(run.clone()))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
+    answer_run(&server, &run).await;
     let failed = admission.status(&alice(), submitted.id).await.unwrap();
     assert_eq!(
         (failed.status.finished, failed.status.exit_code),
@@ -162,12 +162,7 @@ async fn a_task_becomes_a_new_run_and_its_hold_waits_for_its_submission() {
     // A stopped run whose job says 0 is still no success.
     run["status"] = json!("terminated");
     run["jobs"][0]["job_submissions"][0]["exit_status"] = json!(0);
-    Mock::given(method("POST"))
-        .and(path("/api/project/hpc/runs/get"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(run))
-        .up_to_n_times(1)
-        .mount(&server)
-        .await;
+    answer_run(&server, &run).await;
     let stopped = admission.status(&alice(), submitted.id).await.unwrap();
     assert_eq!(stopped.status.exit_code, Some(1), "{stopped:?}");
 

@@ -721,83 +721,54 @@ async fn a_task_the_pending_rest_still_names_keeps_its_share_until_it_ends() {
         let ledger = ledger.clone();
         async move { ledger.holds_by_id(&[hold]).await.unwrap()[0].amount }
     };
+    let post = |records: &[bursar_ledger::UsageCharge]| {
+        let (ledger, records) = (ledger.clone(), records.to_vec());
+        async move { ledger.post_usage(&records, T0 + HOUR).await.unwrap() }
+    };
     let state = |job: i64| {
         let ledger = ledger.clone();
         async move { ledger.api_job(job).await.unwrap().unwrap().state }
     };
     // One pass: task 0 done, task 1 just started, the rest cancelled still naming task 1.
-    ledger
-        .post_usage(
-            &[
-                array_record("63", "63_[1-3%1]", "CANCELLED"),
-                array_record("64", "63_0", "COMPLETED"),
-                array_record("65", "63_1", "RUNNING"),
-            ],
-            T0 + HOUR,
-        )
-        .await
-        .unwrap();
+    post(&[
+        array_record("63", "63_[1-3%1]", "CANCELLED"),
+        array_record("64", "63_0", "COMPLETED"),
+        array_record("65", "63_1", "RUNNING"),
+    ])
+    .await;
     assert_eq!(amount(jobs[0].0).await, 3 * UNIT, "tasks 2 and 3 never ran");
     assert_eq!(state(jobs[0].1).await, "held", "task 1 still runs");
-    let posted = ledger
-        .post_usage(&[array_record("65", "63_1", "CANCELLED")], T0 + HOUR)
-        .await
-        .unwrap();
+    let posted = post(&[array_record("65", "63_1", "CANCELLED")]).await;
     assert_eq!(posted.settled_holds, 1);
     assert_eq!(state(jobs[0].1).await, "settled");
 
     // The started task's record first, the rest's in a later pass.
-    ledger
-        .post_usage(
-            &[
-                array_record("91", "90_0", "COMPLETED"),
-                array_record("92", "90_1", "RUNNING"),
-            ],
-            T0 + HOUR,
-        )
-        .await
-        .unwrap();
-    ledger
-        .post_usage(&[array_record("90", "90_[1-3%1]", "CANCELLED")], T0 + HOUR)
-        .await
-        .unwrap();
+    post(&[
+        array_record("91", "90_0", "COMPLETED"),
+        array_record("92", "90_1", "RUNNING"),
+    ])
+    .await;
+    post(&[array_record("90", "90_[1-3%1]", "CANCELLED")]).await;
     assert_eq!(amount(jobs[1].0).await, 3 * UNIT);
     assert_eq!(state(jobs[1].1).await, "held");
-    ledger
-        .post_usage(&[array_record("92", "90_1", "CANCELLED")], T0 + HOUR)
-        .await
-        .unwrap();
+    post(&[array_record("92", "90_1", "CANCELLED")]).await;
     assert_eq!(state(jobs[1].1).await, "settled");
 
     // The rest alone first, while task 0 runs; the started task's record in a later pass: its
     // share was released, and the job waits for it all the same (no early settle when task 0
     // ends, no second release).
-    ledger
-        .post_usage(
-            &[
-                array_record("96", "95_0", "RUNNING"),
-                array_record("95", "95_[1-3%2]", "CANCELLED"),
-            ],
-            T0 + HOUR,
-        )
-        .await
-        .unwrap();
+    post(&[
+        array_record("96", "95_0", "RUNNING"),
+        array_record("95", "95_[1-3%2]", "CANCELLED"),
+    ])
+    .await;
     assert_eq!(amount(jobs[2].0).await, 3 * UNIT, "task 0's share");
-    ledger
-        .post_usage(&[array_record("97", "95_1", "RUNNING")], T0 + HOUR)
-        .await
-        .unwrap();
-    let posted = ledger
-        .post_usage(&[array_record("96", "95_0", "CANCELLED")], T0 + HOUR)
-        .await
-        .unwrap();
+    post(&[array_record("97", "95_1", "RUNNING")]).await;
+    let posted = post(&[array_record("96", "95_0", "CANCELLED")]).await;
     assert_eq!(posted.settled_holds, 0);
     assert_eq!(state(jobs[2].1).await, "held", "task 1 still runs");
     assert_eq!(amount(jobs[2].0).await, 3 * UNIT);
-    let posted = ledger
-        .post_usage(&[array_record("97", "95_1", "CANCELLED")], T0 + HOUR)
-        .await
-        .unwrap();
+    let posted = post(&[array_record("97", "95_1", "CANCELLED")]).await;
     assert_eq!(posted.settled_holds, 1);
     assert_eq!(state(jobs[2].1).await, "settled");
     let balance = ledger
