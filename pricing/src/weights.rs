@@ -217,10 +217,11 @@ fn leads_family(alloc: &Tres, untyped: &str, typed: Option<&str>) -> bool {
     first_typed == Some(this_type)
 }
 
-/// Node-level TRES (cpu, mem, node, gres/…) take part in `MAX_TRES`; licenses, burst buffers
-/// and file systems are global to the cluster and are always summed (Slurm's definition).
+/// Node-level TRES (cpu, mem, node, gres/…) take part in `MAX_TRES`; everything else
+/// (licenses, burst buffers, file systems, interconnect, energy, vmem, pages) is always summed,
+/// as slurmctld's `assoc_mgr_tres_weighted` sums it.
 fn is_node_level(name: &str) -> bool {
-    !(name.starts_with("license/") || name.starts_with("bb/") || name.starts_with("fs/"))
+    matches!(name, "cpu" | "mem" | "node") || name.starts_with("gres/")
 }
 
 /// `mantissa / (10^scale × 2^shift)`: a weight per base unit before finding the common
@@ -489,6 +490,15 @@ mod tests {
         assert_eq!(rate(weights, alloc, false), ratio(31, 1));
         // max(8, 16, 4) + 3
         assert_eq!(rate(weights, alloc, true), ratio(19, 1));
+        // only cpu, mem, node and GRES are node terms: energy, vmem, pages and ic are summed
+        assert_eq!(
+            rate(
+                "CPU=1,Node=2,Energy=1,VMem=1,Pages=1,IC/ofed=1",
+                "cpu=8,node=1,energy=3,vmem=5,pages=7,ic/ofed=11",
+                true
+            ),
+            ratio(8 + 3 + 5 + 7 + 11, 1)
+        );
         // a GRES family is one term: 2 h100 at 12 + 1 a100 at 4 = 28 > cpu 8
         assert_eq!(
             rate(
