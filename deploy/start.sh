@@ -92,7 +92,7 @@ clusters:
     currency: su
     timezone: UTC
     partitions:
-      batch: {weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0"}   # = its TRESBillingWeights
+      batch: {weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0"}   # = its TRESBillingWeights
     qos:
       premium: {usage_factor: 2.0}
     collect:
@@ -102,6 +102,7 @@ clusters:
       start: "$(date -u -d '-1 day' +%Y-%m-%dT%H:%M:%S)"
     submit:
       default_partition: batch
+      licenses: {matlab: 4}        # = its Licenses=
       partitions:
         batch: {max_time: 1d, default_time: 1h, def_mem_per_cpu_mb: 1000, max_nodes: 2, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}
   cloud:                           # 1 node, 2 x h100; billed in dollars
@@ -120,6 +121,7 @@ clusters:
       start: "$(date -u -d '-1 day' +%Y-%m-%dT%H:%M:%S)"
     submit:
       default_partition: gpu
+      licenses: {}                 # it has none
       partitions:
         gpu: {max_time: 1d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [h100], max_nodes: 1, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}
   gpucloud:                        # the dstack server (no backends here: runs fail for lack of capacity)

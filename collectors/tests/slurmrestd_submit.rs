@@ -545,19 +545,18 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
                 array: Some(bad.into()),
                 ..fixture_job()
             };
-            assert!(
-                matches!(
-                    submit_body(version, &broken),
-                    Err(RestError::InvalidRequest(_))
-                ),
-                "{version} {bad:?}"
-            );
+            assert!(refused(version, &broken), "{version} {bad:?}");
         }
     }
 }
 
 /// --begin, --deadline and --time-min: v0.0.38 reads the times with sbatch's text parser in
 /// slurmrestd's zone, which takes a bare number for a date and refuses it: the `uts` form.
+/// Whether `submit_body` refuses `job` at `version`, before anything is sent.
+fn refused(version: ApiVersion, job: &JobSubmission) -> bool {
+    matches!(submit_body(version, job), Err(RestError::InvalidRequest(_)))
+}
+
 #[test]
 fn times_go_as_each_version_reads_them() {
     let timed = JobSubmission {
@@ -617,10 +616,34 @@ fn times_go_as_each_version_reads_them() {
             begin_time: Some(999_999),
             ..fixture_job()
         };
-        assert!(matches!(
-            submit_body(version, &ancient),
-            Err(RestError::InvalidRequest(_))
-        ));
+        assert!(refused(version, &ancient));
+    }
+}
+
+/// `-L/--licenses`: the `licenses` text in every version (22.05's slurmrestd reads it with
+/// sbatch's own option); none without; an empty or blank list is refused before sending.
+#[test]
+fn licenses_go_as_text_in_every_version() {
+    let licensed = JobSubmission {
+        licenses: Some("matlab:2,fluent@flexlm:1".into()),
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &licensed).unwrap();
+        assert_eq!(
+            body["job"]["licenses"],
+            json!("matlab:2,fluent@flexlm:1"),
+            "{version}"
+        );
+        let plain = submit_body(version, &fixture_job()).unwrap();
+        assert_eq!(plain["job"].get("licenses"), None, "{version}");
+        for bad in ["", "matlab:2, ansys"] {
+            let broken = JobSubmission {
+                licenses: Some(bad.into()),
+                ..fixture_job()
+            };
+            assert!(refused(version, &broken), "{version} {bad:?}");
+        }
     }
 }
 
@@ -644,10 +667,7 @@ fn the_script_s_command_line_is_argv_in_every_version() {
             argv: vec!["/home/alice/job.sh".into(), "a\0b".into()],
             ..fixture_job()
         };
-        assert!(matches!(
-            submit_body(version, &nul),
-            Err(RestError::InvalidRequest(_))
-        ));
+        assert!(refused(version, &nul));
     }
 }
 
@@ -693,6 +713,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         prefer: Some("skylake".into()),
         required_nodes: Some("n[1-2]".into()),
         argv: vec!["/home/alice/job.sh".into(), "in.dat".into()],
+        licenses: Some("matlab:2,fluent@flexlm:1".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -733,7 +754,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 43, "{version}: {job:?}");
+        assert_eq!(job.len(), 44, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -767,7 +788,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 48 * 6);
+    assert_eq!(checked, 49 * 6);
 }
 
 #[tokio::test]

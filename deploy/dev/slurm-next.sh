@@ -61,7 +61,8 @@ DBD_PORT=$((6819 + NOFF))
 REST_PORT=$((6820 + NOFF))
 CLUSTER=next PART=batch PREFIX=nx-n NODES=2
 PART_MAXTIME=INFINITE                            # as slurm.sh's partitions
-WEIGHTS=CPU=1.0,Mem=0.25G,GRES/gpu=4.0           # slurm.sh's onprem
+WEIGHTS=CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0   # slurm.sh's onprem
+LICENSES=matlab:4                                # slurm.sh's onprem
 FEATURES=skylake,ib
 HOST=$(hostname -s)
 USERS=(alice bob carol)
@@ -351,7 +352,8 @@ SlurmctldPidFile=$RUN/slurmctld.pid
 SlurmdPidFile=$RUN/slurmd-%n.pid
 SlurmctldLogFile=$LOGD/slurmctld.log
 SlurmdLogFile=$LOGD/slurmd-%n.log
-$(dev_slurm_conf_common "$DBD_PORT" "gres/gpu")
+$(dev_slurm_conf_common "$DBD_PORT" "gres/gpu,license/matlab")
+Licenses=$LICENSES
 $(nodes | while read -r node port; do
   echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:2 Features=$FEATURES State=UNKNOWN"
 done)

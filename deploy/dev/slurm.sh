@@ -33,11 +33,11 @@ DBD_PORT=$((6819 + OFF))
 HOST=$(hostname -s)
 USERS=(alice bob carol)
 
-# name  ctld  slurmd  restd  node-prefix  nodes  partition  gpu-type(- = untyped)  node-features  TRESBillingWeights
+# name  ctld  slurmd  restd  node-prefix  nodes  partition  gpu-type(- = untyped)  node-features  TRESBillingWeights  Licenses(- = none)
 # node i of a cluster is <prefix><i>; its slurmd listens on <slurmd> + 100*(i-1)
 CLUSTERS=(
-  "onprem $((6817 + OFF)) $((6818 + OFF)) $((6820 + OFF)) op-n 2 batch -    skylake,ib CPU=1.0,Mem=0.25G,GRES/gpu=4.0"
-  "cloud  $((6827 + OFF)) $((6828 + OFF)) $((6830 + OFF)) cl-n 1 gpu   h100 icelake    CPU=0.5,Mem=0.1G,GRES/gpu=10.0"
+  "onprem $((6817 + OFF)) $((6818 + OFF)) $((6820 + OFF)) op-n 2 batch -    skylake,ib CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0 matlab:4"
+  "cloud  $((6827 + OFF)) $((6828 + OFF)) $((6830 + OFF)) cl-n 1 gpu   h100 icelake    CPU=0.5,Mem=0.1G,GRES/gpu=10.0 -"
 )
 CLUSTER_NAMES=$(for c in "${CLUSTERS[@]}"; do echo "${c%% *}"; done | paste -sd, -)
 nodes_of() { # nodes_of PREFIX COUNT PORT0 -> "node port" lines
@@ -128,7 +128,7 @@ $(dev_slurmdbd_conf "$MUNGE_SOCK" "$JWT_KEY" "$DBD_PORT" "$LOGD" "$RUN" "$MYSQL_
 EOF
 
 for c in "${CLUSTERS[@]}"; do
-  read -r name cport dport rport prefix nn part gtype features weights <<<"$c"
+  read -r name cport dport rport prefix nn part gtype features weights licenses <<<"$c"
   dev_mkdir root:root 0755 "$ETC/$name" "$S/fakedev/$name"
   dev_mkdir slurm:slurm 0755 "$STATE/$name" "$STATE/$name/ctld"
   while read -r node _; do dev_mkdir root:root 0755 "$STATE/$name/slurmd-$node"; done < <(nodes_of "$prefix" "$nn" "$dport")
@@ -137,6 +137,12 @@ for c in "${CLUSTERS[@]}"; do
   for i in 0 1; do [ -c "$S/fakedev/$name/gpu$i" ] || mknod "$S/fakedev/$name/gpu$i" c 1 3; done
   if [ "$gtype" = - ]; then gres_count=2 gres_typed="" tres_extra=""
   else gres_count=$gtype:2 gres_typed="Type=$gtype " tres_extra=",gres/gpu:$gtype"; fi
+  # licenses: counted by slurmctld, and recorded per job (AllocTRES) only when tracked
+  license_line="" license_tres=""
+  if [ "$licenses" != - ]; then
+    license_line="Licenses=$licenses"
+    license_tres=$(tr ',' '\n' <<<"$licenses" | sed 's/:.*//; s|^|,license/|' | paste -sd '' -)
+  fi
 
   dev_install_file "$ETC/$name/slurm.conf" 0644 root:root <<EOF && CHANGED+=("$name") || true
 # written by deploy/dev/slurm.sh — edits are overwritten
@@ -152,7 +158,8 @@ SlurmctldPidFile=$RUN/$name-slurmctld.pid
 SlurmdPidFile=$RUN/$name-slurmd-%n.pid
 SlurmctldLogFile=$LOGD/$name-slurmctld.log
 SlurmdLogFile=$LOGD/$name-slurmd-%n.log
-$(dev_slurm_conf_common "$DBD_PORT" "gres/gpu$tres_extra")
+$(dev_slurm_conf_common "$DBD_PORT" "gres/gpu$tres_extra$license_tres")
+$license_line
 $(nodes_of "$prefix" "$nn" "$dport" | while read -r node port; do
   echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:$gres_count Features=$features State=UNKNOWN"
 done)

@@ -399,6 +399,12 @@ pub struct SubmitConfig {
     /// The partition of jobs that name none.
     #[serde(default)]
     pub default_partition: Option<String>,
+    /// The licenses a Slurm cluster has (its `Licenses=`, and sacctmgr resources as
+    /// `name@server`), with how many: `{matlab: 4, fluent@flexlm: 10}`. A job asking for
+    /// another license, or for more than there are, is not eligible here. Absent: any (the
+    /// cluster decides, refusing at submission a license it does not have); `{}`: none.
+    #[serde(default)]
+    pub licenses: Option<BTreeMap<String, u32>>,
     /// Slurm clusters whose slurm.conf has `MpiParams=disable_slurm_hydra_bootstrap`: as sbatch
     /// there, bursar then gives a job no Hydra bootstrap the user did not set.
     #[serde(default)]
@@ -1006,6 +1012,16 @@ fn validate_submit(
         for kind in p.gpu_types.iter().flatten() {
             if !crate::request::is_gres_type_name(kind) {
                 bail!("cluster {name}: submit.partitions.{partition}: {kind:?} is not a GPU type name");
+            }
+        }
+    }
+    if let Some(licenses) = &submit.licenses {
+        if cluster.kind == ClusterKind::Dstack {
+            bail!("cluster {name}: submit.licenses: a dstack cluster has no licenses (Slurm's -L)");
+        }
+        for license in licenses.keys() {
+            if !crate::request::licenses::is_license_name(license) {
+                bail!("cluster {name}: submit.licenses: {license:?} is not a license name");
             }
         }
     }

@@ -166,6 +166,14 @@ fn mistakes_are_refused_with_the_key() {
             "give node_cpus and node_mem_mb together",
         ),
         (
+            format!("{SLURM}    submit:\n      licenses: {{\"matlab:2\": 4}}\n"),
+            "submit.licenses: \"matlab:2\" is not a license name",
+        ),
+        (
+            "clusters:\n  lab:\n    kind: dstack\n    currency: usd\n    submit:\n      dstack: {url: \"http://d\", token_file: /t, project: p}\n      licenses: {matlab: 1}\n".to_string(),
+            "submit.licenses: a dstack cluster has no licenses",
+        ),
+        (
             format!("{SLURM}    submit:\n      partitions:\n        batch: {{exclusive: true}}\n"),
             "exclusive: every job gets whole nodes, so give node_cpus and node_mem_mb",
         ),

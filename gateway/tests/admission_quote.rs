@@ -309,3 +309,90 @@ async fn malformed_requests_are_422() {
         .unwrap_err();
     assert_eq!((err.status(), err.code()), (422, "invalid_request"));
 }
+
+/// `-L/--licenses`: a cluster whose configuration lists its licenses is eligible only for
+/// those, in the counts it has; one that lists none lets Slurm decide. The estimate charges
+/// the licenses as the partition's weights do, and the job goes to the cluster with them.
+#[tokio::test]
+async fn licenses_route_to_the_clusters_that_have_them() {
+    let config = CONFIG
+        .replacen(
+            r#"batch: {weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0"}"#,
+            r#"batch: {weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.5"}"#,
+            1,
+        )
+        .replacen(
+            "    submit:\n      default_partition: batch\n",
+            "    submit:\n      licenses: {matlab: 4, fluent@flexlm: 2}\n      default_partition: batch\n",
+            1,
+        );
+    assert_ne!(config, CONFIG);
+    let f = fixture_over(&config).await;
+    f.allocate("physics", "su", 100_000_000).await;
+    f.allocate("org", "usd", 100_000_000).await;
+    let licensed = |licenses: &str| job_with(json!({"licenses": licenses}));
+
+    let request = licensed("matlab:2");
+    let quote = f.admission.quote(&alice(), &request).await.unwrap();
+    let onprem = quote.cluster("onprem").unwrap();
+    assert!(onprem.eligible(), "{:?}", onprem.reasons);
+    let expected = f.estimate("onprem", "batch", &request, Some(1000), 60);
+    assert_eq!(onprem.estimate, Some(expected));
+    // 4.9765625 su for the CPUs and memory, + 2 matlab × 2.5 for the hour
+    assert_eq!(expected, 9_976_562);
+    // cloud's weights do not charge for licenses: its estimate is the job's without them
+    assert_eq!(
+        quote.cluster("cloud").unwrap().estimate,
+        Some(f.estimate("cloud", "batch", &job(), Some(2000), 120))
+    );
+
+    for (licenses, reason) in [
+        (
+            "matlab:5",
+            "the job asks for 5 matlab licenses; onprem has 4",
+        ),
+        (
+            "ansys",
+            "license ansys does not exist on onprem (licenses there: fluent@flexlm, matlab)",
+        ),
+        // names are Slurm's, case and all
+        ("MATLAB", "license MATLAB does not exist on onprem"),
+    ] {
+        let quote = f
+            .admission
+            .quote(&alice(), &licensed(licenses))
+            .await
+            .unwrap();
+        let onprem = quote.cluster("onprem").unwrap();
+        assert!(!onprem.eligible(), "{licenses}");
+        assert!(
+            onprem.reasons.iter().any(|r| r.starts_with(reason)),
+            "{licenses}: {:?}",
+            onprem.reasons
+        );
+        assert!(quote.cluster("cloud").unwrap().eligible(), "{licenses}");
+    }
+
+    // The job goes where its licenses are: onprem for 4, cloud (which lists none) for 5.
+    let fits = f
+        .admission
+        .submit(&alice(), licensed("matlab:4,fluent@flexlm"), None)
+        .await
+        .unwrap();
+    assert_eq!(fits.cluster, "onprem");
+    let sent = f.onprem.submitted().pop().unwrap();
+    assert_eq!(
+        sent.request
+            .licenses
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("matlab:4,fluent@flexlm:1")
+    );
+    let bursts = f
+        .admission
+        .submit(&alice(), licensed("matlab:5"), None)
+        .await
+        .unwrap();
+    assert_eq!(bursts.cluster, "cloud");
+}

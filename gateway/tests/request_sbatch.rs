@@ -3,8 +3,8 @@
 
 use bursar_gateway::request::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
-    split_sbatch_args, ArraySpec, Clock, GpuPer, GpuRequest, JobRequest, MemoryRequest, OpenMode,
-    PartitionDefaults, RequestError, SlurmOptions, TimeLimit, WarnSignal,
+    split_sbatch_args, ArraySpec, Clock, GpuPer, GpuRequest, JobRequest, Licenses, MemoryRequest,
+    OpenMode, PartitionDefaults, RequestError, SlurmOptions, TimeLimit, WarnSignal,
 };
 use bursar_gateway::timefmt::parse_zone;
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
@@ -1152,6 +1152,91 @@ fn alloc_feeds_the_same_estimate_as_charges() {
     assert_eq!(estimate.micros, 192_000_000);
 }
 
+/// `-L/--licenses`: read as slurmctld reads the list, the command line over the script, priced
+/// as `license/<name>` TRES by the weights that charge the job, written back and sent as JSON.
+#[test]
+fn licenses_are_read_priced_and_written_back() {
+    let licenses = |r: &JobRequest| r.licenses.as_ref().map(ToString::to_string);
+    let r = parse_ok(&["-L", "matlab:2,ansys", "-t", "60", "-c", "4"]);
+    assert_eq!(licenses(&r).as_deref(), Some("matlab:2,ansys:1"));
+    assert_eq!(r.alloc().get("license/matlab"), Some(2));
+    assert_eq!(r.alloc().get("license/ansys"), Some(1));
+    assert_eq!(r.alloc().cpu(), 4, "licenses change no other TRES");
+    assert_eq!(
+        licenses(&parse_ok(&["--licenses=MATLAB=3;ansys;MATLAB"])).as_deref(),
+        Some("MATLAB:4,ansys:1")
+    );
+    // The command line wins over the script, as each option does; within one place the last.
+    let script = "#!/bin/sh
+#SBATCH -L matlab:4
+#SBATCH --licenses=fluent@flexlm:2
+srun ./solve
+";
+    let from_script = parse_sbatch(&[], Some(script)).unwrap();
+    assert_eq!(licenses(&from_script).as_deref(), Some("fluent@flexlm:2"));
+    let merged = parse_sbatch(&args(&["-L", "ansys:1"]), Some(script)).unwrap();
+    assert_eq!(licenses(&merged).as_deref(), Some("ansys:1"));
+    assert!(merged
+        .to_sbatch_lines()
+        .contains(&"#SBATCH --licenses=ansys:1".to_string()));
+    // Errors name the option as typed.
+    for (words, has) in [
+        (
+            &["-L", "matlab:0"][..],
+            "invalid -L value \"matlab:0\": matlab: a count of 0",
+        ),
+        (
+            &["--licenses=a|b"],
+            "invalid --licenses value \"a|b\": alternatives",
+        ),
+        (&["--licenses", ""], "no license named"),
+    ] {
+        let error = parse(words).unwrap_err().to_string();
+        assert!(error.contains(has), "{words:?}: {error}");
+    }
+    // Priced by the weights that price the charge: Slurm's `License/<name>` weight.
+    let pricing: ClusterPricing = serde_yaml::from_str(
+        "currency: su\npartitions:\n  batch: { weights: \"CPU=1.0,Mem=0.25G,License/matlab=2.5\" }\n",
+    )
+    .unwrap();
+    let priced = parse_ok(&[
+        "-p", "batch", "-c", "4", "--mem=4G", "-L", "matlab:2", "-t", "2:00:00",
+    ]);
+    // 4 CPU × 1 + 4 GiB × 0.25 + 2 matlab × 2.5 = 10/h; × 2 h = 20 su
+    let estimate = |r: &JobRequest| {
+        pricing
+            .estimate(
+                r.partition.as_deref(),
+                None,
+                &r.alloc(),
+                r.time_limit().seconds().unwrap(),
+                0,
+                &PriceBook::new(),
+            )
+            .unwrap()
+            .micros
+    };
+    assert_eq!(estimate(&priced), 20_000_000);
+    let record_alloc = Tres::parse("cpu=4,mem=4G,node=1,license/matlab=2").unwrap();
+    assert_eq!(priced.alloc(), record_alloc, "the vector slurmdbd records");
+    // JSON: the sbatch text, checked with the same messages; left out when absent.
+    let json = serde_json::to_value(&priced).unwrap();
+    assert_eq!(json["licenses"], serde_json::json!("matlab:2"));
+    assert_eq!(serde_json::from_value::<JobRequest>(json).unwrap(), priced);
+    assert!(serde_json::to_value(parse_ok(&[]))
+        .unwrap()
+        .get("licenses")
+        .is_none());
+    let error = serde_json::from_str::<JobRequest>(r#"{"licenses": "a,,b"}"#).unwrap_err();
+    assert!(error.to_string().contains("empty entry"), "{error}");
+    // A dstack task has none.
+    let task: JobRequest = serde_json::from_value(serde_json::json!({"licenses": "matlab",
+        "dstack": {"type": "task", "name": "train", "commands": ["python train.py"]}}))
+    .unwrap();
+    let error = task.validate().unwrap_err().to_string();
+    assert!(error.contains("dstack has no licenses"), "{error}");
+}
+
 #[test]
 fn splits_argv_like_sbatch() {
     let split = split_sbatch_args(&args(&["-A", "physics", "job.sh", "--foo", "-N", "2"])).unwrap();
@@ -1564,6 +1649,14 @@ fn request() -> impl Strategy<Value = JobRequest> {
         proptest::option::of(name()),
         proptest::collection::btree_set(name().prop_filter("not all", |n| n != "all"), 0..3),
         proptest::option::of(array_spec()),
+        proptest::option::of(
+            proptest::collection::vec(("[a-z][a-z0-9_.-]{0,8}(@[a-z]{1,5})?", 1u32..100), 1..4)
+                .prop_map(|entries| {
+                    let text: Vec<String> =
+                        entries.iter().map(|(n, c)| format!("{n}:{c}")).collect();
+                    Licenses::parse(&text.join(",")).unwrap()
+                }),
+        ),
     );
     let texts = (
         proptest::option::of(text()),
@@ -1653,7 +1746,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
     (shape, names, texts, slurm).prop_map(
         |(
             (nodes, extra_tasks, per_node, cpus, memory, gpu, other_gres, time),
-            (account, partition, qos, clusters, array),
+            (account, partition, qos, clusters, array, licenses),
             (
                 job_name,
                 output,
@@ -1703,6 +1796,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 memory,
                 gpus: gpu.map(|(count, per, kind, _)| GpuRequest { count, per, kind }),
                 other_gres,
+                licenses,
                 time_limit_min: time.0,
                 time_unlimited: time.1,
                 job_name,

@@ -143,6 +143,7 @@ fn the_job_request_schema_lists_every_field() {
         memory: Some(MemoryRequest::PerCpu(1024)),
         gpus: Some(serde_json::from_value(json!({"count": 1})).unwrap()),
         other_gres: vec!["shard:1".into()],
+        licenses: Some(bursar_gateway::request::Licenses::parse("matlab:2,ansys").unwrap()),
         time_limit_min: Some(60),
         time_unlimited: true,
         job_name: Some("train".into()),
@@ -181,6 +182,7 @@ fn the_job_request_schema_lists_every_field() {
     assert_eq!(parsed.memory, every.memory);
     assert_eq!(parsed.slurm, every.slurm);
     assert_eq!(parsed.array, every.array);
+    assert_eq!(parsed.licenses, every.licenses);
     // the GPU-relative branches (memory per GPU, GPUs per task), in a request that validates
     let gpu_relative: JobRequest = serde_json::from_value(json!({"ntasks": 2,
         "gpus": {"count": 1, "per": "task"}, "memory": {"per_gpu_mb": 500}, "cpus_per_gpu": 2}))

@@ -209,7 +209,8 @@ pub struct Weights {
     pub gpu: (u128, u128),
 }
 
-/// `CPU=1.0,Mem=0.25G,GRES/gpu=4.0` (su): the dev stack's onprem (and next) `TRESBillingWeights`.
+/// `CPU=1.0,Mem=0.25G,GRES/gpu=4.0` (su): the dev stack's onprem (and next) `TRESBillingWeights`
+/// for a job without licenses (theirs add `License/matlab=2.0`).
 pub const ONPREM: Weights = Weights {
     cpu: (1, 1),
     mem_per_gib: (1, 4),

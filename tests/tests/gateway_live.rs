@@ -48,12 +48,53 @@ fn now() -> i64 {
 
 /// Σ weight × count × seconds / 3600, in micros, rounded once, half to even.
 fn cost_micros(w: &Weights, cpu: u128, mem_mb: u128, gpus: u128, seconds: u128) -> i64 {
+    licensed_cost_micros(w, cpu, mem_mb, gpus, 0, seconds)
+}
+
+/// The dev stack's onprem weight of a matlab license (`License/matlab=2.0`), per hour.
+const MATLAB_WEIGHT: (u128, u128) = (2, 1);
+
+/// [`cost_micros`] of a job that also held `matlab` licenses, priced at [`MATLAB_WEIGHT`].
+fn licensed_cost_micros(
+    w: &Weights,
+    cpu: u128,
+    mem_mb: u128,
+    gpus: u128,
+    matlab: u128,
+    seconds: u128,
+) -> i64 {
     // Common denominator: 10_000 (weights) × 1024 (MB per GiB) × 3600 (s per h).
     let den: u128 = 10_000 * 1024 * 3600;
     let scale = |(n, d): (u128, u128)| n * 10_000 / d;
-    let rate =
-        scale(w.cpu) * cpu * 1024 + scale(w.mem_per_gib) * mem_mb + scale(w.gpu) * gpus * 1024;
+    let rate = scale(w.cpu) * cpu * 1024
+        + scale(w.mem_per_gib) * mem_mb
+        + scale(w.gpu) * gpus * 1024
+        + scale(MATLAB_WEIGHT) * matlab * 1024;
     round_half_even(rate * seconds * 1_000_000, den)
+}
+
+/// Waits for onprem's job `sub` to complete and settle, and checks its charge is what its final
+/// sacct record costs at onprem's weights (licenses included): that record's
+/// `User|Account|State|ElapsedRaw|AllocTRES`, the cost, and the settled job.
+fn settled_at_sacct_cost(gw: &Gateway, sub: &Submission) -> (Vec<String>, i64, Value) {
+    let done = gw.sacct("onprem", &sub.cluster_job_id, true);
+    assert_eq!(done[2], "COMPLETED", "{done:?}");
+    let elapsed: u128 = done[3].parse().unwrap();
+    let (cpu, mem, gpus) = tres_counts(&done[4]);
+    let matlab = done[4]
+        .split(',')
+        .find_map(|kv| kv.strip_prefix("license/matlab="))
+        .map_or(0, |n| n.parse().unwrap());
+    let expected = licensed_cost_micros(&ONPREM, cpu, mem, gpus, matlab, elapsed);
+    let settled = gw.wait_settled(sub.id);
+    assert_eq!(
+        micros(settled["charge"].as_str().unwrap()),
+        expected,
+        "charge of job {} ({elapsed} s of {}): {settled}",
+        sub.cluster_job_id,
+        done[4]
+    );
+    (done, expected, settled)
 }
 
 /// `cpu=1,mem=1000M,node=1,billing=1` (sacct --noconvert) → (cpus, MB, GPUs).
@@ -261,6 +302,16 @@ impl Gateway {
     }
 
     /// `bursar submit ARGS` as alice; insists on sbatch's line and records the job for cleanup.
+    /// `bursar submit ARGS` as alice, which must fail: its standard error.
+    fn refused(&self, args: &[&str]) -> String {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        let out = self.client(&self.alice, &all);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "bursar {all:?} succeeded: {stderr}");
+        stderr
+    }
+
     fn submit(&self, args: &[&str]) -> Submission {
         let mut all = vec!["submit"];
         all.extend_from_slice(args);
@@ -555,7 +606,7 @@ clusters:
     kind: slurm
     currency: su
     partitions:
-      batch: {{weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0"}}
+      batch: {{weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0"}}
     qos:
       premium: {{usage_factor: 2.0}}
     collect:
@@ -567,6 +618,7 @@ clusters:
     submit:
       slurmrestd: {{url: "{onprem}", jwt_key_file: "{jwt}", api_version: v0.0.38}}
       default_partition: batch
+      licenses: {{matlab: 4}}
       partitions:
         batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}
   cloud:
@@ -586,6 +638,7 @@ clusters:
     submit:
       slurmrestd: {{url: "{cloud}", jwt_key_file: "{jwt}", api_version: v0.0.38}}
       default_partition: gpu
+      licenses: {{}}
       partitions:
         gpu: {{max_time: 1d, def_mem_per_cpu_mb: 1000, gpu_types: [h100], max_nodes: 1, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}
   gpucloud:
@@ -685,20 +738,9 @@ fn a_job_runs_as_its_user_holds_its_estimate_and_settles_at_its_sacct_cost() {
     );
 
     // It ends; the server's collection loop settles the hold at the real cost.
-    let done = gw.sacct("onprem", &sub.cluster_job_id, true);
-    assert_eq!(done[2], "COMPLETED", "{done:?}");
-    let elapsed: u128 = done[3].parse().unwrap();
-    let (cpu, mem, gpus) = tres_counts(&done[4]);
-    let expected = cost_micros(&ONPREM, cpu, mem, gpus, elapsed);
-    let settled = gw.wait_settled(sub.id);
+    let (done, expected, settled) = settled_at_sacct_cost(&gw, &sub);
+    let elapsed = &done[3];
     assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
-    assert_eq!(
-        micros(settled["charge"].as_str().unwrap()),
-        expected,
-        "charge of job {} ({elapsed} s of {}): {settled}",
-        sub.cluster_job_id,
-        done[4]
-    );
     let row = gw.alice_balance("physics", "su");
     assert_eq!(micros(row["held"].as_str().unwrap()), 0, "{row}");
     assert!(
@@ -807,18 +849,86 @@ fn node_features_reach_the_cluster_and_one_it_lacks_is_refused_with_nothing_held
     );
 
     // A feature no node has: slurmctld refuses the job, bursar says so and keeps nothing held.
-    let out = gw.client(
-        &gw.alice,
-        &["submit", "-M", "onprem", "-C", "gpu_a100", script],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let stderr = gw.refused(&["-M", "onprem", "-C", "gpu_a100", script]);
     assert!(stderr.contains("Invalid feature specification"), "{stderr}");
     assert_eq!(
         gw.alice_held("physics", "su"),
         cost_micros(&ONPREM, 1, 1000, 0, 60)
     );
     println!("refused: {}", stderr.trim());
+}
+
+/// `-L`: the licenses reach slurmctld as sbatch's do, are held for and charged at the weights
+/// Slurm bills them with (the dev stack's onprem: `Licenses=matlab:4`, `License/matlab=2.0`),
+/// and more than the cluster has is refused before anything is held.
+#[test]
+fn licenses_reach_slurm_as_sbatch_s_and_are_held_and_charged_at_their_weight() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+
+    let (held, ours, direct, theirs) = held_both_ways(&gw, "onprem", &["-L", "matlab:2"], script);
+    assert_eq!(field(&ours, "Licenses"), "matlab:2", "{ours:?}");
+    assert_eq!(
+        field(&ours, "Licenses"),
+        field(&theirs, "Licenses"),
+        "sbatch's job {direct}"
+    );
+    println!(
+        "on the cluster: bursar's job {} Licenses={}, sbatch's job {direct} Licenses={}",
+        held.cluster_job_id,
+        field(&ours, "Licenses"),
+        field(&theirs, "Licenses")
+    );
+    gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+
+    // More than onprem has: not eligible there, with the reason; pinned, refused, nothing held.
+    let out = gw.client(
+        &gw.alice,
+        &[
+            "quote", "--format", "json", "-M", "onprem", "-L", "matlab:5", script,
+        ],
+    );
+    assert!(
+        !out.status.success(),
+        "no cluster can run it: bursar quote exits 1"
+    );
+    let quote: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let onprem = cluster_quote(&quote, "onprem");
+    assert_eq!(onprem["eligible"], false, "{onprem}");
+    assert!(
+        onprem["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == "the job asks for 5 matlab licenses; onprem has 4"),
+        "{onprem}"
+    );
+    let stderr = gw.refused(&["-M", "onprem", "-L", "matlab:5", script]);
+    assert!(stderr.contains("onprem has 4"), "{stderr}");
+    println!("refused: {}", stderr.lines().next().unwrap_or(""));
+
+    // Two licenses for the minute: held at 1 CPU, 1000 MB and 2 × 2.0 su/h, then charged at
+    // what slurmdbd recorded the job holding.
+    let estimate = licensed_cost_micros(&ONPREM, 1, 1000, 0, 2, 60);
+    assert_eq!(
+        estimate, 87_402,
+        "(1 + 1000/1024 × 0.25 + 2 × 2.0) su/h × 60 s"
+    );
+    let sub = gw.submit(&["-L", "matlab:2", script]);
+    assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+    assert_eq!(
+        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        estimate
+    );
+    let (done, _, settled) = settled_at_sacct_cost(&gw, &sub);
+    assert!(
+        done[4].split(',').any(|kv| kv == "license/matlab=2"),
+        "slurmdbd records the licenses: {done:?}"
+    );
+    println!(
+        "settled: job {} ran {} s with {}; estimate {estimate} µsu, charge {} su",
+        sub.cluster_job_id, done[3], done[4], settled["charge"]
+    );
 }
 
 /// The quote of `cluster` in `bursar quote --format json`'s answer.
@@ -1017,20 +1127,7 @@ fn a_job_reaches_slurm_shaped_as_sbatch_would_shape_it() {
     assert_eq!(field(&ours, "ArrayTaskThrottle"), "2");
 
     // --signal=B: (the batch shell only) cannot reach 22.05: refused, nothing held.
-    let refused = gw.client(
-        &gw.alice,
-        &[
-            "submit",
-            "-M",
-            "onprem",
-            "--signal=B:USR1",
-            "-t",
-            "10",
-            script,
-        ],
-    );
-    assert!(!refused.status.success());
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stderr = gw.refused(&["-M", "onprem", "--signal=B:USR1", "-t", "10", script]);
     assert!(
         stderr.contains("B:") && stderr.contains("v0.0.38"),
         "{stderr}"
@@ -1757,13 +1854,8 @@ fn script_arguments_are_refused_where_slurmrestd_would_crash_on_them() {
     // (22.05.9 fixed it): bursar must never send it there. Debian 12's is 22.05.8.
     let (gw, script) = Gateway::funded("");
     let script = script.as_str();
-    let refused = gw.client(
-        &gw.alice,
-        &["submit", "-M", "onprem", script, "in.dat", "two words"],
-    );
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stderr = gw.refused(&["-M", "onprem", script, "in.dat", "two words"]);
     println!("refused: {stderr}");
-    assert!(!refused.status.success(), "{stderr}");
     assert!(
         stderr.contains("script arguments cannot reach this cluster")
             && stderr.contains("Slurm 22.05.8"),
@@ -1777,8 +1869,7 @@ fn script_arguments_are_refused_where_slurmrestd_would_crash_on_them() {
     let sub = gw.submit(&["-M", "onprem", script]);
     let settled = gw.wait_settled(sub.id);
     assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
-    let refused = gw.client(&gw.alice, &["submit", "-M", "onprem", script, "x"]);
-    assert!(!refused.status.success());
+    gw.refused(&["-M", "onprem", script, "x"]);
 }
 
 #[test]
@@ -1967,12 +2058,7 @@ fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothi
     );
 
     // A deadline bursar refuses before holding anything: the 1-minute limit cannot end by it.
-    let refused = gw.client(
-        &gw.alice,
-        &["submit", "-M", "onprem", "--deadline=now+30seconds", script],
-    );
-    assert!(!refused.status.success());
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stderr = gw.refused(&["-M", "onprem", "--deadline=now+30seconds", script]);
     assert!(stderr.contains("would end after --deadline"), "{stderr}");
     assert_eq!(gw.alice_held("physics", "su"), 0);
 

@@ -185,7 +185,7 @@ fn next_site(collect: &str, submit: &str, extra: &str) -> Site {
          \x20 bob: {{default_account: chemistry, accounts: [chemistry]}}\n\
          \x20 carol: {{default_account: physics, accounts: [physics, chemistry]}}\n\
          clusters:\n  next:\n    kind: slurm\n    currency: su\n    partitions:\n\
-         \x20     batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n    qos:\n\
+         \x20     batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0\"}}\n    qos:\n\
          \x20     premium: {{usage_factor: 2.0}}\n    collect:\n      {collect}\n{submit}{extra}"
     ))
 }
@@ -567,7 +567,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 32] = [
+const SHAPE: [&str; 33] = [
     "UserId",
     "Account",
     "QOS",
@@ -606,6 +606,8 @@ const SHAPE: [&str; 32] = [
     "Prefer",
     // -w: `ReqNodeList=nx-n[1-2]`.
     "ReqNodeList",
+    // -L: `Licenses=matlab:2` (the dev stack's next has `Licenses=matlab:4`).
+    "Licenses",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -638,7 +640,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let (begin_day, deadline_day) = (day(10), day(11));
     let begin = format!("--begin={begin_day}T10:00");
     let deadline = format!("--deadline={deadline_day}T10:00");
-    let cases: [&[&str]; 12] = [
+    let cases: [&[&str]; 13] = [
         &["-t", "5"],
         &[
             "-N",
@@ -697,6 +699,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "5",
         ],
         &["-w", "nx-n[1-2]", "-t", "5"],
+        &["-L", "matlab:2", "-t", "5"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -775,6 +778,9 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 let expected = expected_micros(&ONPREM, &tres, 300, 1);
                 let held = micros(gw.job(id)["estimate"].as_str().unwrap());
                 assert_eq!(held, expected, "{version} {case:?}");
+            }
+            if case.contains(&"-L") {
+                assert_eq!(through_bursar["Licenses"], "matlab:2", "{version}");
             }
             println!("{version} {case:?}: {through_bursar:?}");
             next_slurm(&gw.dev, None, &["scancel", &job, &direct], None);

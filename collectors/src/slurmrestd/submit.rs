@@ -118,6 +118,8 @@ pub struct JobSubmission {
     /// `-w/--nodelist`: a Slurm host list the job must run on (`nodelist` at v0.0.38,
     /// `required_nodes` from v0.0.40, one entry as `excluded_nodes`).
     pub required_nodes: Option<String>,
+    /// `-L/--licenses`: `name:count` entries joined by `,` (`licenses`, every version).
+    pub licenses: Option<String>,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -530,6 +532,9 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(prefer) = &job.prefer {
         put("prefer", json!(prefer));
     }
+    if let Some(licenses) = &job.licenses {
+        put("licenses", json!(licenses));
+    }
     if let Some(minutes) = job.time_min {
         put(
             "time_minimum",
@@ -762,6 +767,16 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
         // slurmctld reads an empty text as no array at all: a job of one task.
         if array.is_empty() || array.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return bad(format!("{array:?} is not a job array's index list"));
+        }
+    }
+    if let Some(licenses) = &job.licenses {
+        // slurmctld reads an empty text as no licenses, and refuses the whole list for a blank.
+        if licenses.is_empty()
+            || licenses
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control())
+        {
+            return bad(format!("{licenses:?} is not a list of licenses"));
         }
     }
     for (i, (key, value)) in job.environment.iter().enumerate() {

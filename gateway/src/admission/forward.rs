@@ -362,6 +362,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
             .transpose()?,
         prefer: r.slurm.prefer.clone(),
         required_nodes: r.slurm.nodelist.clone(),
+        licenses: r.licenses.as_ref().map(|l| l.as_slurm()),
     })
 }
 
@@ -657,6 +658,9 @@ impl Forwarder for DstackForwarder {
                  --cpus-per-gpu and --mem-per-gpu apply to Slurm clusters"
                     .to_string(),
             );
+        }
+        if request.licenses.is_some() {
+            return Err("dstack has no licenses: --licenses applies to Slurm clusters".to_string());
         }
         if !request.slurm.is_empty() {
             return Err(format!(

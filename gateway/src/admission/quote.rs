@@ -237,6 +237,20 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
         }
         _ => true,
     };
+    if let (Some(licenses), Some(has)) = (&request.licenses, &submit.licenses) {
+        for (license, count) in licenses.entries() {
+            match has.get(license) {
+                None => quote.reasons.push(format!(
+                    "license {license} does not exist on {name} (licenses there: {})",
+                    listed(has.keys())
+                )),
+                Some(total) if count > *total => quote.reasons.push(format!(
+                    "the job asks for {count} {license} licenses; {name} has {total}"
+                )),
+                Some(_) => {}
+            }
+        }
+    }
     let partition = match request
         .partition
         .as_ref()

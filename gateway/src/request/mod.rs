@@ -23,6 +23,7 @@
 //! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; `--mem-per-gpu`: per GPU × `gres/gpu`; none: 0, or through [`JobRequest::alloc_with_defaults`] the partition's `DefMemPerGPU` × `gres/gpu` for a job with GPUs, else its `DefMemPerCPU` × `cpu` |
 //! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), per-task count × `ntasks` (`--gpus-per-task`), or the per-job count (`--gpus`) |
 //! | `gres/gpu:<type>` | the same total again when a type was given, lower-cased as Slurm's TRES names are: a breakdown of `gres/gpu`, never extra GPUs (see DESIGN "Pricing semantics") |
+//! | `license/<name>` | each license of `-L/--licenses` ([`Licenses`]) and its count, for the whole job (lower-cased) |
 //!
 //! Zero counts are left out, as Slurm leaves them out of TRES strings. A job that gets whole
 //! nodes (`--exclusive`, or a partition whose nodes are never shared) is priced, as slurmctld
@@ -39,6 +40,7 @@ pub mod dstack;
 mod error;
 mod gpu;
 pub mod hostlist;
+pub mod licenses;
 pub mod sbatch;
 mod slurm;
 mod time;
@@ -55,6 +57,7 @@ pub use array::{ArraySpec, MAX_ARRAY_INDEX};
 pub use dstack::{parse_dstack_task, DstackResources, DstackTask, MaxDuration, SpotPolicy};
 pub use error::RequestError;
 pub use gpu::{is_gres_type_name, normalize_model, GpuSpec, GpuVendor};
+pub use licenses::{Licenses, MAX_LICENSE_COUNT};
 pub use sbatch::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
     split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
@@ -176,6 +179,9 @@ pub struct JobRequest {
     pub gpus: Option<GpuRequest>,
     /// Non-GPU `--gres` entries (`shard:1`), forwarded as given and not priced.
     pub other_gres: Vec<String>,
+    /// `-L/--licenses`: cluster-wide licenses the job takes, priced as `license/<name>` TRES
+    /// (JSON: `licenses`, the sbatch text). Slurm clusters only.
+    pub licenses: Option<Licenses>,
     /// Whole minutes; `None` = no limit given: the partition's default applies (its
     /// maximum when it has no default), as in Slurm.
     pub time_limit_min: Option<u64>,
@@ -238,6 +244,7 @@ impl Default for JobRequest {
             memory: None,
             gpus: None,
             other_gres: Vec::new(),
+            licenses: None,
             time_limit_min: None,
             time_unlimited: false,
             job_name: None,
@@ -295,6 +302,8 @@ struct JobRequestWire {
     gpus: Option<GpuRequest>,
     #[serde(default)]
     other_gres: Vec<String>,
+    #[serde(default)]
+    licenses: Option<Licenses>,
     #[serde(default)]
     time_limit_min: Option<u64>,
     #[serde(default)]
@@ -385,6 +394,7 @@ impl Serialize for JobRequest {
         if !self.other_gres.is_empty() {
             put!("other_gres", &self.other_gres);
         }
+        some!("licenses", &self.licenses);
         some!("time_limit_min", &self.time_limit_min);
         if self.time_unlimited {
             put!("time_unlimited", &true);
@@ -452,6 +462,7 @@ impl From<JobRequestWire> for JobRequest {
             memory: w.memory.or(base.memory),
             gpus: w.gpus.or(base.gpus),
             other_gres: w.other_gres,
+            licenses: w.licenses,
             time_limit_min: w.time_limit_min.or(base.time_limit_min),
             time_unlimited: w.time_unlimited,
             job_name: w.job_name.or(base.job_name),
@@ -626,6 +637,9 @@ impl JobRequest {
         if let Some(kind) = self.gpus.as_ref().and_then(|g| g.kind.as_deref()) {
             put(&format!("gres/gpu:{}", kind.to_ascii_lowercase()), gpus);
         }
+        for (name, count) in self.licenses.iter().flat_map(Licenses::tres) {
+            put(&name, count);
+        }
         tres
     }
 
@@ -772,6 +786,12 @@ impl JobRequest {
             return invalid(
                 "array does not apply to a dstack task: dstack has no job arrays (submit one \
                  task per index)"
+                    .into(),
+            );
+        }
+        if self.licenses.is_some() && self.dstack.is_some() {
+            return invalid(
+                "licenses does not apply to a dstack task: dstack has no licenses (Slurm's -L)"
                     .into(),
             );
         }
@@ -991,6 +1011,7 @@ impl JobRequest {
             "gres",
             (!self.other_gres.is_empty()).then(|| self.other_gres.join(",")),
         );
+        put("licenses", self.licenses.as_ref().map(Licenses::as_slurm));
         put(
             "time",
             match (self.time_limit_min, self.time_unlimited) {

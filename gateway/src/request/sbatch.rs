@@ -34,6 +34,7 @@
 //! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on the nodes it names (one task per node without `-n`; a `-N` minimum below their count raised to it, a maximum below it refused: Slurm 22.05 refuses it and later versions pick some of the names), and is priced and pinned for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch 22.05 keeps them (with a note; later sbatch leaves Slurm to pick among them, so bursar's pick is one Slurm could make). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
+//! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
 //! | `-a/--array=LIST[%MAX]` | [`ArraySpec`]: a job array (`0-9`, `1,3,5-7`, `0-15:4`, `%2` to run at most two tasks at once), checked as slurmctld checks it (indexes up to 4000000: a cluster with a smaller `MaxArraySize` refuses the job at submission) and forwarded as written; a dstack cluster is not eligible for it |
 //! | `--parsable`, `-W/--wait`, `-Q/--quiet`, `--test-only` | how the client behaves ([`SbatchCommand`]) |
@@ -77,7 +78,7 @@ use super::slurm::parse_nice;
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
 use super::{
-    nodes_for_tasks, ArraySpec, GpuPer, GpuRequest, JobRequest, MemoryRequest, OpenMode,
+    nodes_for_tasks, ArraySpec, GpuPer, GpuRequest, JobRequest, Licenses, MemoryRequest, OpenMode,
     SlurmOptions, TimeLimit, WarnSignal,
 };
 
@@ -103,6 +104,8 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --gpus-per-node=[TYPE:]N  GPUs per node
       --gpus-per-task=[TYPE:]N  GPUs per task
       --cpus-per-gpu=N          CPUs per GPU (not with -c)
+  -L, --licenses=NAME[:N],...   licenses the job takes (matlab:2,ansys), priced
+                                where the cluster's weights charge for them
   -t, --time=TIME               time limit: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED
   -J, --job-name=NAME           job name
   -o, --output=FILE             standard output file
@@ -629,6 +632,7 @@ enum Opt {
     Propagate,
     Hold,
     Array,
+    Licenses,
     Parsable,
     Wait,
     Quiet,
@@ -717,6 +721,7 @@ const OPTIONS: &[Spec] = &[
     spec("propagate", None, Opt::Propagate, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
+    spec("licenses", Some('L'), Opt::Licenses, Arg::Required),
     spec("parsable", None, Opt::Parsable, Arg::Flag),
     spec("wait", Some('W'), Opt::Wait, Arg::Flag),
     spec("quiet", Some('Q'), Opt::Quiet, Arg::Flag),
@@ -836,6 +841,7 @@ struct Directives {
     propagate: Option<Vec<String>>,
     hold: bool,
     array: Option<ArraySpec>,
+    licenses: Option<Licenses>,
     parsable: bool,
     wait: bool,
     quiet: bool,
@@ -1172,6 +1178,7 @@ impl Directives {
             Opt::Propagate => self.propagate = Some(parse_propagate(typed, value)?),
             Opt::Hold => self.hold = true,
             Opt::Array => self.array = Some(ArraySpec::parse_option(typed, v)?),
+            Opt::Licenses => self.licenses = Some(Licenses::parse_option(typed, v)?),
             Opt::Parsable => self.parsable = true,
             Opt::Wait => self.wait = true,
             Opt::Quiet => self.quiet = true,
@@ -1295,6 +1302,7 @@ impl Directives {
             propagate: cli.propagate.or(script.propagate),
             hold: cli.hold || script.hold,
             array: cli.array.or(script.array),
+            licenses: cli.licenses.or(script.licenses),
             parsable: cli.parsable || script.parsable,
             wait: cli.wait || script.wait,
             quiet: cli.quiet || script.quiet,
@@ -1459,6 +1467,7 @@ impl Directives {
             memory,
             gpus,
             other_gres,
+            licenses: self.licenses,
             time_limit_min: self.time.and_then(TimeLimit::minutes),
             time_unlimited: self.time == Some(TimeLimit::Unlimited),
             job_name: self.job_name,
