@@ -7,9 +7,9 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bursar_collectors::slurmrestd::{
-    argv_breaks, mail_events, submit_body, ApiSelection, ApiVersion, GpuRequest, JobSubmission,
-    KillWarning, RestError, SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob,
-    Window,
+    argv_breaks, mail_events, min_cpus_allocated, submit_body, ApiSelection, ApiVersion,
+    GpuRequest, JobSubmission, KillWarning, RestError, SlurmAuth, SlurmClaims, SlurmRestClient,
+    SlurmRestConfig, SubmittedJob, Window,
 };
 use common::*;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -620,12 +620,14 @@ fn times_go_as_each_version_reads_them() {
     }
 }
 
-/// `-L/--licenses`: the `licenses` text in every version (22.05's slurmrestd reads it with
-/// sbatch's own option); none without; an empty or blank list is refused before sending.
+/// `-L/--licenses` and `--mincpus`: `licenses` (text) and `minimum_cpus_per_node` (a number)
+/// in every version (22.05's slurmrestd reads both with sbatch's own options); neither
+/// without; an empty or blank list and 0 CPUs are refused before sending.
 #[test]
-fn licenses_go_as_text_in_every_version() {
+fn licenses_and_cpus_per_node_go_in_every_version() {
     let licensed = JobSubmission {
         licenses: Some("matlab:2,fluent@flexlm:1".into()),
+        min_cpus_per_node: Some(4),
         ..fixture_job()
     };
     for version in ApiVersion::ALL {
@@ -635,8 +637,15 @@ fn licenses_go_as_text_in_every_version() {
             json!("matlab:2,fluent@flexlm:1"),
             "{version}"
         );
+        assert_eq!(body["job"]["minimum_cpus_per_node"], json!(4), "{version}");
         let plain = submit_body(version, &fixture_job()).unwrap();
         assert_eq!(plain["job"].get("licenses"), None, "{version}");
+        assert_eq!(plain["job"].get("minimum_cpus_per_node"), None, "{version}");
+        let none = JobSubmission {
+            min_cpus_per_node: Some(0),
+            ..fixture_job()
+        };
+        assert!(refused(version, &none), "{version}");
         for bad in ["", "matlab:2, ansys"] {
             let broken = JobSubmission {
                 licenses: Some(bad.into()),
@@ -714,6 +723,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         required_nodes: Some("n[1-2]".into()),
         argv: vec!["/home/alice/job.sh".into(), "in.dat".into()],
         licenses: Some("matlab:2,fluent@flexlm:1".into()),
+        min_cpus_per_node: Some(4),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -754,7 +764,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 44, "{version}: {job:?}");
+        assert_eq!(job.len(), 45, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -788,7 +798,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 49 * 6);
+    assert_eq!(checked, 50 * 6);
 }
 
 #[tokio::test]
@@ -1152,6 +1162,55 @@ async fn v0_0_42_ping_and_cancel_shapes() {
         .collect();
     assert_eq!(up, vec![("primary", false), ("backup1", true)]);
     client.cancel_job("alice", 77).await.unwrap();
+}
+
+/// `--mincpus`: slurmctld up to 24.11.0 allocates that many CPUs on each node, from 24.11.1
+/// it only picks nodes by it. v0.0.38 is 22.05 or 23.02; at data_parser versions the release
+/// decides, asked once (a ping) and unknown until then.
+#[tokio::test]
+async fn the_release_says_whether_mincpus_cpus_are_allocated() {
+    assert_eq!(min_cpus_allocated(ApiVersion::V0_0_38, None), Some(true));
+    for (release, allocated) in [
+        (None, None),
+        (Some("23.11.10"), Some(true)),
+        (Some("24.05.8"), Some(true)),
+        (Some("24.11.0"), Some(true)),
+        (Some("24.11.0-0rc1"), Some(true)),
+        (Some("24.11.1"), Some(false)),
+        (Some("24.11.5"), Some(false)),
+        (Some("25.05.0"), Some(false)),
+        (Some("unknown"), None),
+    ] {
+        assert_eq!(
+            min_cpus_allocated(ApiVersion::V0_0_41, release),
+            allocated,
+            "{release:?}"
+        );
+    }
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/ping/"))
+        .respond_with(json_answer(
+            200,
+            json!({"pings": [{"hostname": "ctl1", "pinged": "UP", "responding": true,
+                "latency": 310, "mode": "primary", "primary": true}],
+                "meta": {"slurm": {"release": "24.11.5"}}, "errors": [], "warnings": []})
+            .to_string(),
+        ))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (next, _key) = client(&server, Some(ApiVersion::V0_0_42));
+    assert_eq!(
+        next.known_min_cpus_allocated(),
+        None,
+        "unknown before asking"
+    );
+    assert_eq!(next.release().await.unwrap().as_deref(), Some("24.11.5"));
+    assert_eq!(next.release().await.unwrap().as_deref(), Some("24.11.5"));
+    assert_eq!(next.known_min_cpus_allocated(), Some(false));
+    let (old, _key) = client(&server, Some(ApiVersion::V0_0_38));
+    assert_eq!(old.known_min_cpus_allocated(), Some(true), "no ping needed");
 }
 
 /// v0.0.45's ping has no `pinged` and no `mode`: `responding` says up, `primary` the role.

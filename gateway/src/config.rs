@@ -504,6 +504,7 @@ impl SubmitPartition {
             cpus_per_gpu: self.def_cpu_per_gpu,
             node: self.node_size(),
             exclusive: self.exclusive,
+            min_cpus_only_select: false,
         }
     }
 

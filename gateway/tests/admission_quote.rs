@@ -396,3 +396,47 @@ async fn licenses_route_to_the_clusters_that_have_them() {
         .unwrap();
     assert_eq!(bursts.cluster, "cloud");
 }
+
+/// `--mincpus`: priced for that many CPUs on each node (their DefMemPerCPU with them) where the
+/// cluster allocates them (Slurm up to 24.11.0, and while its release is not known), for the
+/// tasks' alone where it only picks nodes by it (24.11.1 on); not eligible where the
+/// partition's nodes have fewer.
+#[tokio::test]
+async fn cpus_per_node_are_priced_and_checked_against_the_nodes() {
+    let config = CONFIG.replacen(
+        "batch: {max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [], max_nodes: 2}",
+        "batch: {max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [], max_nodes: 2, node_cpus: 8, node_mem_mb: 16000}",
+        1,
+    );
+    assert_ne!(config, CONFIG);
+    let f = fixture_over(&config).await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let request = job_with(json!({"ntasks": 1, "min_cpus_per_node": 6, "clusters": ["onprem"]}));
+    let quote = f.admission.quote(&alice(), &request).await.unwrap();
+    let onprem = quote.cluster("onprem").unwrap();
+    assert!(onprem.eligible(), "{:?}", onprem.reasons);
+    // 6 CPUs + 6 × 1000 MB for the hour: 6 + 5.859375 × 0.25 = 7.46484375 → half to even
+    assert_eq!(onprem.estimate, Some(7_464_844));
+    assert_eq!(
+        onprem.estimate,
+        Some(f.estimate("onprem", "batch", &request, Some(1000), 60))
+    );
+    // A cluster that only picks nodes by it: the tasks' CPUs, as without it.
+    *f.onprem.min_cpus.lock().unwrap() = Some(false);
+    let quote = f.admission.quote(&alice(), &request).await.unwrap();
+    let plain = job_with(json!({"ntasks": 1, "clusters": ["onprem"]}));
+    assert_eq!(
+        quote.cluster("onprem").unwrap().estimate,
+        Some(f.estimate("onprem", "batch", &plain, Some(1000), 60))
+    );
+    assert_eq!(quote.cluster("onprem").unwrap().estimate, Some(1_244_141));
+    *f.onprem.min_cpus.lock().unwrap() = Some(true);
+    let quote = f.admission.quote(&alice(), &request).await.unwrap();
+    assert_eq!(quote.cluster("onprem").unwrap().estimate, Some(7_464_844));
+    let too_many = job_with(json!({"min_cpus_per_node": 9, "clusters": ["onprem"]}));
+    let quote = f.admission.quote(&alice(), &too_many).await.unwrap();
+    assert_eq!(
+        quote.cluster("onprem").unwrap().reasons,
+        ["--mincpus asks for 9 CPUs on each node; the nodes of partition batch on onprem have 8"]
+    );
+}

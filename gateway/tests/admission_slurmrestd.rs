@@ -290,6 +290,18 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     // ... unless the user asked for its one node (-N 1): then it stays on one node.
     let one_node = slurm_submission(&job(json!({"nodes": 1, "ntasks": 8}))).unwrap();
     assert_eq!(one_node.nodes, Some(1));
+    // ... or asked for CPUs per node (--mincpus): on more nodes Slurm would allocate more.
+    let per_node = slurm_submission(&job(json!({"ntasks": 2, "min_cpus_per_node": 4,
+        "licenses": "matlab:2"})))
+    .unwrap();
+    assert_eq!(
+        (
+            per_node.nodes,
+            per_node.min_cpus_per_node,
+            per_node.licenses.as_deref()
+        ),
+        (Some(1), Some(4), Some("matlab:2"))
+    );
     // ... or named it (-w): Slurm would take the count from the list.
     let named = slurm_submission(&job(json!({"ntasks": 2, "slurm": {"nodelist": "n1"}}))).unwrap();
     assert_eq!(

@@ -1237,6 +1237,64 @@ srun ./solve
     assert!(error.contains("dstack has no licenses"), "{error}");
 }
 
+/// `--mincpus`: at least that many CPUs on each node, which slurmctld allocates (and charges):
+/// `ncpus = MAX(ncpus, nhosts × pn_min_cpus)`; memory per CPU follows the CPUs.
+#[test]
+fn mincpus_is_priced_per_node_as_slurmctld_allocates() {
+    let r = parse_ok(&["--mincpus=4", "-t", "10"]);
+    assert_eq!(r.min_cpus_per_node, Some(4));
+    assert_eq!(r.cpus(), 4, "one task, four CPUs on its node");
+    assert_eq!(r.alloc_with_default_mem(Some(1000)).get("mem"), Some(4000));
+    // over the tasks' CPUs only where it is more
+    assert_eq!(
+        parse_ok(&["-N", "2", "-n", "2", "--mincpus", "3"]).cpus(),
+        6
+    );
+    assert_eq!(
+        parse_ok(&["-n", "8", "-c", "2", "--mincpus", "3"]).cpus(),
+        16
+    );
+    // where slurmctld only picks nodes by it (24.11.1 on), the tasks' CPUs
+    let picks = PartitionDefaults {
+        min_cpus_only_select: true,
+        ..PartitionDefaults::default()
+    };
+    assert_eq!(r.cpus_with(&picks), 1);
+    let two = parse_ok(&["-N", "2", "-n", "2", "--mincpus", "3"]);
+    assert_eq!(two.cpus_with(&picks), 2);
+    // the script's, under the command line's; written back as a #SBATCH line and as JSON
+    let script = "#!/bin/sh\n#SBATCH --mincpus=2\nsrun ./app\n";
+    assert_eq!(
+        parse_sbatch(&[], Some(script)).unwrap().min_cpus_per_node,
+        Some(2)
+    );
+    let merged = parse_sbatch(&args(&["--mincpus=5"]), Some(script)).unwrap();
+    assert_eq!(merged.min_cpus_per_node, Some(5));
+    assert!(merged
+        .to_sbatch_lines()
+        .contains(&"#SBATCH --mincpus=5".to_string()));
+    let json = serde_json::to_value(&merged).unwrap();
+    assert_eq!(json["min_cpus_per_node"], serde_json::json!(5));
+    assert_eq!(serde_json::from_value::<JobRequest>(json).unwrap(), merged);
+    for (words, has) in [
+        (
+            &["--mincpus=0"][..],
+            "invalid --mincpus value \"0\": must be at least 1",
+        ),
+        (&["--mincpus", "-1"], "not a whole number"),
+        (&["--mincpus"], "--mincpus needs a value"),
+    ] {
+        let error = parse(words).unwrap_err().to_string();
+        assert!(error.contains(has), "{words:?}: {error}");
+    }
+    let zero: JobRequest = serde_json::from_str(r#"{"min_cpus_per_node": 0}"#).unwrap();
+    assert!(zero
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("--mincpus must be at least 1"));
+}
+
 #[test]
 fn splits_argv_like_sbatch() {
     let split = split_sbatch_args(&args(&["-A", "physics", "job.sh", "--foo", "-N", "2"])).unwrap();
@@ -1657,6 +1715,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                     Licenses::parse(&text.join(",")).unwrap()
                 }),
         ),
+        proptest::option::of(1u32..9),
     );
     let texts = (
         proptest::option::of(text()),
@@ -1746,7 +1805,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
     (shape, names, texts, slurm).prop_map(
         |(
             (nodes, extra_tasks, per_node, cpus, memory, gpu, other_gres, time),
-            (account, partition, qos, clusters, array, licenses),
+            (account, partition, qos, clusters, array, licenses, min_cpus_per_node),
             (
                 job_name,
                 output,
@@ -1797,6 +1856,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 gpus: gpu.map(|(count, per, kind, _)| GpuRequest { count, per, kind }),
                 other_gres,
                 licenses,
+                min_cpus_per_node,
                 time_limit_min: time.0,
                 time_unlimited: time.1,
                 job_name,

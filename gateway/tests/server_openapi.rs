@@ -140,6 +140,7 @@ fn the_job_request_schema_lists_every_field() {
         cpus_per_task: 1,
         cpus_per_task_given: true,
         cpus_per_gpu: Some(4),
+        min_cpus_per_node: Some(2),
         memory: Some(MemoryRequest::PerCpu(1024)),
         gpus: Some(serde_json::from_value(json!({"count": 1})).unwrap()),
         other_gres: vec!["shard:1".into()],
@@ -183,6 +184,7 @@ fn the_job_request_schema_lists_every_field() {
     assert_eq!(parsed.slurm, every.slurm);
     assert_eq!(parsed.array, every.array);
     assert_eq!(parsed.licenses, every.licenses);
+    assert_eq!(parsed.min_cpus_per_node, every.min_cpus_per_node);
     // the GPU-relative branches (memory per GPU, GPUs per task), in a request that validates
     let gpu_relative: JobRequest = serde_json::from_value(json!({"ntasks": 2,
         "gpus": {"count": 1, "per": "task"}, "memory": {"per_gpu_mb": 500}, "cpus_per_gpu": 2}))

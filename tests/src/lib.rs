@@ -207,20 +207,24 @@ pub struct Weights {
     pub cpu: (u128, u128),
     pub mem_per_gib: (u128, u128),
     pub gpu: (u128, u128),
+    /// A `matlab` license (`License/matlab`), per hour.
+    pub matlab: (u128, u128),
 }
 
-/// `CPU=1.0,Mem=0.25G,GRES/gpu=4.0` (su): the dev stack's onprem (and next) `TRESBillingWeights`
-/// for a job without licenses (theirs add `License/matlab=2.0`).
+/// `CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0` (su): the dev stack's onprem (and next)
+/// `TRESBillingWeights`.
 pub const ONPREM: Weights = Weights {
     cpu: (1, 1),
     mem_per_gib: (1, 4),
     gpu: (4, 1),
+    matlab: (2, 1),
 };
 /// `CPU=0.0425,Mem=0.0053G,GRES/gpu=2.50` (usd): the price the tests give cloud's partition.
 pub const CLOUD: Weights = Weights {
     cpu: (425, 10_000),
     mem_per_gib: (53, 10_000),
     gpu: (25, 10),
+    matlab: (0, 1),
 };
 
 /// Σ weight × count × elapsed / 3600 × factor for `sacct --noconvert` TRES counts (`cpu`,
@@ -237,8 +241,11 @@ pub fn expected_micros(
     let cpu = tres.get("cpu").copied().unwrap_or(0);
     let mem_mb = tres.get("mem").copied().unwrap_or(0);
     let gpus = tres.get("gres/gpu").copied().unwrap_or(0);
-    let rate_num =
-        scale(w.cpu) * cpu * 1024 + scale(w.mem_per_gib) * mem_mb + scale(w.gpu) * gpus * 1024;
+    let matlab = tres.get("license/matlab").copied().unwrap_or(0);
+    let rate_num = scale(w.cpu) * cpu * 1024
+        + scale(w.mem_per_gib) * mem_mb
+        + scale(w.gpu) * gpus * 1024
+        + scale(w.matlab) * matlab * 1024;
     round_half_even(rate_num * elapsed * factor * 1_000_000, den)
 }
 

@@ -28,7 +28,8 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bursar_tests::{
-    bursar_bin, micros, round_half_even, scontrol_fields, DevStack, Site, Weights, CLOUD, ONPREM,
+    bursar_bin, expected_micros, micros, parse_tres, scontrol_fields, DevStack, Site, Weights,
+    CLOUD, ONPREM,
 };
 use serde_json::{json, Value};
 
@@ -51,10 +52,7 @@ fn cost_micros(w: &Weights, cpu: u128, mem_mb: u128, gpus: u128, seconds: u128) 
     licensed_cost_micros(w, cpu, mem_mb, gpus, 0, seconds)
 }
 
-/// The dev stack's onprem weight of a matlab license (`License/matlab=2.0`), per hour.
-const MATLAB_WEIGHT: (u128, u128) = (2, 1);
-
-/// [`cost_micros`] of a job that also held `matlab` licenses, priced at [`MATLAB_WEIGHT`].
+/// [`cost_micros`] of a job that also held `matlab` licenses.
 fn licensed_cost_micros(
     w: &Weights,
     cpu: u128,
@@ -63,14 +61,15 @@ fn licensed_cost_micros(
     matlab: u128,
     seconds: u128,
 ) -> i64 {
-    // Common denominator: 10_000 (weights) × 1024 (MB per GiB) × 3600 (s per h).
-    let den: u128 = 10_000 * 1024 * 3600;
-    let scale = |(n, d): (u128, u128)| n * 10_000 / d;
-    let rate = scale(w.cpu) * cpu * 1024
-        + scale(w.mem_per_gib) * mem_mb
-        + scale(w.gpu) * gpus * 1024
-        + scale(MATLAB_WEIGHT) * matlab * 1024;
-    round_half_even(rate * seconds * 1_000_000, den)
+    let tres = [
+        ("cpu", cpu),
+        ("mem", mem_mb),
+        ("gres/gpu", gpus),
+        ("license/matlab", matlab),
+    ]
+    .map(|(name, count)| (name.to_string(), count))
+    .into();
+    expected_micros(w, &tres, seconds, 1)
 }
 
 /// Waits for onprem's job `sub` to complete and settle, and checks its charge is what its final
@@ -80,12 +79,7 @@ fn settled_at_sacct_cost(gw: &Gateway, sub: &Submission) -> (Vec<String>, i64, V
     let done = gw.sacct("onprem", &sub.cluster_job_id, true);
     assert_eq!(done[2], "COMPLETED", "{done:?}");
     let elapsed: u128 = done[3].parse().unwrap();
-    let (cpu, mem, gpus) = tres_counts(&done[4]);
-    let matlab = done[4]
-        .split(',')
-        .find_map(|kv| kv.strip_prefix("license/matlab="))
-        .map_or(0, |n| n.parse().unwrap());
-    let expected = licensed_cost_micros(&ONPREM, cpu, mem, gpus, matlab, elapsed);
+    let expected = expected_micros(&ONPREM, &parse_tres(&done[4]), elapsed, 1);
     let settled = gw.wait_settled(sub.id);
     assert_eq!(
         micros(settled["charge"].as_str().unwrap()),
@@ -858,26 +852,34 @@ fn node_features_reach_the_cluster_and_one_it_lacks_is_refused_with_nothing_held
     println!("refused: {}", stderr.trim());
 }
 
-/// `-L`: the licenses reach slurmctld as sbatch's do, are held for and charged at the weights
-/// Slurm bills them with (the dev stack's onprem: `Licenses=matlab:4`, `License/matlab=2.0`),
-/// and more than the cluster has is refused before anything is held.
+/// `-L` and `--mincpus`: they reach slurmctld as sbatch's do, are held for and charged as
+/// Slurm allocates and bills them (the dev stack's onprem: `Licenses=matlab:4`,
+/// `License/matlab=2.0`), and more licenses than the cluster has are refused before anything is
+/// held.
 #[test]
-fn licenses_reach_slurm_as_sbatch_s_and_are_held_and_charged_at_their_weight() {
+fn licenses_and_cpus_per_node_reach_slurm_as_sbatch_s_and_are_held_and_charged_as_allocated() {
     let (gw, script) = Gateway::funded("");
     let script = script.as_str();
 
-    let (held, ours, direct, theirs) = held_both_ways(&gw, "onprem", &["-L", "matlab:2"], script);
+    let options = ["-L", "matlab:2", "--mincpus=3"];
+    let (held, ours, direct, theirs) = held_both_ways(&gw, "onprem", &options, script);
     assert_eq!(field(&ours, "Licenses"), "matlab:2", "{ours:?}");
-    assert_eq!(
-        field(&ours, "Licenses"),
-        field(&theirs, "Licenses"),
-        "sbatch's job {direct}"
-    );
+    assert_eq!(field(&ours, "MinCPUsNode"), "3", "{ours:?}");
+    for key in ["Licenses", "MinCPUsNode", "NumCPUs", "TRES", "MinMemoryCPU"] {
+        assert_eq!(
+            ours.get(key),
+            theirs.get(key),
+            "{key}: bursar's job {} against sbatch's {direct}",
+            held.cluster_job_id
+        );
+    }
     println!(
-        "on the cluster: bursar's job {} Licenses={}, sbatch's job {direct} Licenses={}",
+        "on the cluster: bursar's job {} Licenses={} MinCPUsNode={} TRES={}, sbatch's job \
+         {direct} the same",
         held.cluster_job_id,
         field(&ours, "Licenses"),
-        field(&theirs, "Licenses")
+        field(&ours, "MinCPUsNode"),
+        field(&ours, "TRES")
     );
     gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
 
@@ -907,24 +909,26 @@ fn licenses_reach_slurm_as_sbatch_s_and_are_held_and_charged_at_their_weight() {
     assert!(stderr.contains("onprem has 4"), "{stderr}");
     println!("refused: {}", stderr.lines().next().unwrap_or(""));
 
-    // Two licenses for the minute: held at 1 CPU, 1000 MB and 2 × 2.0 su/h, then charged at
-    // what slurmdbd recorded the job holding.
-    let estimate = licensed_cost_micros(&ONPREM, 1, 1000, 0, 2, 60);
+    // Two licenses and three CPUs for the minute: held at 3 CPUs, 3000 MB (DefMemPerCPU) and
+    // 2 × 2.0 su/h, then charged at what slurmdbd recorded the job holding.
+    let estimate = licensed_cost_micros(&ONPREM, 3, 3000, 0, 2, 60);
     assert_eq!(
-        estimate, 87_402,
-        "(1 + 1000/1024 × 0.25 + 2 × 2.0) su/h × 60 s"
+        estimate, 128_874,
+        "(3 + 3000/1024 × 0.25 + 2 × 2.0) su/h × 60 s"
     );
-    let sub = gw.submit(&["-L", "matlab:2", script]);
+    let sub = gw.submit(&["-L", "matlab:2", "--mincpus=3", script]);
     assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
     assert_eq!(
         micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
         estimate
     );
     let (done, _, settled) = settled_at_sacct_cost(&gw, &sub);
-    assert!(
-        done[4].split(',').any(|kv| kv == "license/matlab=2"),
-        "slurmdbd records the licenses: {done:?}"
-    );
+    for allocated in ["license/matlab=2", "cpu=3", "mem=3000M"] {
+        assert!(
+            done[4].split(',').any(|kv| kv == allocated),
+            "slurmdbd records {allocated}: {done:?}"
+        );
+    }
     println!(
         "settled: job {} ran {} s with {}; estimate {estimate} µsu, charge {} su",
         sub.cluster_job_id, done[3], done[4], settled["charge"]

@@ -567,7 +567,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 33] = [
+const SHAPE: [&str; 34] = [
     "UserId",
     "Account",
     "QOS",
@@ -608,6 +608,8 @@ const SHAPE: [&str; 33] = [
     "ReqNodeList",
     // -L: `Licenses=matlab:2` (the dev stack's next has `Licenses=matlab:4`).
     "Licenses",
+    // --mincpus: `MinCPUsNode=3`.
+    "MinCPUsNode",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -699,7 +701,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "5",
         ],
         &["-w", "nx-n[1-2]", "-t", "5"],
-        &["-L", "matlab:2", "-t", "5"],
+        &["-L", "matlab:2", "--mincpus=3", "-t", "5"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -724,7 +726,10 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             let direct = sbatch(&gw.dev, "alice", &sbatch_args, None);
             gw.jobs.push(direct.clone());
             let mut through_sbatch = scontrol_shape(&gw.dev, &direct);
-            if case.iter().any(|a| a.starts_with("--gres") || *a == "-w") {
+            if case
+                .iter()
+                .any(|a| a.starts_with("--gres") || a.starts_with("--mincpus") || *a == "-w")
+            {
                 // A job with resources per node (or nodes named with -w) runs on the nodes
                 // it is priced for, and no more: bursar pins sbatch's minimum (its default of
                 // one node, or the names' count) as a maximum too.
@@ -781,6 +786,14 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             }
             if case.contains(&"-L") {
                 assert_eq!(through_bursar["Licenses"], "matlab:2", "{version}");
+                assert_eq!(through_bursar["MinCPUsNode"], "3", "{version}");
+                // 24.11.5 only picks nodes by --mincpus (from 24.11.1; 22.05 allocates them):
+                // the hold is for the task's one CPU, as its ReqTRES, and the licenses.
+                let tres = parse_tres(&through_bursar["ReqTRES"]);
+                assert_eq!(tres.get("cpu"), Some(&1), "{version}");
+                let expected = expected_micros(&ONPREM, &tres, 300, 1);
+                let held = micros(gw.job(id)["estimate"].as_str().unwrap());
+                assert_eq!(held, expected, "{version} {case:?}");
             }
             println!("{version} {case:?}: {through_bursar:?}");
             next_slurm(&gw.dev, None, &["scancel", &job, &direct], None);
@@ -969,18 +982,42 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 .push(submitted_job(&String::from_utf8_lossy(&out.stdout)));
         }
 
-        // One that runs: as alice, and settled at its sacct cost.
-        let (job, id) = gw.submit(&["-n", "2", "-t", "5", script]);
+        // One that runs: as alice, on a node with the CPUs it asks for (--mincpus: allocated
+        // its tasks' two on 24.11.5) and the license, held for them and settled at its sacct
+        // cost.
+        let options = ["-n", "2", "--mincpus=3", "-L", "matlab", "-t", "5", script];
+        let (job, id) = gw.submit(&options);
+        let tres = parse_tres("cpu=2,mem=2000M,node=1,license/matlab=1");
+        assert_eq!(
+            micros(gw.job(id)["estimate"].as_str().unwrap()),
+            expected_micros(&ONPREM, &tres, 300, 1),
+            "{version}"
+        );
         let final_records = sacct_final(&gw.dev, std::slice::from_ref(&job));
         let expected: i64 = final_records.values().sum();
         assert!(expected > 0, "{final_records:?}");
-        let user = next_slurm(
+        let ran = next_slurm(
             &gw.dev,
             None,
-            &["sacct", "-n", "-P", "-X", "-j", &job, "-o", "User"],
+            &[
+                "sacct",
+                "-n",
+                "-P",
+                "-X",
+                "--noconvert",
+                "-j",
+                &job,
+                "-o",
+                "User,AllocTRES",
+            ],
             None,
         );
-        assert_eq!(user.trim(), "alice", "job {job} ran as {user}");
+        let (user, alloc) = ran.trim().split_once('|').unwrap();
+        assert_eq!(user, "alice", "job {job} ran as {user}");
+        let alloc = parse_tres(alloc);
+        for (name, count) in [("cpu", 2), ("mem", 2000), ("license/matlab", 1)] {
+            assert_eq!(alloc.get(name), Some(&count), "{version} job {job}: {ran}");
+        }
         let settled = gw.settled(id, version);
         assert_eq!(
             micros(settled["charge"].as_str().unwrap()),
@@ -989,7 +1026,8 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         );
         assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
         println!(
-            "{version}: job {job} ran as alice, settled at {} su",
+            "{version}: job {job} ran as alice with {}, settled at {} su",
+            ran.trim(),
             settled["charge"]
         );
 

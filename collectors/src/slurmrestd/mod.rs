@@ -109,8 +109,8 @@ pub use auth::{mint_token, SlurmAuth, SlurmClaims};
 pub use error::RestError;
 pub use jobs::RawQuarantine;
 pub use submit::{
-    argv_breaks, argv_refusal, mail_events, submit_body, unsupported_at, ControllerPing,
-    GpuRequest, JobSubmission, KillWarning, LiveJob, Ping, SubmittedJob,
+    argv_breaks, argv_refusal, mail_events, min_cpus_allocated, submit_body, unsupported_at,
+    ControllerPing, GpuRequest, JobSubmission, KillWarning, LiveJob, Ping, SubmittedJob,
 };
 pub use version::{ApiSelection, ApiVersion, UnknownApiVersion};
 pub use window::{LegacyTimes, ServerTimeZone, UnknownServerZone, Window};
@@ -186,7 +186,8 @@ pub struct SlurmRestClient {
     cluster: String,
     selection: ApiSelection,
     discovered: OnceCell<ApiVersion>,
-    /// The Slurm release a ping named (`22.05.8`), asked once when a submission needs it.
+    /// The Slurm release a ping named (`22.05.8`), asked once (at `bursar serve`'s start, or
+    /// when a submission needs it).
     release: OnceCell<Option<String>>,
     credentials: Credentials,
     timeout: Duration,
@@ -475,12 +476,26 @@ impl SlurmRestClient {
         if version.is_data_parser() {
             return Ok(None);
         }
-        let release = self
-            .release
-            .get_or_try_init(|| async { Ok::<_, RestError>(self.ping().await?.release) })
-            .await?;
+        let release = self.release().await?;
         Ok(submit::argv_breaks(version, release.as_deref())
             .then(|| submit::argv_refusal(release.as_deref())))
+    }
+
+    /// The Slurm release slurmctld runs (`22.05.8`, from a ping's `meta`; `None` when the
+    /// answer names none), asked once and remembered.
+    pub async fn release(&self) -> Result<Option<String>, RestError> {
+        self.release
+            .get_or_try_init(|| async { Ok::<_, RestError>(self.ping().await?.release) })
+            .await
+            .cloned()
+    }
+
+    /// Whether slurmctld allocates a job its `--mincpus` on each node
+    /// ([`submit::min_cpus_allocated`]), when known without asking.
+    pub fn known_min_cpus_allocated(&self) -> Option<bool> {
+        let version = self.known_api_version()?;
+        let release = self.release.get().cloned().flatten();
+        submit::min_cpus_allocated(version, release.as_deref())
     }
 
     /// [`SlurmRestClient::argv_refusal`] when known without asking; `None` until then.

@@ -120,6 +120,8 @@ pub struct JobSubmission {
     pub required_nodes: Option<String>,
     /// `-L/--licenses`: `name:count` entries joined by `,` (`licenses`, every version).
     pub licenses: Option<String>,
+    /// `--mincpus`: CPUs each node must give the job (`minimum_cpus_per_node`, every version).
+    pub min_cpus_per_node: Option<u32>,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -535,6 +537,9 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(licenses) = &job.licenses {
         put("licenses", json!(licenses));
     }
+    if let Some(cpus) = job.min_cpus_per_node {
+        put("minimum_cpus_per_node", json!(cpus));
+    }
     if let Some(minutes) = job.time_min {
         put(
             "time_minimum",
@@ -703,22 +708,42 @@ pub fn argv_breaks(version: ApiVersion, release: Option<&str>) -> bool {
     if version.is_data_parser() {
         return false;
     }
-    let numbers: Option<Vec<u32>> = release.map(|text| {
-        text.split('.')
-            .take(3)
-            .map_while(|part| {
-                let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
-                digits.parse().ok()
-            })
-            .collect()
-    });
-    match numbers.as_deref() {
-        Some([major, minor, micro]) => {
-            let release = (*major, *minor, *micro);
-            release < (22, 5, 9) || ((23, 2, 0)..(23, 2, 2)).contains(&release)
-        }
-        _ => true,
+    match release.and_then(release_numbers) {
+        Some(release) => release < (22, 5, 9) || ((23, 2, 0)..(23, 2, 2)).contains(&release),
+        None => true,
     }
+}
+
+/// `22.05.8` (or `24.11.0-0rc1`) → `(22, 5, 8)`; `None` for what is not a release.
+fn release_numbers(text: &str) -> Option<(u32, u32, u32)> {
+    let numbers: Vec<u32> = text
+        .split('.')
+        .take(3)
+        .map_while(|part| {
+            let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect();
+    match numbers[..] {
+        [major, minor, micro] => Some((major, minor, micro)),
+        _ => None,
+    }
+}
+
+/// Whether slurmctld of `release`, sent a job through `version`, allocates the job `--mincpus`
+/// CPUs on each of its nodes (`nodes × minimum_cpus_per_node` when that is more than its
+/// tasks'): up to 24.11.0 its task layout counts the raised CPU total as tasks (22.05.8: `-n 1
+/// --mincpus=3` is allocated 3 CPUs); from 24.11.1 (Slurm commit dd07218fbb) it lays out the
+/// job's own task count, which bursar always sends, and `--mincpus` only picks nodes (24.11.5:
+/// 1 CPU). `None` while the release of a v0.0.40+ slurmrestd is unknown (23.11 to 25.x).
+pub fn min_cpus_allocated(version: ApiVersion, release: Option<&str>) -> Option<bool> {
+    if !version.is_data_parser() {
+        // v0.0.38: Slurm 22.05 and 23.02
+        return Some(true);
+    }
+    release
+        .and_then(release_numbers)
+        .map(|release| release < (24, 11, 1))
 }
 
 /// Why a job with script arguments cannot go to a slurmrestd that [`argv_breaks`] on.
@@ -768,6 +793,9 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
         if array.is_empty() || array.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return bad(format!("{array:?} is not a job array's index list"));
         }
+    }
+    if job.min_cpus_per_node == Some(0) {
+        return bad("--mincpus must be at least 1".into());
     }
     if let Some(licenses) = &job.licenses {
         // slurmctld reads an empty text as no licenses, and refuses the whole list for a blank.

@@ -116,6 +116,12 @@ pub trait Forwarder: Send + Sync {
         Ok(())
     }
 
+    /// Whether the cluster allocates a job `--mincpus` CPUs on each node (Slurm up to 24.11.0)
+    /// or only picks nodes by it (24.11.1 on), when known; `None` until learnt.
+    fn allocates_min_cpus(&self) -> Option<bool> {
+        None
+    }
+
     /// Learns ahead what [`Forwarder::check`] needs to know of the cluster (`bursar serve` calls
     /// it once at start, in the background); failures are logged and left to the first
     /// submission.
@@ -252,6 +258,7 @@ fn pinned_nodes(r: &JobRequest) -> Option<u32> {
         || r.gpus.as_ref().is_some_and(|g| g.per == GpuPer::PerNode)
         || !r.other_gres.is_empty()
         || r.ntasks_per_node.is_some()
+        || r.min_cpus_per_node.is_some()
         // Slurm gives each node CPUs for the GPUs it places there: spread over more nodes,
         // a job's GPUs could bring more CPUs than priced.
         || (r.cpus_per_gpu.is_some() && r.gpus.as_ref().is_some_and(|g| g.per == GpuPer::PerJob));
@@ -322,6 +329,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         gpus_per_job: gpus(GpuPer::PerJob),
         gpus_per_task: gpus(GpuPer::PerTask),
         cpus_per_gpu: r.cpus_per_gpu,
+        min_cpus_per_node: r.min_cpus_per_node,
         memory_per_gpu_mb,
         other_gres: r.other_gres.clone(),
         mail_type,
@@ -472,8 +480,13 @@ impl Forwarder for SlurmForwarder {
         Ok(())
     }
 
+    fn allocates_min_cpus(&self) -> Option<bool> {
+        self.client.known_min_cpus_allocated()
+    }
+
     async fn prepare(&self) {
-        if let Err(e) = self.client.argv_refusal().await {
+        // The release: what `check` and `allocates_min_cpus` answer by.
+        if let Err(e) = self.client.release().await {
             tracing::warn!(cluster = %self.client.cluster(),
                 "cannot learn the cluster's slurmrestd version yet: {e}");
         }
@@ -656,6 +669,13 @@ impl Forwarder for DstackForwarder {
             return Err(
                 "a dstack task asks for its resources per node: --gpus-per-task, \
                  --cpus-per-gpu and --mem-per-gpu apply to Slurm clusters"
+                    .to_string(),
+            );
+        }
+        if request.min_cpus_per_node.is_some() {
+            return Err(
+                "a dstack task asks for its CPUs in its resources: --mincpus applies to Slurm \
+                 clusters"
                     .to_string(),
             );
         }

@@ -331,6 +331,15 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
         }
         _ => {}
     }
+    if let (Some(min), Some(node)) = (request.min_cpus_per_node, &defaults.node) {
+        if min > node.cpus {
+            quote.reasons.push(format!(
+                "--mincpus asks for {min} CPUs on each node; the nodes of partition {partition} \
+                 on {name} have {}",
+                node.cpus
+            ));
+        }
+    }
     if let Some(max) = limits.max_nodes {
         if request.nodes > max {
             quote.reasons.push(format!(
@@ -430,12 +439,19 @@ fn price(
     minutes: u64,
     quote: &mut ClusterQuote,
 ) {
-    let defaults = cluster
+    let mut defaults = cluster
         .submit
         .as_ref()
         .and_then(|s| s.partitions.get(partition))
         .map(SubmitPartition::defaults)
         .unwrap_or_default();
+    // Priced for --mincpus CPUs on each node unless the cluster is known to only pick nodes
+    // by it (Slurm 24.11.1 and later).
+    defaults.min_cpus_only_select = ctx
+        .forwarders
+        .get(name)
+        .and_then(|f| f.allocates_min_cpus())
+        == Some(false);
     let Some(pricing) = ctx.pricing.get(name) else {
         quote
             .reasons

@@ -19,7 +19,7 @@
 //! | TRES | rule |
 //! |---|---|
 //! | `node` | `nodes` (a `-N 2-4` range was narrowed when parsed: to its minimum, or the fewest of it that hold `-n` at `--ntasks-per-node`) |
-//! | `cpu` | `ntasks × cpus_per_task`, or `--cpus-per-gpu` (without it and `-c`, the partition's `DefCpuPerGPU`) × `gres/gpu` when that is more, and never fewer than `nodes` (Slurm gives every node at least one CPU) |
+//! | `cpu` | `ntasks × cpus_per_task`, or `--cpus-per-gpu` (without it and `-c`, the partition's `DefCpuPerGPU`) × `gres/gpu` when that is more, and never fewer than `nodes` (Slurm gives every node at least one CPU), or `nodes × --mincpus` |
 //! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; `--mem-per-gpu`: per GPU × `gres/gpu`; none: 0, or through [`JobRequest::alloc_with_defaults`] the partition's `DefMemPerGPU` × `gres/gpu` for a job with GPUs, else its `DefMemPerCPU` × `cpu` |
 //! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), per-task count × `ntasks` (`--gpus-per-task`), or the per-job count (`--gpus`) |
 //! | `gres/gpu:<type>` | the same total again when a type was given, lower-cased as Slurm's TRES names are: a breakdown of `gres/gpu`, never extra GPUs (see DESIGN "Pricing semantics") |
@@ -81,6 +81,10 @@ pub struct PartitionDefaults {
     /// The partition never shares a node (Slurm's `OverSubscribe=EXCLUSIVE`): every job gets
     /// whole nodes, as with `--exclusive`.
     pub exclusive: bool,
+    /// The cluster's slurmctld only picks nodes by `--mincpus` and allocates a job its tasks'
+    /// CPUs (Slurm 24.11.1 and later); `false` (up to 24.11.0, and while the release is not
+    /// known): it allocates `--mincpus` CPUs on each node, and the job is priced for them.
+    pub min_cpus_only_select: bool,
 }
 
 /// What one node of a partition holds, as slurmctld allocates it to a job that gets the whole
@@ -175,6 +179,10 @@ pub struct JobRequest {
     pub cpus_per_task_given: bool,
     /// `--cpus-per-gpu`: CPUs for each of the job's GPUs (not with `-c`, as in sbatch).
     pub cpus_per_gpu: Option<u32>,
+    /// `--mincpus`: at least this many CPUs on each of the job's nodes, as slurmctld allocates
+    /// them (JSON: `min_cpus_per_node`). The job is pinned to its node count, as a job with
+    /// resources per node is: on more nodes Slurm would allocate (and charge) more.
+    pub min_cpus_per_node: Option<u32>,
     pub memory: Option<MemoryRequest>,
     pub gpus: Option<GpuRequest>,
     /// Non-GPU `--gres` entries (`shard:1`), forwarded as given and not priced.
@@ -241,6 +249,7 @@ impl Default for JobRequest {
             cpus_per_task: 1,
             cpus_per_task_given: false,
             cpus_per_gpu: None,
+            min_cpus_per_node: None,
             memory: None,
             gpus: None,
             other_gres: Vec::new(),
@@ -296,6 +305,8 @@ struct JobRequestWire {
     cpus_per_task: Option<u32>,
     #[serde(default)]
     cpus_per_gpu: Option<u32>,
+    #[serde(default)]
+    min_cpus_per_node: Option<u32>,
     #[serde(default)]
     memory: Option<MemoryRequest>,
     #[serde(default)]
@@ -389,6 +400,7 @@ impl Serialize for JobRequest {
         some!("ntasks_per_node", &self.ntasks_per_node);
         some!("cpus_per_task", &cpus);
         some!("cpus_per_gpu", &self.cpus_per_gpu);
+        some!("min_cpus_per_node", &self.min_cpus_per_node);
         some!("memory", &self.memory);
         some!("gpus", &self.gpus);
         if !self.other_gres.is_empty() {
@@ -459,6 +471,7 @@ impl From<JobRequestWire> for JobRequest {
             cpus_per_task: w.cpus_per_task.unwrap_or(base.cpus_per_task),
             cpus_per_task_given: w.cpus_per_task.is_some(),
             cpus_per_gpu: w.cpus_per_gpu,
+            min_cpus_per_node: w.min_cpus_per_node,
             memory: w.memory.or(base.memory),
             gpus: w.gpus.or(base.gpus),
             other_gres: w.other_gres,
@@ -490,7 +503,7 @@ impl From<JobRequestWire> for JobRequest {
 
 impl JobRequest {
     /// CPUs the job is allocated: `ntasks × cpus_per_task`, or `cpus_per_gpu` × its GPUs when
-    /// that is more, and at least one per node.
+    /// that is more, and at least one (`--mincpus`: that many) per node.
     pub fn cpus(&self) -> u64 {
         self.cpus_with(&PartitionDefaults::default())
     }
@@ -514,9 +527,14 @@ impl JobRequest {
         let whole = self.whole_nodes(defaults).map_or(0, |node| {
             u64::from(node.cpus).saturating_mul(u64::from(self.nodes))
         });
+        // slurmctld up to 24.11.0 lays out `MAX(ncpus, nhosts × pn_min_cpus)` CPUs.
+        let per_node = match self.min_cpus_per_node {
+            Some(min) if !defaults.min_cpus_only_select => u64::from(min.max(1)),
+            _ => 1,
+        };
         (u64::from(self.ntasks) * u64::from(self.cpus_per_task))
             .max(per_gpu)
-            .max(u64::from(self.nodes))
+            .max(u64::from(self.nodes).saturating_mul(per_node))
             .max(whole)
     }
 
@@ -708,6 +726,15 @@ impl JobRequest {
         }
         if self.ntasks_per_node == Some(0) {
             return invalid("--ntasks-per-node must be at least 1".into());
+        }
+        if self.min_cpus_per_node == Some(0) {
+            return invalid("--mincpus must be at least 1".into());
+        }
+        if self.min_cpus_per_node.is_some() && self.dstack.is_some() {
+            return invalid(
+                "min_cpus_per_node does not apply to a dstack task: its resources name the CPUs"
+                    .into(),
+            );
         }
         if self.ntasks < self.nodes {
             return invalid(format!(
@@ -995,6 +1022,7 @@ impl JobRequest {
             None => {}
         }
         put("cpus-per-gpu", self.cpus_per_gpu.map(|c| c.to_string()));
+        put("mincpus", self.min_cpus_per_node.map(|c| c.to_string()));
         if let Some(g) = &self.gpus {
             let value = match &g.kind {
                 Some(kind) => format!("{kind}:{}", g.count),

@@ -22,6 +22,7 @@
 //! | `-G/--gpus=[TYPE:]N` | GPUs for the whole job |
 //! | `--gpus-per-node=[TYPE:]N` | GPUs per node |
 //! | `--gpus-per-task=[TYPE:]N` | GPUs per task (× `ntasks` in the estimate) |
+//! | `--mincpus=N` | at least N CPUs on each node: priced for `nodes × N` CPUs when that is more, as slurmctld up to 24.11.0 allocates them (from 24.11.1 it only picks nodes by it: [`PartitionDefaults::min_cpus_only_select`]), and pinned to its node count (on more nodes Slurm would allocate more) |
 //! | `--cpus-per-gpu=N` | CPUs per GPU: the job's CPUs are N × its GPUs when that is more than its tasks' (not with `-c`, as in sbatch) |
 //! | `-t/--time` | [`TimeLimit`] (all Slurm formats); `UNLIMITED`/`INFINITE`/`0` is [`JobRequest::time_unlimited`]: priced and run at the partition's maximum, refused where there is none |
 //! | `-J/--job-name`, `-o/--output`, `-e/--error`, `-D/--chdir` | as given |
@@ -104,6 +105,7 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --gpus-per-node=[TYPE:]N  GPUs per node
       --gpus-per-task=[TYPE:]N  GPUs per task
       --cpus-per-gpu=N          CPUs per GPU (not with -c)
+      --mincpus=N               at least N CPUs on each node (priced so)
   -L, --licenses=NAME[:N],...   licenses the job takes (matlab:2,ansys), priced
                                 where the cluster's weights charge for them
   -t, --time=TIME               time limit: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED
@@ -595,6 +597,7 @@ enum Opt {
     MemPerCpu,
     MemPerGpu,
     CpusPerGpu,
+    Mincpus,
     GpusPerTask,
     Gres,
     Gpus,
@@ -679,6 +682,7 @@ const OPTIONS: &[Spec] = &[
     spec("mem-per-cpu", None, Opt::MemPerCpu, Arg::Required),
     spec("mem-per-gpu", None, Opt::MemPerGpu, Arg::Required),
     spec("cpus-per-gpu", None, Opt::CpusPerGpu, Arg::Required),
+    spec("mincpus", None, Opt::Mincpus, Arg::Required),
     spec("gpus-per-task", None, Opt::GpusPerTask, Arg::Required),
     spec("gres", None, Opt::Gres, Arg::Required),
     spec("gpus", Some('G'), Opt::Gpus, Arg::Required),
@@ -805,6 +809,7 @@ struct Directives {
     mem_per_cpu: Option<u64>,
     mem_per_gpu: Option<u64>,
     cpus_per_gpu: Option<u32>,
+    mincpus: Option<u32>,
     gpus_per_task: Option<(Option<String>, u32)>,
     gres: Option<GresList>,
     gpus: Option<(Option<String>, u32)>,
@@ -963,6 +968,18 @@ fn count(option: &str, value: &str) -> Result<u32, RequestError> {
         .map_err(|_| RequestError::invalid_value(option, value, "the number is too large"))
 }
 
+/// A count of at least 1, as sbatch's `parse_int(…, positive)` takes it.
+fn positive(option: &str, value: &str) -> Result<u32, RequestError> {
+    match count(option, value)? {
+        0 => Err(RequestError::invalid_value(
+            option,
+            value,
+            "must be at least 1",
+        )),
+        n => Ok(n),
+    }
+}
+
 /// Node names as Slurm writes them (`-x`, `-w`); a path is a file sbatch would read.
 fn node_names(option: &str, value: &str) -> Result<String, RequestError> {
     if value.contains('/') {
@@ -1073,6 +1090,7 @@ impl Directives {
                 )
             }
             Opt::CpusPerGpu => self.cpus_per_gpu = Some(count(typed, v)?),
+            Opt::Mincpus => self.mincpus = Some(positive(typed, v)?),
             Opt::GpusPerTask => self.gpus_per_task = Some(parse_typed_count(typed, v)?),
             Opt::Gres => self.gres = Some(parse_gres_list(typed, v)?),
             Opt::Gpus => self.gpus = Some(parse_typed_count(typed, v)?),
@@ -1266,6 +1284,7 @@ impl Directives {
             mem_per_cpu: cli.mem_per_cpu.or(script.mem_per_cpu),
             mem_per_gpu: cli.mem_per_gpu.or(script.mem_per_gpu),
             cpus_per_gpu: cli.cpus_per_gpu.or(script.cpus_per_gpu),
+            mincpus: cli.mincpus.or(script.mincpus),
             gpus_per_task: cli.gpus_per_task.or(script.gpus_per_task),
             gres: cli.gres.or(script.gres),
             gpus: cli.gpus.or(script.gpus),
@@ -1464,6 +1483,7 @@ impl Directives {
             cpus_per_task: self.cpus_per_task.unwrap_or(1),
             cpus_per_task_given: self.cpus_per_task.is_some(),
             cpus_per_gpu: self.cpus_per_gpu,
+            min_cpus_per_node: self.mincpus,
             memory,
             gpus,
             other_gres,

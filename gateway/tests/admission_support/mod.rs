@@ -71,6 +71,8 @@ pub struct StubForwarder {
     pub cancelled: Mutex<Vec<(String, String)>>,
     /// The settle refs of the jobs that still wait on the cluster ([`Forwarder::still_waiting`]).
     pub waiting: Mutex<Vec<String>>,
+    /// What [`Forwarder::allocates_min_cpus`] answers (the cluster's release decides it).
+    pub min_cpus: Mutex<Option<bool>>,
 }
 
 impl StubForwarder {
@@ -85,6 +87,10 @@ impl StubForwarder {
 
 #[async_trait]
 impl Forwarder for StubForwarder {
+    fn allocates_min_cpus(&self) -> Option<bool> {
+        *self.min_cpus.lock().unwrap()
+    }
+
     async fn submit(&self, job: &ForwardJob) -> Result<Forwarded, ForwardError> {
         if let Some(e) = self.fail.lock().unwrap().clone() {
             return Err(e);
