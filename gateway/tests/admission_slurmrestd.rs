@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use bursar_gateway::admission::forward::{slurm_submission, ForwardJob};
+use bursar_gateway::admission::forward::{forwarders_from_config, slurm_submission, ForwardJob};
 use bursar_gateway::admission::{Admission, ForwardedRef, Submitted};
 use bursar_gateway::app::App;
 use bursar_gateway::auth::{Principal, Role};
@@ -25,6 +25,11 @@ struct Fixture {
 }
 
 async fn fixture(url: &str) -> Fixture {
+    fixture_at(url, "v0.0.38").await
+}
+
+/// The fixture with slurmrestd at OpenAPI `version`.
+async fn fixture_at(url: &str, version: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("jwt.key");
     std::fs::write(&key, KEY).unwrap();
@@ -35,7 +40,7 @@ async fn fixture(url: &str) -> Fixture {
          clusters:\n  onprem:\n    kind: slurm\n    currency: su\n\
          \x20   partitions:\n      batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
          \x20     whole: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
-         \x20   submit:\n      slurmrestd: {{url: \"{url}\", jwt_key_file: \"{key}\", api_version: v0.0.38}}\n\
+         \x20   submit:\n      slurmrestd: {{url: \"{url}\", jwt_key_file: \"{key}\", api_version: {version}}}\n\
          \x20     timeout: 2s\n      default_partition: batch\n\
          \x20     partitions:\n        batch: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [h100]}}\n\
          \x20       whole: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}\n",
@@ -152,6 +157,56 @@ async fn submits_the_v0_0_38_body_as_the_user_and_links_the_hold() {
     let view = f.admission.cancel(&alice(), submitted.id).await.unwrap();
     assert_eq!(view.state, "cancelled");
     assert_eq!(f.app.ledger.holds(true).await.unwrap().len(), 0);
+}
+
+/// The cluster's release is asked (a ping) until known, and decides how `--mincpus` is
+/// priced: for nodes × N CPUs until it is known (and on Slurm up to 24.11.0), for the tasks'
+/// CPUs on a 24.11.1+ cluster, which only picks nodes by it.
+#[tokio::test]
+async fn the_release_is_asked_until_known_and_decides_how_mincpus_is_priced() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/ping/"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("starting"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/slurm/v0.0.42/ping/"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "pings": [{"hostname": "ctl", "pinged": "UP", "responding": true, "latency": 300,
+                "mode": "primary", "primary": true}],
+            "meta": {"slurm": {"release": "24.11.5"}}, "errors": [], "warnings": []})))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let f = fixture_at(&server.uri(), "v0.0.42").await;
+    let forwarders = forwarders_from_config(&f.app.config).unwrap();
+    let forwarder = forwarders["onprem"].clone();
+    let admission = Admission::new(f.app.clone(), forwarders);
+    let request: JobRequest = serde_json::from_value(json!({"ntasks": 1,
+        "min_cpus_per_node": 4, "script": "#!/bin/sh\ntrue\n"}))
+    .unwrap();
+    let estimate = |admission: &Admission| {
+        let admission = admission.clone();
+        let request = request.clone();
+        async move {
+            let quote = admission.quote(&alice(), &request).await.unwrap();
+            quote.cluster("onprem").unwrap().estimate
+        }
+    };
+    // 4 CPUs and their 4000 MB for the default hour, until the release is known
+    assert_eq!(forwarder.allocates_min_cpus(), None);
+    assert_eq!(estimate(&admission).await, Some(4_976_562));
+    tokio::time::timeout(std::time::Duration::from_secs(20), forwarder.prepare())
+        .await
+        .expect("prepare asks again until it knows");
+    let pings = server.received_requests().await.unwrap().len();
+    assert_eq!(pings, 2, "one refused, one answered");
+    assert_eq!(forwarder.allocates_min_cpus(), Some(false));
+    // 24.11.5: the task's one CPU and its 1000 MB
+    assert_eq!(estimate(&admission).await, Some(1_244_141));
 }
 
 #[tokio::test]

@@ -1254,6 +1254,27 @@ fn mincpus_is_priced_per_node_as_slurmctld_allocates() {
         parse_ok(&["-n", "8", "-c", "2", "--mincpus", "3"]).cpus(),
         16
     );
+    // in whole tasks of -c CPUs (slurmctld lays out that many tasks), and nothing more with
+    // --ntasks-per-node, whose count of tasks it lays out then
+    for (words, cpus) in [
+        (&["-n", "1", "-c", "2", "--mincpus=3"][..], 2),
+        (&["-n", "1", "-c", "3", "--mincpus=7"], 6),
+        (&["-n", "1", "-c", "2", "--mincpus=4"], 4),
+        (
+            &["-N", "1", "--ntasks-per-node=1", "-c", "2", "--mincpus=4"],
+            2,
+        ),
+        (&["-N", "2", "-n", "2", "-c", "2", "--mincpus=5"], 10),
+    ] {
+        assert_eq!(parse_ok(words).cpus(), cpus, "{words:?}");
+    }
+    // --ntasks-per-node × nodes tasks when that is more than -n, as slurmctld lays them out
+    assert_eq!(
+        parse_ok(&["-N", "2", "-n", "2", "--ntasks-per-node=2"]).cpus(),
+        4
+    );
+    let per_node = parse_ok(&["-N", "2", "-n", "3", "--ntasks-per-node=2", "-c", "2"]);
+    assert_eq!(per_node.cpus(), 8);
     // where slurmctld only picks nodes by it (24.11.1 on), the tasks' CPUs
     let picks = PartitionDefaults {
         min_cpus_only_select: true,
@@ -1283,6 +1304,7 @@ fn mincpus_is_priced_per_node_as_slurmctld_allocates() {
         ),
         (&["--mincpus", "-1"], "not a whole number"),
         (&["--mincpus"], "--mincpus needs a value"),
+        (&["--mincpus=65534"], "--mincpus must be at most 65533"),
     ] {
         let error = parse(words).unwrap_err().to_string();
         assert!(error.contains(has), "{words:?}: {error}");

@@ -933,6 +933,23 @@ fn licenses_and_cpus_per_node_reach_slurm_as_sbatch_s_and_are_held_and_charged_a
         "settled: job {} ran {} s with {}; estimate {estimate} µsu, charge {} su",
         sub.cluster_job_id, done[3], done[4], settled["charge"]
     );
+
+    // Fewer tasks than --ntasks-per-node × nodes: 22.05 lays out (and charges) the latter.
+    let sub = gw.submit(&["-N", "2", "-n", "2", "--ntasks-per-node=2", script]);
+    let estimate = cost_micros(&ONPREM, 4, 4000, 0, 60);
+    assert_eq!(
+        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        estimate
+    );
+    let (done, _, settled) = settled_at_sacct_cost(&gw, &sub);
+    assert!(
+        done[4].split(',').any(|kv| kv == "cpu=4"),
+        "4 CPUs for 2 tasks: {done:?}"
+    );
+    println!(
+        "settled: job {} ran {} s with {}; estimate {estimate} µsu, charge {} su",
+        sub.cluster_job_id, done[3], done[4], settled["charge"]
+    );
 }
 
 /// The quote of `cluster` in `bursar quote --format json`'s answer.

@@ -481,8 +481,9 @@ impl SlurmRestClient {
             .then(|| submit::argv_refusal(release.as_deref())))
     }
 
-    /// The Slurm release slurmctld runs (`22.05.8`, from a ping's `meta`; `None` when the
-    /// answer names none), asked once and remembered.
+    /// The Slurm release a ping's `meta` names (`22.05.8`; `None` when the answer names none),
+    /// asked once and remembered. It is slurmrestd's own, taken for slurmctld's: a site
+    /// upgrades slurmrestd no earlier than slurmctld.
     pub async fn release(&self) -> Result<Option<String>, RestError> {
         self.release
             .get_or_try_init(|| async { Ok::<_, RestError>(self.ping().await?.release) })

@@ -29,6 +29,10 @@ use crate::request::{GpuPer, JobRequest, MemoryRequest, OpenMode};
 /// Limit of one submit or cancel call when `submit.timeout` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long [`Forwarder::prepare`] first waits to ask a cluster again; the wait doubles up to
+/// five minutes.
+const PREPARE_RETRY_FIRST: Duration = Duration::from_secs(1);
+
 /// An admitted job, ready to hand to its cluster: the request plus every choice bursar made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForwardJob {
@@ -122,9 +126,9 @@ pub trait Forwarder: Send + Sync {
         None
     }
 
-    /// Learns ahead what [`Forwarder::check`] needs to know of the cluster (`bursar serve` calls
-    /// it once at start, in the background); failures are logged and left to the first
-    /// submission.
+    /// Learns ahead what [`Forwarder::check`] and [`Forwarder::allocates_min_cpus`] need to know
+    /// of the cluster (`bursar serve` calls it once at start, in the background, and it asks
+    /// until it knows; a submission may also learn it first).
     async fn prepare(&self) {}
 
     /// Submits the job; the answer names it on the cluster.
@@ -485,10 +489,22 @@ impl Forwarder for SlurmForwarder {
     }
 
     async fn prepare(&self) {
-        // The release: what `check` and `allocates_min_cpus` answer by.
-        if let Err(e) = self.client.release().await {
-            tracing::warn!(cluster = %self.client.cluster(),
-                "cannot learn the cluster's slurmrestd version yet: {e}");
+        // The release: what `check` and `allocates_min_cpus` answer by. Asked again until
+        // known (after 1 s, doubling to 5 minutes), said once: until then a job with script
+        // arguments is refused by a v0.0.38 cluster and --mincpus priced the higher way.
+        let mut wait = PREPARE_RETRY_FIRST;
+        let mut said = false;
+        while let Err(e) = self.client.release().await {
+            if !said {
+                tracing::warn!(cluster = %self.client.cluster(),
+                    "cannot learn the cluster's Slurm release yet, retrying: {e}");
+                said = true;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(300));
+        }
+        if said {
+            tracing::info!(cluster = %self.client.cluster(), "learnt the cluster's Slurm release");
         }
     }
 

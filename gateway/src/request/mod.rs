@@ -19,7 +19,7 @@
 //! | TRES | rule |
 //! |---|---|
 //! | `node` | `nodes` (a `-N 2-4` range was narrowed when parsed: to its minimum, or the fewest of it that hold `-n` at `--ntasks-per-node`) |
-//! | `cpu` | `ntasks × cpus_per_task`, or `--cpus-per-gpu` (without it and `-c`, the partition's `DefCpuPerGPU`) × `gres/gpu` when that is more, and never fewer than `nodes` (Slurm gives every node at least one CPU), or `nodes × --mincpus` |
+//! | `cpu` | `ntasks × cpus_per_task` (`--ntasks-per-node` × `nodes` tasks when more: slurmctld lays them out), or `--cpus-per-gpu` (without it and `-c`, the partition's `DefCpuPerGPU`) × `gres/gpu` when that is more, and never fewer than `nodes` (Slurm gives every node at least one CPU), nor than `nodes × --mincpus` (in whole tasks of `-c` CPUs; none with `-c` above 1 and `--ntasks-per-node`) where slurmctld allocates them (up to 24.11.0: [`PartitionDefaults::min_cpus_only_select`]) |
 //! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; `--mem-per-gpu`: per GPU × `gres/gpu`; none: 0, or through [`JobRequest::alloc_with_defaults`] the partition's `DefMemPerGPU` × `gres/gpu` for a job with GPUs, else its `DefMemPerCPU` × `cpu` |
 //! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), per-task count × `ntasks` (`--gpus-per-task`), or the per-job count (`--gpus`) |
 //! | `gres/gpu:<type>` | the same total again when a type was given, lower-cased as Slurm's TRES names are: a breakdown of `gres/gpu`, never extra GPUs (see DESIGN "Pricing semantics") |
@@ -68,6 +68,9 @@ pub use units::{
     format_slurm_megabytes, parse_dstack_megabytes, parse_slurm_megabytes, CountRange, SizeRange,
 };
 pub use when::{Clock, Moment};
+
+/// The most `--mincpus` slurmctld keeps: a 16-bit count, whose top values mean unset.
+pub const MAX_MIN_CPUS: u32 = 65_533;
 
 /// What a Slurm partition gives a job that does not ask (its `DefMemPerCPU`, `DefMemPerGPU`,
 /// `DefCpuPerGPU`), and what its nodes hold, for pricing as slurmctld will allocate.
@@ -527,15 +530,39 @@ impl JobRequest {
         let whole = self.whole_nodes(defaults).map_or(0, |node| {
             u64::from(node.cpus).saturating_mul(u64::from(self.nodes))
         });
-        // slurmctld up to 24.11.0 lays out `MAX(ncpus, nhosts × pn_min_cpus)` CPUs.
-        let per_node = match self.min_cpus_per_node {
-            Some(min) if !defaults.min_cpus_only_select => u64::from(min.max(1)),
-            _ => 1,
-        };
+        // slurmctld (up to 24.11.0, and again from 25.11) lays out `--ntasks-per-node` × nodes
+        // tasks when that is more than `-n` (22.05.8: `-N 2 -n 2 --ntasks-per-node=2` is
+        // allocated 4 CPUs), so such a job is priced for them.
+        let per_node_tasks = self.ntasks_per_node.map_or(0, |per_node| {
+            u64::from(per_node)
+                .saturating_mul(u64::from(self.nodes))
+                .saturating_mul(u64::from(self.cpus_per_task))
+        });
         (u64::from(self.ntasks) * u64::from(self.cpus_per_task))
+            .max(per_node_tasks)
             .max(per_gpu)
-            .max(u64::from(self.nodes).saturating_mul(per_node))
+            .max(u64::from(self.nodes))
+            .max(self.min_cpus_raise(defaults))
             .max(whole)
+    }
+
+    /// The CPUs `--mincpus` brings a job where slurmctld allocates them (up to 24.11.0): its
+    /// task layout takes `MAX(ncpus, nhosts × pn_min_cpus)` CPUs as the task count, divided
+    /// by `-c` when that is above 1 (whole tasks of `-c` CPUs each), or `--ntasks-per-node` ×
+    /// nodes tasks when both are given (`--mincpus` then adds nothing).
+    fn min_cpus_raise(&self, defaults: &PartitionDefaults) -> u64 {
+        let Some(min) = self.min_cpus_per_node else {
+            return 0;
+        };
+        if defaults.min_cpus_only_select {
+            return 0;
+        }
+        let cpus = u64::from(self.nodes).saturating_mul(u64::from(min));
+        match (self.cpus_per_task, self.ntasks_per_node) {
+            (0 | 1, _) => cpus,
+            (_, Some(_)) => 0,
+            (per_task, None) => cpus / u64::from(per_task) * u64::from(per_task),
+        }
     }
 
     /// When the job may start at the soonest, submitted at `now`: its `--begin`, if later.
@@ -727,8 +754,15 @@ impl JobRequest {
         if self.ntasks_per_node == Some(0) {
             return invalid("--ntasks-per-node must be at least 1".into());
         }
-        if self.min_cpus_per_node == Some(0) {
-            return invalid("--mincpus must be at least 1".into());
+        match self.min_cpus_per_node {
+            Some(0) => return invalid("--mincpus must be at least 1".into()),
+            // slurmctld keeps it in 16 bits, 0xfffe and up meaning unset
+            Some(n) if n > MAX_MIN_CPUS => {
+                return invalid(format!(
+                    "--mincpus must be at most {MAX_MIN_CPUS}, as in Slurm"
+                ))
+            }
+            _ => {}
         }
         if self.min_cpus_per_node.is_some() && self.dstack.is_some() {
             return invalid(

@@ -105,7 +105,7 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --gpus-per-node=[TYPE:]N  GPUs per node
       --gpus-per-task=[TYPE:]N  GPUs per task
       --cpus-per-gpu=N          CPUs per GPU (not with -c)
-      --mincpus=N               at least N CPUs on each node (priced so)
+      --mincpus=N               at least N CPUs on each node
   -L, --licenses=NAME[:N],...   licenses the job takes (matlab:2,ansys), priced
                                 where the cluster's weights charge for them
   -t, --time=TIME               time limit: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED
