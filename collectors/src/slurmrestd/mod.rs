@@ -495,8 +495,8 @@ impl SlurmRestClient {
     /// ([`submit::min_cpus_allocated`]), when known without asking.
     pub fn known_min_cpus_allocated(&self) -> Option<bool> {
         let version = self.known_api_version()?;
-        let release = self.release.get().cloned().flatten();
-        submit::min_cpus_allocated(version, release.as_deref())
+        let release = self.release.get().and_then(Option::as_deref);
+        submit::min_cpus_allocated(version, release)
     }
 
     /// [`SlurmRestClient::argv_refusal`] when known without asking; `None` until then.

@@ -688,16 +688,6 @@ impl Forwarder for DstackForwarder {
                     .to_string(),
             );
         }
-        if request.min_cpus_per_node.is_some() {
-            return Err(
-                "a dstack task asks for its CPUs in its resources: --mincpus applies to Slurm \
-                 clusters"
-                    .to_string(),
-            );
-        }
-        if request.licenses.is_some() {
-            return Err("dstack has no licenses: --licenses applies to Slurm clusters".to_string());
-        }
         if !request.slurm.is_empty() {
             return Err(format!(
                 "{} only Slurm clusters take",

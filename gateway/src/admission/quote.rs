@@ -447,11 +447,12 @@ fn price(
         .unwrap_or_default();
     // Priced for --mincpus CPUs on each node unless the cluster is known to only pick nodes
     // by it (Slurm 24.11.1 and later).
-    defaults.min_cpus_only_select = ctx
-        .forwarders
-        .get(name)
-        .and_then(|f| f.allocates_min_cpus())
-        == Some(false);
+    defaults.min_cpus_only_select = ctx.request.min_cpus_per_node.is_some()
+        && ctx
+            .forwarders
+            .get(name)
+            .and_then(|f| f.allocates_min_cpus())
+            == Some(false);
     let Some(pricing) = ctx.pricing.get(name) else {
         quote
             .reasons

@@ -968,18 +968,6 @@ fn count(option: &str, value: &str) -> Result<u32, RequestError> {
         .map_err(|_| RequestError::invalid_value(option, value, "the number is too large"))
 }
 
-/// A count of at least 1, as sbatch's `parse_int(…, positive)` takes it.
-fn positive(option: &str, value: &str) -> Result<u32, RequestError> {
-    match count(option, value)? {
-        0 => Err(RequestError::invalid_value(
-            option,
-            value,
-            "must be at least 1",
-        )),
-        n => Ok(n),
-    }
-}
-
 /// Node names as Slurm writes them (`-x`, `-w`); a path is a file sbatch would read.
 fn node_names(option: &str, value: &str) -> Result<String, RequestError> {
     if value.contains('/') {
@@ -1090,7 +1078,7 @@ impl Directives {
                 )
             }
             Opt::CpusPerGpu => self.cpus_per_gpu = Some(count(typed, v)?),
-            Opt::Mincpus => self.mincpus = Some(positive(typed, v)?),
+            Opt::Mincpus => self.mincpus = Some(count(typed, v)?),
             Opt::GpusPerTask => self.gpus_per_task = Some(parse_typed_count(typed, v)?),
             Opt::Gres => self.gres = Some(parse_gres_list(typed, v)?),
             Opt::Gpus => self.gpus = Some(parse_typed_count(typed, v)?),
