@@ -87,12 +87,13 @@ users:
 routing:
   prefer: [onprem, cloud]          # onprem first; burst to cloud when su run out
 clusters:
-  onprem:                          # 2 nodes x 8 CPUs, 2 GPUs each; billed in core-hours
+  onprem:                          # 2 nodes x 8 CPUs, 2 GPUs each (+ op-t1, partition smt); billed in core-hours
     kind: slurm
     currency: su
     timezone: UTC
     partitions:
       batch: {weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0"}   # = its TRESBillingWeights
+      smt: {weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0"}
     qos:
       premium: {usage_factor: 2.0}
     collect:
@@ -105,6 +106,8 @@ clusters:
       licenses: {matlab: 4}        # = its Licenses=
       partitions:
         batch: {max_time: 1d, default_time: 1h, def_mem_per_cpu_mb: 1000, max_nodes: 2, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}
+        # op-t1: 4 cores of 2 threads, allocated in whole cores (try --hint=nomultithread)
+        smt: {max_time: 1d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [], max_nodes: 1, node_cpus: 8, node_mem_mb: 16000, node_threads_per_core: 2}
   cloud:                           # 1 node, 2 x h100; billed in dollars
     kind: slurm
     currency: usd

@@ -656,6 +656,71 @@ fn licenses_and_cpus_per_node_go_in_every_version() {
     }
 }
 
+/// A body's environment as a map: an object at v0.0.38, `K=V` strings later.
+fn environment_of(body: &Value) -> std::collections::BTreeMap<String, String> {
+    match &body["job"]["environment"] {
+        Value::Object(vars) => vars
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+            .collect(),
+        Value::Array(list) => list
+            .iter()
+            .map(|entry| {
+                let (k, v) = entry.as_str().unwrap().split_once('=').unwrap();
+                (k.to_string(), v.to_string())
+            })
+            .collect(),
+        other => panic!("environment: {other}"),
+    }
+}
+
+/// `--threads-per-core`, `--ntasks-per-core` (and the hint's settings): `threads_per_core` and
+/// `tasks_per_core` in every version, with the variables sbatch sets for them
+/// (`SLURM_THREADS_PER_CORE`, `SLURM_NTASKS_PER_CORE`, `SLURM_HINT` as given); neither without,
+/// and 0 is refused before sending.
+#[test]
+fn threads_and_tasks_per_core_go_in_every_version() {
+    let hinted = JobSubmission {
+        threads_per_core: Some(1),
+        tasks_per_core: Some(65_535),
+        hint: Some("nomultithread,multithread".into()),
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &hinted).unwrap();
+        assert_eq!(body["job"]["threads_per_core"], json!(1), "{version}");
+        assert_eq!(body["job"]["tasks_per_core"], json!(65_535), "{version}");
+        let env = environment_of(&body);
+        for (name, value) in [
+            ("SLURM_THREADS_PER_CORE", "1"),
+            ("SLURM_NTASKS_PER_CORE", "65535"),
+            ("SLURM_HINT", "nomultithread,multithread"),
+        ] {
+            assert_eq!(
+                env.get(name).map(String::as_str),
+                Some(value),
+                "{version} {name}"
+            );
+        }
+        let plain = submit_body(version, &fixture_job()).unwrap();
+        assert_eq!(plain["job"].get("threads_per_core"), None, "{version}");
+        assert_eq!(plain["job"].get("tasks_per_core"), None, "{version}");
+        assert_eq!(environment_of(&plain).get("SLURM_HINT"), None, "{version}");
+        for zero in [
+            JobSubmission {
+                threads_per_core: Some(0),
+                ..fixture_job()
+            },
+            JobSubmission {
+                tasks_per_core: Some(0),
+                ..fixture_job()
+            },
+        ] {
+            assert!(refused(version, &zero), "{version}");
+        }
+    }
+}
+
 /// The script's command line is `argv` in every version, as given (22.05's slurmrestd reads
 /// it into sbatch's own `script_argv`); none is sent without one, and NUL is refused.
 #[test]
@@ -724,6 +789,9 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         argv: vec!["/home/alice/job.sh".into(), "in.dat".into()],
         licenses: Some("matlab:2,fluent@flexlm:1".into()),
         min_cpus_per_node: Some(4),
+        threads_per_core: Some(1),
+        tasks_per_core: Some(1),
+        hint: Some("nomultithread".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -764,7 +832,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 45, "{version}: {job:?}");
+        assert_eq!(job.len(), 47, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -798,7 +866,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 50 * 6);
+    assert_eq!(checked, 52 * 6);
 }
 
 #[tokio::test]

@@ -60,6 +60,7 @@ SLURMD_PORT=$((6818 + NOFF))   # node i listens on SLURMD_PORT + 100*(i-1), as i
 DBD_PORT=$((6819 + NOFF))
 REST_PORT=$((6820 + NOFF))
 CLUSTER=next PART=batch PREFIX=nx-n NODES=2
+SMT_PART=smt SMT_NODE=nx-t1                      # as slurm.sh's onprem: two threads per core
 PART_MAXTIME=INFINITE                            # as slurm.sh's partitions
 WEIGHTS=CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0   # slurm.sh's onprem
 LICENSES=matlab:4                                # slurm.sh's onprem
@@ -72,7 +73,10 @@ CHROOT_ENV=(/usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/b
 DEBS=(munge mariadb-server slurmdbd slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin)
 
 step() { DEV_STEP=$1; DEV_STEP_LOG=${2:-}; log "$1"; }
-nodes() { local i; for (( i = 1; i <= NODES; i++ )); do echo "$PREFIX$i $(( SLURMD_PORT + 100 * (i - 1) ))"; done; }
+nodes() { # "node port" lines, the smt node last
+  local i; for (( i = 1; i <= NODES; i++ )); do echo "$PREFIX$i $(( SLURMD_PORT + 100 * (i - 1) ))"; done
+  echo "$SMT_NODE $(( SLURMD_PORT + 100 * NODES ))"
+}
 # inch CMD... — run CMD inside the chroot as root, clean environment
 inch() { chroot "$ROOT" "${CHROOT_ENV[@]}" "$@"; }
 # inch_spawn PIDFILE LOGFILE [VAR=value...] CMD... — dev_spawn inside the chroot; chroot and
@@ -354,10 +358,14 @@ SlurmctldLogFile=$LOGD/slurmctld.log
 SlurmdLogFile=$LOGD/slurmd-%n.log
 $(dev_slurm_conf_common "$DBD_PORT" "gres/gpu,license/matlab")
 Licenses=$LICENSES
-$(nodes | while read -r node port; do
+$(nodes | head -n "$NODES" | while read -r node port; do
   echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:2 Features=$FEATURES State=UNKNOWN"
 done)
+$(nodes | tail -n 1 | while read -r node port; do
+  echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=16000 Features=$FEATURES State=UNKNOWN"
+done)
 PartitionName=$PART Nodes=${PREFIX}[1-$NODES] Default=YES MaxTime=$PART_MAXTIME State=UP TRESBillingWeights="$WEIGHTS"
+PartitionName=$SMT_PART Nodes=$SMT_NODE MaxTime=$PART_MAXTIME State=UP TRESBillingWeights="$WEIGHTS"
 EOF
 # 24.11's slurmd initialises a cgroup plugin even with proctrack/linuxproc + task/none
 # (default CgroupPlugin=autodetect) and dies: "No filesystem mounted on /sys/fs/cgroup",
@@ -547,7 +555,7 @@ done
 DEV_STEP=""
 log "slurm-next up in $(dev_elapsed) s (host packages $T_HOSTPKG s, debootstrap until $T_DEBOOTSTRAP s, chroot packages until $T_CHROOTPKG s)"
 cat <<EOF
-  next    Slurm $SLURM_VERSION ($SUITE chroot $ROOT), nodes ${PREFIX}[1-$NODES], partition $PART, gres gpu:2 per node,
+  next    Slurm $SLURM_VERSION ($SUITE chroot $ROOT), nodes ${PREFIX}[1-$NODES], partition $PART, gres gpu:2 per node; $SMT_NODE (2 threads/core), partition $SMT_PART;
           slurmctld :$CTLD_PORT, slurmd :$SLURMD_PORT.., slurmdbd :$DBD_PORT, MariaDB 127.0.0.1:$MYSQL_PORT
   REST    http://127.0.0.1:$REST_PORT (OpenAPI v0.0.40, v0.0.41, v0.0.42; auth/jwt)
   users   alice→physics, bob→chemistry, carol→physics+chemistry (default physics); QOS normal, standard, premium

@@ -33,15 +33,18 @@ DBD_PORT=$((6819 + OFF))
 HOST=$(hostname -s)
 USERS=(alice bob carol)
 
-# name  ctld  slurmd  restd  node-prefix  nodes  partition  gpu-type(- = untyped)  node-features  TRESBillingWeights  Licenses(- = none)
-# node i of a cluster is <prefix><i>; its slurmd listens on <slurmd> + 100*(i-1)
+# name  ctld  slurmd  restd  node-prefix  nodes  partition  gpu-type(- = untyped)  node-features  TRESBillingWeights  Licenses(- = none)  smt-partition(- = none)
+# node i of a cluster is <prefix><i>; its slurmd listens on <slurmd> + 100*(i-1). A cluster
+# with an smt partition has one more node, <prefix minus its last letter>t1 (op-t1), with two
+# threads per core and no GPU, alone in that partition.
 CLUSTERS=(
-  "onprem $((6817 + OFF)) $((6818 + OFF)) $((6820 + OFF)) op-n 2 batch -    skylake,ib CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0 matlab:4"
-  "cloud  $((6827 + OFF)) $((6828 + OFF)) $((6830 + OFF)) cl-n 1 gpu   h100 icelake    CPU=0.5,Mem=0.1G,GRES/gpu=10.0 -"
+  "onprem $((6817 + OFF)) $((6818 + OFF)) $((6820 + OFF)) op-n 2 batch -    skylake,ib CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0 matlab:4 smt"
+  "cloud  $((6827 + OFF)) $((6828 + OFF)) $((6830 + OFF)) cl-n 1 gpu   h100 icelake    CPU=0.5,Mem=0.1G,GRES/gpu=10.0 - -"
 )
 CLUSTER_NAMES=$(for c in "${CLUSTERS[@]}"; do echo "${c%% *}"; done | paste -sd, -)
-nodes_of() { # nodes_of PREFIX COUNT PORT0 -> "node port" lines
+nodes_of() { # nodes_of PREFIX COUNT PORT0 [SMT-PARTITION] -> "node port" lines, the smt node last
   local i; for (( i = 1; i <= $2; i++ )); do echo "$1$i $(( $3 + 100 * (i - 1) ))"; done
+  [ "${4:--}" = - ] || echo "${1%?}t1 $(( $3 + 100 * $2 ))"
 }
 step() { DEV_STEP=$1; DEV_STEP_LOG=${2:-}; log "$1"; }
 
@@ -128,10 +131,10 @@ $(dev_slurmdbd_conf "$MUNGE_SOCK" "$JWT_KEY" "$DBD_PORT" "$LOGD" "$RUN" "$MYSQL_
 EOF
 
 for c in "${CLUSTERS[@]}"; do
-  read -r name cport dport rport prefix nn part gtype features weights licenses <<<"$c"
+  read -r name cport dport rport prefix nn part gtype features weights licenses smt <<<"$c"
   dev_mkdir root:root 0755 "$ETC/$name" "$S/fakedev/$name"
   dev_mkdir slurm:slurm 0755 "$STATE/$name" "$STATE/$name/ctld"
-  while read -r node _; do dev_mkdir root:root 0755 "$STATE/$name/slurmd-$node"; done < <(nodes_of "$prefix" "$nn" "$dport")
+  while read -r node _; do dev_mkdir root:root 0755 "$STATE/$name/slurmd-$node"; done < <(nodes_of "$prefix" "$nn" "$dport" "$smt")
   # 22.05 drops GPUs without File= ("Removing file-less GPU") and File= must be a
   # character device: fake ones with /dev/null's numbers. task/none binds nothing.
   for i in 0 1; do [ -c "$S/fakedev/$name/gpu$i" ] || mknod "$S/fakedev/$name/gpu$i" c 1 3; done
@@ -164,6 +167,12 @@ $(nodes_of "$prefix" "$nn" "$dport" | while read -r node port; do
   echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=16000 Gres=gpu:$gres_count Features=$features State=UNKNOWN"
 done)
 PartitionName=$part Nodes=${prefix}[1-$nn] Default=YES MaxTime=INFINITE State=UP TRESBillingWeights="$weights"
+$(if [ "$smt" != - ]; then
+  # hyperthreaded: with CR_Core_Memory slurmctld allocates whole cores (two CPUs each)
+  read -r node port < <(nodes_of "$prefix" "$nn" "$dport" "$smt" | tail -n 1)
+  echo "NodeName=$node NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$port CPUs=8 Sockets=1 CoresPerSocket=4 ThreadsPerCore=2 RealMemory=16000 Features=$features State=UNKNOWN"
+  echo "PartitionName=$smt Nodes=$node MaxTime=INFINITE State=UP TRESBillingWeights=\"$weights\""
+fi)
 EOF
   dev_install_file "$ETC/$name/gres.conf" 0644 root:root <<EOF && CHANGED+=("$name") || true
 NodeName=${prefix}[1-$nn] Name=gpu ${gres_typed}File=$S/fakedev/$name/gpu[0-1]
@@ -193,7 +202,7 @@ done
 step "slurmctld and slurmd"
 COLD=()   # clusters whose slurmctld this run started (it restores its jobs from $STATE)
 for c in "${CLUSTERS[@]}"; do
-  read -r name cport dport rport prefix nn _ <<<"$c"
+  read -r name cport dport rport prefix nn _ _ _ _ _ smt <<<"$c"
   conf=$ETC/$name/slurm.conf
   if dev_running "$RUN/$name-slurmctld.pid" "/usr/sbin/slurmctld "; then
     [[ " ${CHANGED[*]} " == *" $name "* ]] && warn "$name's slurm.conf/gres.conf changed while it runs: run stop.sh, then slurm.sh, to apply it"
@@ -208,7 +217,7 @@ for c in "${CLUSTERS[@]}"; do
     dev_port_free "$port" "slurmd $name/$node"
     log "  slurmd $name/$node :$port"
     SLURM_CONF=$conf dev_spawn "$RUN/$name-slurmd-$node.pid" "$LOGD/$name-slurmd-$node.out" /usr/sbin/slurmd -D -f "$conf" -N "$node"
-  done < <(nodes_of "$prefix" "$nn" "$dport")
+  done < <(nodes_of "$prefix" "$nn" "$dport" "$smt")
 done
 
 for c in "${CLUSTERS[@]}"; do

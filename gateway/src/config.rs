@@ -489,6 +489,12 @@ pub struct SubmitPartition {
     /// GPUs of each node (its `gpu` GRES, every type); 0 when left out.
     #[serde(default)]
     pub node_gpus: Option<u32>,
+    /// Hardware threads per core of each node (`ThreadsPerCore`), where slurmctld allocates
+    /// whole cores (`SelectTypeParameters=CR_Core…`): jobs are priced for whole cores, and
+    /// `--hint`, `--threads-per-core` and `--ntasks-per-core` by them. Without it a Slurm
+    /// cluster is not eligible for those three options.
+    #[serde(default)]
+    pub node_threads_per_core: Option<u32>,
     /// The partition never shares a node (Slurm's `OverSubscribe=EXCLUSIVE`): every job is
     /// priced for whole nodes. Needs `node_cpus` and `node_mem_mb`.
     #[serde(default)]
@@ -505,6 +511,7 @@ impl SubmitPartition {
             node: self.node_size(),
             exclusive: self.exclusive,
             min_cpus_only_select: false,
+            threads_per_core: self.node_threads_per_core,
         }
     }
 
@@ -1009,6 +1016,16 @@ fn validate_submit(
                  together (node_gpus with them), as each node of the partition has them",
                 if p.exclusive { "exclusive: every job gets whole nodes, so " } else { "" }
             ),
+        }
+        match (p.node_threads_per_core, p.node_cpus) {
+            (Some(0), _) => bail!(
+                "cluster {name}: submit.partitions.{partition}: node_threads_per_core must be at least 1"
+            ),
+            (Some(threads), Some(cpus)) if cpus % threads != 0 => bail!(
+                "cluster {name}: submit.partitions.{partition}: node_cpus ({cpus}) is not a \
+                 whole number of cores of node_threads_per_core ({threads}) threads"
+            ),
+            _ => {}
         }
         for kind in p.gpu_types.iter().flatten() {
             if !crate::request::is_gres_type_name(kind) {

@@ -181,6 +181,14 @@ fn mistakes_are_refused_with_the_key() {
             format!("{SLURM}    submit:\n      partitions:\n        batch: {{node_cpus: 0, node_mem_mb: 1}}\n"),
             "node_cpus and node_mem_mb must be at least 1",
         ),
+        (
+            format!("{SLURM}    submit:\n      partitions:\n        batch: {{node_threads_per_core: 0}}\n"),
+            "node_threads_per_core must be at least 1",
+        ),
+        (
+            format!("{SLURM}    submit:\n      partitions:\n        batch: {{node_cpus: 9, node_mem_mb: 1, node_threads_per_core: 2}}\n"),
+            "node_cpus (9) is not a whole number of cores of node_threads_per_core (2) threads",
+        ),
     ] {
         let err = parse(&yaml).unwrap_err().to_string();
         assert!(err.contains(expected), "{err}\n--- for ---\n{yaml}");

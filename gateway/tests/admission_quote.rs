@@ -440,3 +440,65 @@ async fn cpus_per_node_are_priced_and_checked_against_the_nodes() {
         ["--mincpus asks for 9 CPUs on each node; the nodes of partition batch on onprem have 8"]
     );
 }
+
+/// Nodes of two threads per core (`node_threads_per_core`): a job is priced for the whole cores
+/// slurmctld allocates (`-n 3`: 4 CPUs), `--hint=nomultithread` for a core per CPU asked for
+/// (6 CPUs, memory per CPU for the 3 asked); a partition that does not say is not eligible for
+/// the hint, nor one whose cores have fewer threads than the job asks for.
+#[tokio::test]
+async fn threads_per_core_price_whole_cores_and_decide_eligibility() {
+    let config = CONFIG.replacen(
+        "batch: {max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [], max_nodes: 2}",
+        "batch: {max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [], max_nodes: 2, node_threads_per_core: 2}",
+        1,
+    );
+    assert_ne!(config, CONFIG);
+    let f = fixture_over(&config).await;
+    f.allocate("physics", "su", 100_000_000).await;
+    let estimate = |quote: &bursar_gateway::admission::Quote| {
+        let onprem = quote.cluster("onprem").unwrap();
+        assert!(onprem.eligible(), "{:?}", onprem.reasons);
+        onprem.estimate.unwrap()
+    };
+    // 3 tasks: 2 cores, 4 CPUs and 4 × 1000 MB: 4 + 3.90625 × 0.25 = 4.9765625 → half to even
+    let plain = job_with(json!({"ntasks": 3, "clusters": ["onprem"]}));
+    assert_eq!(
+        estimate(&f.admission.quote(&alice(), &plain).await.unwrap()),
+        4_976_562
+    );
+    // a core per task: 6 CPUs, 3 × 1000 MB: 6 + 2.9296875 × 0.25 = 6.732421875
+    let hinted = job_with(json!({"ntasks": 3, "hint": "nomultithread", "clusters": ["onprem"]}));
+    assert_eq!(
+        estimate(&f.admission.quote(&alice(), &hinted).await.unwrap()),
+        6_732_422
+    );
+    // a core per task, memory for every thread: 6 + 5.859375 × 0.25 = 7.46484375
+    let one_task = job_with(json!({"ntasks": 3, "ntasks_per_core": 1, "clusters": ["onprem"]}));
+    assert_eq!(
+        estimate(&f.admission.quote(&alice(), &one_task).await.unwrap()),
+        7_464_844
+    );
+    let four = job_with(json!({"threads_per_core": 4, "clusters": ["onprem"]}));
+    let quote = f.admission.quote(&alice(), &four).await.unwrap();
+    assert_eq!(
+        quote.cluster("onprem").unwrap().reasons,
+        ["the job asks for 4 threads per core; the nodes of partition batch on onprem have 2"]
+    );
+
+    // Not declared: CPUs as asked (3 + 2.9296875 × 0.25), and the hint has no price.
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    assert_eq!(
+        estimate(&f.admission.quote(&alice(), &plain).await.unwrap()),
+        3_732_422
+    );
+    let quote = f.admission.quote(&alice(), &hinted).await.unwrap();
+    assert_eq!(
+        quote.cluster("onprem").unwrap().reasons,
+        [
+            "--hint=nomultithread changes how many CPUs Slurm allocates by the threads of each \
+          core, and partition batch on onprem does not say how many its nodes have \
+          (node_threads_per_core in bursar's configuration)"
+        ]
+    );
+}

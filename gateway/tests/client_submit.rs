@@ -264,9 +264,9 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
     // on/off option on for an empty one); a bad value names its variable.
     for (var, value, says) in [
         (
-            "SBATCH_HINT",
-            "nomultithread",
-            "SBATCH_HINT is set in the environment",
+            "SBATCH_DISTRIBUTION",
+            "block",
+            "SBATCH_DISTRIBUTION is set in the environment",
         ),
         (
             "SBATCH_EXCLUSIVE",
@@ -295,6 +295,36 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
     assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 4);
+    // SBATCH_HINT over SLURM_HINT, as sbatch reads them; a variable's hint gives way to
+    // --threads-per-core on the command line, as sbatch's validate_hint_option resets it.
+    let hints = [
+        ("SLURM_HINT", "multithread"),
+        ("SBATCH_HINT", "nomultithread"),
+    ];
+    for (args, hint, threads) in [
+        (
+            &["submit", "-t", "5", "plain.sh"][..],
+            json!("nomultithread"),
+            json!(null),
+        ),
+        (
+            &["submit", "-t", "5", "--threads-per-core=2", "plain.sh"][..],
+            json!(null),
+            json!(2),
+        ),
+    ] {
+        let mut env = vec![("BURSAR_URL", url.as_str())];
+        env.extend(hints);
+        let run = run_program(&bursar_exe(), args, &home, &env).await;
+        assert_eq!(run.code, 0, "{run:?}");
+        let sent = bodies(&server, "POST", "/v1/jobs").await;
+        let body = sent.last().unwrap();
+        assert_eq!(
+            (&body["hint"], &body["threads_per_core"]),
+            (&hint, &threads),
+            "{body}"
+        );
+    }
     // --help still prints the usage.
     let run = run_program(
         &bursar_exe(),

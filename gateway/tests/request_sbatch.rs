@@ -3,8 +3,8 @@
 
 use bursar_gateway::request::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
-    split_sbatch_args, ArraySpec, Clock, GpuPer, GpuRequest, JobRequest, Licenses, MemoryRequest,
-    OpenMode, PartitionDefaults, RequestError, SlurmOptions, TimeLimit, WarnSignal,
+    split_sbatch_args, ArraySpec, Clock, GpuPer, GpuRequest, Hint, JobRequest, Licenses,
+    MemoryRequest, OpenMode, PartitionDefaults, RequestError, SlurmOptions, TimeLimit, WarnSignal,
 };
 use bursar_gateway::timefmt::parse_zone;
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
@@ -672,7 +672,7 @@ fn refuses_what_it_cannot_carry() {
         }
         other => panic!("{words:?}: {other:?}"),
     };
-    unsupported(&["--hint=nomultithread"], "--hint", "not supported");
+    unsupported(&["--cpu-freq=high"], "--cpu-freq", "not supported");
     unsupported(&["-B", "2:4"], "-B", "not supported");
     unsupported(&["--bogus"], "--bogus", "not supported");
     unsupported(&["--acc=physics"], "--acc", "did you mean --account");
@@ -1314,6 +1314,163 @@ fn mincpus_is_priced_per_node_as_slurmctld_allocates() {
         .contains("--mincpus must be at least 1"));
 }
 
+/// `--hint`, `--threads-per-core`, `--ntasks-per-core`: read as sbatch reads them, priced for
+/// the whole cores slurmctld allocates where the partition declares its threads per core (the
+/// figures 22.05.8 and 24.11.5 allocated on a node of 4 cores × 2 threads, DefMemPerCPU=1000).
+#[test]
+fn core_threads_are_priced_as_slurmctld_allocates_whole_cores() {
+    let smt = PartitionDefaults {
+        mem_per_cpu_mb: Some(1000),
+        threads_per_core: Some(2),
+        ..PartitionDefaults::default()
+    };
+    for (words, cpus, mem) in [
+        (&["-n", "1"][..], 2, 2000),
+        (&["-n", "3"], 4, 4000),
+        (&["-n", "2", "-c", "3"], 6, 6000),
+        (&["-n", "3", "--hint=nomultithread"], 6, 3000),
+        (&["-n", "3", "--hint=compute_bound"], 6, 3000),
+        (&["-n", "3", "--hint", "memory_bound"], 6, 3000),
+        (&["-n", "1", "-c", "3", "--threads-per-core=1"], 6, 3000),
+        (&["-n", "3", "--hint=multithread"], 4, 4000),
+        (&["-n", "3", "--ntasks-per-core=1"], 6, 6000),
+        (&["-n", "2", "-c", "3", "--ntasks-per-core=1"], 8, 8000),
+        (&["-n", "2", "-c", "3", "--ntasks-per-core=2"], 6, 6000),
+        (&["-n", "1", "--mem=1000"], 2, 1000),
+        (&["-N", "1", "--hint=nomultithread"], 2, 1000),
+        // sbatch: -N without -n runs a task per thread asked for on each node
+        (&["-N", "1", "--threads-per-core=2"], 2, 2000),
+    ] {
+        let r = parse_ok(words);
+        let alloc = r.alloc_with_defaults(&smt);
+        assert_eq!(
+            (alloc.get("cpu"), alloc.get("mem")),
+            (Some(cpus), Some(mem)),
+            "{words:?}"
+        );
+        // where a core has one thread, as asked
+        let one = PartitionDefaults {
+            threads_per_core: Some(1),
+            ..PartitionDefaults::default()
+        };
+        assert_eq!(r.cpus_with(&one), r.cpus(), "{words:?}");
+    }
+    assert_eq!(parse_ok(&["-N", "2", "--threads-per-core=2"]).ntasks, 4);
+    assert_eq!(parse_ok(&["-N", "2", "--hint=nomultithread"]).ntasks, 2);
+    assert_eq!(parse_ok(&["-N", "1-2", "--threads-per-core=2"]).ntasks, 1);
+    assert_eq!(parse_ok(&["-n", "3", "--threads-per-core=2"]).ntasks, 3);
+    // what is forwarded: the hint's settings, as sbatch sends them
+    let hinted = parse_ok(&["--hint=nomultithread"]);
+    assert_eq!(
+        (hinted.job_threads_per_core(), hinted.job_ntasks_per_core()),
+        (Some(1), None)
+    );
+    let multi = parse_ok(&["--hint=multithread"]);
+    assert_eq!(
+        (multi.job_threads_per_core(), multi.job_ntasks_per_core()),
+        (None, Some(65_535))
+    );
+    // the script's under the command line's, written back, and as JSON
+    let script =
+        "#!/bin/sh\n#SBATCH --hint=nomultithread\n#SBATCH --ntasks-per-core=1\nsrun ./app\n";
+    let error = parse_sbatch(&[], Some(script)).unwrap_err().to_string();
+    assert!(error.contains("--hint cannot be combined"), "{error}");
+    let script =
+        "#!/bin/sh\n#SBATCH --threads-per-core=1\n#SBATCH --ntasks-per-core=1\nsrun ./app\n";
+    let merged = parse_sbatch(&args(&["--threads-per-core=2"]), Some(script)).unwrap();
+    assert_eq!(
+        (merged.threads_per_core, merged.ntasks_per_core),
+        (Some(2), Some(1))
+    );
+    let lines = merged.to_sbatch_lines();
+    assert!(
+        lines.contains(&"#SBATCH --threads-per-core=2".to_string()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"#SBATCH --ntasks-per-core=1".to_string()),
+        "{lines:?}"
+    );
+    let json = serde_json::to_value(&hinted).unwrap();
+    assert_eq!(json["hint"], serde_json::json!("nomultithread"));
+    assert_eq!(serde_json::from_value::<JobRequest>(json).unwrap(), hinted);
+    let from_lines = parse_sbatch(
+        &[],
+        Some(&format!(
+            "#!/bin/sh\n{}\n",
+            hinted.to_sbatch_lines().join("\n")
+        )),
+    );
+    assert_eq!(from_lines.unwrap().hint, hinted.hint);
+    // JSON without ntasks: a task per thread on each of `nodes`, as sbatch's -N
+    let json: JobRequest = serde_json::from_str(r#"{"nodes": 2, "threads_per_core": 2}"#).unwrap();
+    assert_eq!(json.ntasks, 4);
+    // the variables: SBATCH_HINT's hint gives way to an option's --threads-per-core, and
+    // SBATCH_THREADS_PER_CORE to an option's --hint
+    let env = |name: &str, word: &str| vec![(name.to_string(), word.to_string())];
+    let with_env = |cli: &[&str], env: Vec<(String, String)>| {
+        parse_sbatch_command_with_env(&args(cli), &env, Some(SCRIPT)).map(|c| c.request)
+    };
+    let r = with_env(
+        &["--threads-per-core=1"],
+        env("SBATCH_HINT", "--hint=multithread"),
+    )
+    .unwrap();
+    assert_eq!((r.hint, r.threads_per_core), (None, Some(1)));
+    let r = with_env(
+        &["--hint=nomultithread"],
+        env("SBATCH_THREADS_PER_CORE", "--threads-per-core=2"),
+    )
+    .unwrap();
+    assert_eq!(r.threads_per_core, None);
+    assert_eq!(r.hint.unwrap().as_str(), "nomultithread");
+    let r = with_env(&[], env("SBATCH_HINT", "--hint=compute_bound")).unwrap();
+    assert_eq!(r.job_threads_per_core(), Some(1));
+    for (words, has) in [
+        (&["--hint=fast"][..], "unknown hint \"fast\""),
+        (
+            &["--hint=help"],
+            "the hints are compute_bound, memory_bound, multithread, nomultithread",
+        ),
+        (&["--hint=nomultithread,"], "an empty hint"),
+        (
+            &["--hint=nomultithread", "--threads-per-core=1"],
+            "--hint cannot be combined",
+        ),
+        (
+            &["--hint=multithread", "--ntasks-per-core=2"],
+            "--hint cannot be combined",
+        ),
+        (
+            &["--threads-per-core=0"],
+            "--threads-per-core must be at least 1",
+        ),
+        (
+            &["--ntasks-per-core=0"],
+            "--ntasks-per-core must be at least 1",
+        ),
+        (
+            &["--ntasks-per-core=65534"],
+            "--ntasks-per-core must be at most 65533",
+        ),
+        (
+            &["--threads-per-core=1", "--ntasks-per-core=2"],
+            "is more than --threads-per-core",
+        ),
+        (&["--threads-per-core", "x"], "not a whole number"),
+    ] {
+        let error = parse(words).unwrap_err().to_string();
+        assert!(error.contains(has), "{words:?}: {error}");
+    }
+    let error = serde_json::from_str::<JobRequest>(r#"{"hint": "smt"}"#).unwrap_err();
+    assert!(error.to_string().contains("unknown hint"), "{error}");
+    let task: JobRequest = serde_json::from_value(serde_json::json!({"hint": "nomultithread",
+        "dstack": {"type": "task", "name": "train", "commands": ["python train.py"]}}))
+    .unwrap();
+    let error = task.validate().unwrap_err().to_string();
+    assert!(error.contains("do not apply to a dstack task"), "{error}");
+}
+
 #[test]
 fn splits_argv_like_sbatch() {
     let split = split_sbatch_args(&args(&["-A", "physics", "job.sh", "--foo", "-N", "2"])).unwrap();
@@ -1341,9 +1498,11 @@ fn splits_argv_like_sbatch() {
     assert_eq!(split.script_args, args(&["a"]));
 
     assert!(matches!(
-        split_sbatch_args(&args(&["--hint", "nomultithread", "job.sh"])),
+        split_sbatch_args(&args(&["--cpu-freq", "high", "job.sh"])),
         Err(RequestError::UnsupportedOption { .. })
     ));
+    let split = split_sbatch_args(&args(&["--hint", "nomultithread", "job.sh"])).unwrap();
+    assert_eq!(split.script.as_deref(), Some("job.sh"));
     // the pieces feed parse_sbatch
     let split = split_sbatch_args(&args(&["-A", "physics", "-t", "5", "job.sh"])).unwrap();
     let r = parse_sbatch(&split.options, Some(SCRIPT)).unwrap();
@@ -1735,6 +1894,21 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 }),
         ),
         proptest::option::of(1u32..9),
+        prop_oneof![
+            Just((None, None, None)),
+            prop_oneof![
+                Just("nomultithread"),
+                Just("multithread"),
+                Just("Compute_Bound;memory_bound")
+            ]
+            .prop_map(|h| (Some(Hint::parse(h).unwrap()), None, None)),
+            // no more tasks per core than threads, as sbatch 24.11 requires
+            (1u32..4, proptest::option::of(1u32..4)).prop_map(|(t, k)| (
+                None,
+                Some(t),
+                k.map(|k| k.min(t))
+            )),
+        ],
     );
     let texts = (
         proptest::option::of(text()),
@@ -1824,7 +1998,16 @@ fn request() -> impl Strategy<Value = JobRequest> {
     (shape, names, texts, slurm).prop_map(
         |(
             (nodes, extra_tasks, per_node, cpus, memory, gpu, other_gres, time),
-            (account, partition, qos, clusters, array, licenses, min_cpus_per_node),
+            (
+                account,
+                partition,
+                qos,
+                clusters,
+                array,
+                licenses,
+                min_cpus_per_node,
+                (hint, threads_per_core, ntasks_per_core),
+            ),
             (
                 job_name,
                 output,
@@ -1876,6 +2059,9 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 other_gres,
                 licenses,
                 min_cpus_per_node,
+                hint,
+                threads_per_core,
+                ntasks_per_core,
                 time_limit_min: time.0,
                 time_unlimited: time.1,
                 job_name,

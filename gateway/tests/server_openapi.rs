@@ -141,6 +141,9 @@ fn the_job_request_schema_lists_every_field() {
         cpus_per_task_given: true,
         cpus_per_gpu: Some(4),
         min_cpus_per_node: Some(2),
+        hint: Some(bursar_gateway::request::Hint::parse("nomultithread").unwrap()),
+        threads_per_core: Some(1),
+        ntasks_per_core: Some(1),
         memory: Some(MemoryRequest::PerCpu(1024)),
         gpus: Some(serde_json::from_value(json!({"count": 1})).unwrap()),
         other_gres: vec!["shard:1".into()],
@@ -185,6 +188,11 @@ fn the_job_request_schema_lists_every_field() {
     assert_eq!(parsed.array, every.array);
     assert_eq!(parsed.licenses, every.licenses);
     assert_eq!(parsed.min_cpus_per_node, every.min_cpus_per_node);
+    assert_eq!(parsed.hint, every.hint);
+    assert_eq!(
+        (parsed.threads_per_core, parsed.ntasks_per_core),
+        (every.threads_per_core, every.ntasks_per_core)
+    );
     // the GPU-relative branches (memory per GPU, GPUs per task), in a request that validates
     let gpu_relative: JobRequest = serde_json::from_value(json!({"ntasks": 2,
         "gpus": {"count": 1, "per": "task"}, "memory": {"per_gpu_mb": 500}, "cpus_per_gpu": 2}))

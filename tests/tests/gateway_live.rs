@@ -601,6 +601,7 @@ clusters:
     currency: su
     partitions:
       batch: {{weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0"}}
+      smt: {{weights: "CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0"}}
     qos:
       premium: {{usage_factor: 2.0}}
     collect:
@@ -615,6 +616,7 @@ clusters:
       licenses: {{matlab: 4}}
       partitions:
         batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}
+        smt: {{max_time: 1d, def_mem_per_cpu_mb: 1000, gpu_types: [], max_nodes: 1, node_cpus: 8, node_mem_mb: 16000, node_threads_per_core: 2}}
   cloud:
     kind: slurm
     currency: usd
@@ -862,25 +864,10 @@ fn licenses_and_cpus_per_node_reach_slurm_as_sbatch_s_and_are_held_and_charged_a
     let script = script.as_str();
 
     let options = ["-L", "matlab:2", "--mincpus=3"];
-    let (held, ours, direct, theirs) = held_both_ways(&gw, "onprem", &options, script);
+    let keys = ["Licenses", "MinCPUsNode", "NumCPUs", "TRES", "MinMemoryCPU"];
+    let (held, ours) = same_as_sbatch(&gw, &options, script, &keys);
     assert_eq!(field(&ours, "Licenses"), "matlab:2", "{ours:?}");
     assert_eq!(field(&ours, "MinCPUsNode"), "3", "{ours:?}");
-    for key in ["Licenses", "MinCPUsNode", "NumCPUs", "TRES", "MinMemoryCPU"] {
-        assert_eq!(
-            ours.get(key),
-            theirs.get(key),
-            "{key}: bursar's job {} against sbatch's {direct}",
-            held.cluster_job_id
-        );
-    }
-    println!(
-        "on the cluster: bursar's job {} Licenses={} MinCPUsNode={} TRES={}, sbatch's job \
-         {direct} the same",
-        held.cluster_job_id,
-        field(&ours, "Licenses"),
-        field(&ours, "MinCPUsNode"),
-        field(&ours, "TRES")
-    );
     gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
 
     // More than onprem has: not eligible there, with the reason; pinned, refused, nothing held.
@@ -952,6 +939,90 @@ fn licenses_and_cpus_per_node_reach_slurm_as_sbatch_s_and_are_held_and_charged_a
     );
 }
 
+/// Nodes of two threads per core (the dev stack's `smt` partition: op-t1, 4 cores × 2 threads,
+/// `CR_Core_Memory`): `--hint=nomultithread` reaches slurmctld as sbatch's does, and jobs are
+/// held and charged for the whole cores Slurm allocates (`-n 1`: 2 CPUs; `-n 3` with the
+/// hint: 6 CPUs, memory for the 3 asked for). A partition that does not say how many threads
+/// its cores have is not eligible for the hint.
+#[test]
+fn whole_cores_are_held_and_charged_as_slurm_allocates_them_on_hyperthreaded_nodes() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+
+    let options = ["-p", "smt", "-n", "3", "--hint=nomultithread"];
+    let keys = [
+        "ReqB:S:C:T",
+        "NtasksPerN:B:S:C",
+        "NumCPUs",
+        "NumTasks",
+        "TRES",
+        "MinMemoryCPU",
+    ];
+    let (held, ours) = same_as_sbatch(&gw, &options, script, &keys);
+    assert_eq!(field(&ours, "ReqB:S:C:T"), "0:0:*:1", "{ours:?}");
+    gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+
+    // cloud's partition does not say how many threads its cores have
+    let out = gw.client(
+        &gw.alice,
+        &["quote", "--format", "json", "--hint=nomultithread", script],
+    );
+    let quote: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cloud = cluster_quote(&quote, "cloud");
+    assert_eq!(cloud["eligible"], false, "{cloud}");
+    assert!(
+        cloud["reasons"]
+            .to_string()
+            .contains("node_threads_per_core"),
+        "{cloud}"
+    );
+
+    // Held for 3 cores (6 CPUs) and 3 × 1000 MB, and for 1 core (2 CPUs, 2 × 1000 MB); both
+    // fit op-t1's 4 cores at once. Charged at what slurmdbd recorded.
+    // The hinted one prints its environment: the variables sbatch sets for the hint.
+    let output = format!("/tmp/bursar-live-smt-{}-%j.out", std::process::id());
+    let hinted = gw.submit(&[
+        "-p",
+        "smt",
+        "-n",
+        "3",
+        "--hint=nomultithread",
+        "-t",
+        "1",
+        "-o",
+        &output,
+        "--wrap",
+        "env; sleep 10",
+    ]);
+    let plain = gw.submit(&["-p", "smt", "-n", "1", script]);
+    for (sub, cpus, mem) in [(&hinted, 6, 3000), (&plain, 2, 2000)] {
+        assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
+        let estimate = cost_micros(&ONPREM, cpus, mem, 0, 60);
+        assert_eq!(
+            micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+            estimate,
+            "{cpus} CPUs, {mem} MB"
+        );
+        let (done, _, settled) = settled_at_sacct_cost(&gw, sub);
+        for allocated in [format!("cpu={cpus}"), format!("mem={mem}M")] {
+            assert!(
+                done[4].split(',').any(|kv| kv == allocated),
+                "slurmdbd records {allocated}: {done:?}"
+            );
+        }
+        println!(
+            "settled: job {} ran {} s with {}; estimate {estimate} µsu, charge {} su",
+            sub.cluster_job_id, done[3], done[4], settled["charge"]
+        );
+    }
+    let path = output.replace("%j", &hinted.cluster_job_id);
+    let env = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let _ = std::fs::remove_file(&path);
+    for var in ["SLURM_HINT=nomultithread", "SLURM_THREADS_PER_CORE=1"] {
+        assert!(env.lines().any(|l| l == var), "{var} in {env}");
+    }
+}
+
 /// The quote of `cluster` in `bursar quote --format json`'s answer.
 fn cluster_quote<'q>(quote: &'q Value, cluster: &str) -> &'q Value {
     quote
@@ -985,6 +1056,35 @@ fn scontrol_job(gw: &Gateway, cluster: &str, id: &str) -> BTreeMap<String, Strin
         .dev
         .slurm("scontrol", cluster, &["show", "job", "-o", id]);
     scontrol_fields(&line)
+}
+
+/// [`held_both_ways`] on onprem, with `keys` of both jobs' `scontrol` fields the same: bursar's
+/// submission and its job's fields.
+fn same_as_sbatch(
+    gw: &Gateway,
+    options: &[&str],
+    script: &str,
+    keys: &[&str],
+) -> (Submission, BTreeMap<String, String>) {
+    let (held, ours, direct, theirs) = held_both_ways(gw, "onprem", options, script);
+    for key in keys {
+        assert_eq!(
+            ours.get(*key),
+            theirs.get(*key),
+            "{key}: bursar's job {} against sbatch's {direct}",
+            held.cluster_job_id
+        );
+    }
+    let shown: Vec<String> = keys
+        .iter()
+        .map(|key| format!("{key}={}", field(&ours, key)))
+        .collect();
+    println!(
+        "on the cluster: bursar's job {} {}, sbatch's job {direct} the same",
+        held.cluster_job_id,
+        shown.join(" ")
+    );
+    (held, ours)
 }
 
 /// The same options held on `cluster` through `bursar submit SCRIPT` and through the cluster's

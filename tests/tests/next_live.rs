@@ -185,7 +185,8 @@ fn next_site(collect: &str, submit: &str, extra: &str) -> Site {
          \x20 bob: {{default_account: chemistry, accounts: [chemistry]}}\n\
          \x20 carol: {{default_account: physics, accounts: [physics, chemistry]}}\n\
          clusters:\n  next:\n    kind: slurm\n    currency: su\n    partitions:\n\
-         \x20     batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0\"}}\n    qos:\n\
+         \x20     batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0\"}}\n\
+         \x20     smt: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0\"}}\n    qos:\n\
          \x20     premium: {{usage_factor: 2.0}}\n    collect:\n      {collect}\n{submit}{extra}"
     ))
 }
@@ -406,7 +407,8 @@ impl Gateway {
     fn start(dev: DevStack, version: &str) -> Gateway {
         let submit = format!(
             "    submit:\n      slurmrestd: {{api_version: {version}}}\n      default_partition: batch\n\
-             \x20     partitions:\n        batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}\n"
+             \x20     partitions:\n        batch: {{max_time: 1d, def_mem_per_cpu_mb: 1000, max_nodes: 2, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}\n\
+             \x20       smt: {{max_time: 1d, def_mem_per_cpu_mb: 1000, gpu_types: [], max_nodes: 1, node_cpus: 8, node_mem_mb: 16000, node_threads_per_core: 2}}\n"
         );
         let collect = slurmrestd_source(&dev, "auto");
         let site = next_site(
@@ -567,7 +569,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 34] = [
+const SHAPE: [&str; 35] = [
     "UserId",
     "Account",
     "QOS",
@@ -610,6 +612,9 @@ const SHAPE: [&str; 34] = [
     "Licenses",
     // --mincpus: `MinCPUsNode=3`.
     "MinCPUsNode",
+    // --hint=nomultithread, --threads-per-core: `ReqB:S:C:T=0:0:*:1`; --ntasks-per-core in
+    // `NtasksPerN:B:S:C`.
+    "ReqB:S:C:T",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -642,7 +647,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let (begin_day, deadline_day) = (day(10), day(11));
     let begin = format!("--begin={begin_day}T10:00");
     let deadline = format!("--deadline={deadline_day}T10:00");
-    let cases: [&[&str]; 13] = [
+    let cases: [&[&str]; 15] = [
         &["-t", "5"],
         &[
             "-N",
@@ -702,6 +707,17 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         ],
         &["-w", "nx-n[1-2]", "-t", "5"],
         &["-L", "matlab:2", "--mincpus=3", "-t", "5"],
+        &["-p", "smt", "-n", "3", "--hint=nomultithread", "-t", "5"],
+        &[
+            "-p",
+            "smt",
+            "-N",
+            "1",
+            "--threads-per-core=2",
+            "--ntasks-per-core=1",
+            "-t",
+            "5",
+        ],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -795,6 +811,21 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 let held = micros(gw.job(id)["estimate"].as_str().unwrap());
                 assert_eq!(held, expected, "{version} {case:?}");
             }
+            if case.contains(&"smt") {
+                // Whole cores of nx-t1's two threads: a core per task with the hint (6 CPUs,
+                // memory for the 3 asked for); with --ntasks-per-core=1, sbatch's two tasks
+                // (-N 1, two threads per core) on a core each (4 CPUs and their memory).
+                let tres = if case.contains(&"--hint=nomultithread") {
+                    assert_eq!(through_bursar["ReqB:S:C:T"], "0:0:*:1", "{version}");
+                    parse_tres("cpu=6,mem=3000M,node=1")
+                } else {
+                    assert_eq!(through_bursar["NumTasks"], "2", "{version}");
+                    parse_tres("cpu=4,mem=4000M,node=1")
+                };
+                let expected = expected_micros(&ONPREM, &tres, 300, 1);
+                let held = micros(gw.job(id)["estimate"].as_str().unwrap());
+                assert_eq!(held, expected, "{version} {case:?}");
+            }
             println!("{version} {case:?}: {through_bursar:?}");
             next_slurm(&gw.dev, None, &["scancel", &job, &direct], None);
         }
@@ -836,9 +867,25 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             let env_script = script_dir.path().join("env.sh");
             let env_text = "#!/bin/sh\nenv | sort\necho NOFILE=$(ulimit -S -n)\n";
             std::fs::write(&env_script, env_text).unwrap();
-            // The CPU options, then the GPU ones (their variables, as sbatch sets them).
-            let option_sets: [(&[&str], usize); 2] = [
+            // The CPU options, then the GPU ones (their variables, as sbatch sets them), then
+            // the ones about cores' threads.
+            let option_sets: [(&[&str], usize); 4] = [
                 (&["-c", "2", "--ntasks-per-node=1", "-t", "5"], 10),
+                (
+                    &["-p", "smt", "-n", "2", "--hint=nomultithread", "-t", "5"],
+                    9,
+                ),
+                (
+                    &[
+                        "-p",
+                        "smt",
+                        "--threads-per-core=1",
+                        "--ntasks-per-core=1",
+                        "-t",
+                        "5",
+                    ],
+                    9,
+                ),
                 (
                     &[
                         "--gpus=1",
@@ -884,6 +931,9 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                                 "SLURM_MEM_PER_GPU=",
                                 "SLURM_OPEN_MODE=",
                                 "SLURM_TRES_BIND=",
+                                "SLURM_HINT=",
+                                "SLURM_THREADS_PER_CORE=",
+                                "SLURM_NTASKS_PER_CORE=",
                                 "HYDRA_BOOTSTRAP=",
                                 "HYDRA_LAUNCHER_EXTRA_ARGS=",
                                 "I_MPI_HYDRA_BOOTSTRAP=",
@@ -985,51 +1035,78 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         // One that runs: as alice, on a node with the CPUs it asks for (--mincpus: allocated
         // its tasks' two on 24.11.5) and the license, held for them and settled at its sacct
         // cost.
-        let options = ["-n", "2", "--mincpus=3", "-L", "matlab", "-t", "5", script];
-        let (job, id) = gw.submit(&options);
-        let tres = parse_tres("cpu=2,mem=2000M,node=1,license/matlab=1");
-        assert_eq!(
-            micros(gw.job(id)["estimate"].as_str().unwrap()),
-            expected_micros(&ONPREM, &tres, 300, 1),
-            "{version}"
-        );
-        let final_records = sacct_final(&gw.dev, std::slice::from_ref(&job));
-        let expected: i64 = final_records.values().sum();
-        assert!(expected > 0, "{final_records:?}");
-        let ran = next_slurm(
-            &gw.dev,
-            None,
-            &[
-                "sacct",
-                "-n",
-                "-P",
-                "-X",
-                "--noconvert",
-                "-j",
-                &job,
-                "-o",
-                "User,AllocTRES",
-            ],
-            None,
-        );
-        let (user, alloc) = ran.trim().split_once('|').unwrap();
-        assert_eq!(user, "alice", "job {job} ran as {user}");
-        let alloc = parse_tres(alloc);
-        for (name, count) in [("cpu", 2), ("mem", 2000), ("license/matlab", 1)] {
-            assert_eq!(alloc.get(name), Some(&count), "{version} job {job}: {ran}");
+        // With them, one on nx-t1's whole cores (--hint=nomultithread: a core per task, 6
+        // CPUs, memory for the 3 asked for).
+        let runs = [
+            (
+                &["-n", "2", "--mincpus=3", "-L", "matlab", "-t", "5", script][..],
+                "cpu=2,mem=2000M,node=1,license/matlab=1",
+            ),
+            (
+                &[
+                    "-p",
+                    "smt",
+                    "-n",
+                    "3",
+                    "--hint=nomultithread",
+                    "-t",
+                    "5",
+                    script,
+                ],
+                "cpu=6,mem=3000M,node=1",
+            ),
+        ];
+        let submitted: Vec<(String, i64)> = runs
+            .iter()
+            .map(|(options, allocated)| {
+                let (job, id) = gw.submit(options);
+                assert_eq!(
+                    micros(gw.job(id)["estimate"].as_str().unwrap()),
+                    expected_micros(&ONPREM, &parse_tres(allocated), 300, 1),
+                    "{version} {options:?}"
+                );
+                (job, id)
+            })
+            .collect();
+        for ((job, id), (_, allocated)) in submitted.iter().zip(runs) {
+            let final_records = sacct_final(&gw.dev, std::slice::from_ref(job));
+            let expected: i64 = final_records.values().sum();
+            assert!(expected > 0, "{final_records:?}");
+            let ran = next_slurm(
+                &gw.dev,
+                None,
+                &[
+                    "sacct",
+                    "-n",
+                    "-P",
+                    "-X",
+                    "--noconvert",
+                    "-j",
+                    job,
+                    "-o",
+                    "User,AllocTRES",
+                ],
+                None,
+            );
+            let (user, alloc) = ran.trim().split_once('|').unwrap();
+            assert_eq!(user, "alice", "job {job} ran as {user}");
+            let alloc = parse_tres(alloc);
+            for (name, count) in parse_tres(allocated) {
+                assert_eq!(alloc.get(&name), Some(&count), "{version} job {job}: {ran}");
+            }
+            let settled = gw.settled(*id, version);
+            assert_eq!(
+                micros(settled["charge"].as_str().unwrap()),
+                expected,
+                "{version}: {settled}"
+            );
+            assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
+            println!(
+                "{version}: job {job} ran as alice with {}, settled at {} su",
+                ran.trim(),
+                settled["charge"]
+            );
         }
-        let settled = gw.settled(id, version);
-        assert_eq!(
-            micros(settled["charge"].as_str().unwrap()),
-            expected,
-            "{version}: {settled}"
-        );
-        assert_eq!(micros(settled["hold"].as_str().unwrap()), 0, "{settled}");
-        println!(
-            "{version}: job {job} ran as alice with {}, settled at {} su",
-            ran.trim(),
-            settled["charge"]
-        );
 
         // A job array that runs: its tasks settle it, at what they cost together.
         let (array, id) = gw.submit(&["--array=0-2%2", "-t", "5", script]);

@@ -122,6 +122,15 @@ pub struct JobSubmission {
     pub licenses: Option<String>,
     /// `--mincpus`: CPUs each node must give the job (`minimum_cpus_per_node`, every version).
     pub min_cpus_per_node: Option<u32>,
+    /// `--threads-per-core`, or 1 for `--hint=nomultithread`, `compute_bound`, `memory_bound`
+    /// (`threads_per_core`, every version): sbatch sends the hint's settings, and v0.0.38
+    /// would drop a `cpu_binding_hint`.
+    pub threads_per_core: Option<u32>,
+    /// `--ntasks-per-core`, or 65535 (any) for `--hint=multithread` (`tasks_per_core`, every
+    /// version).
+    pub tasks_per_core: Option<u32>,
+    /// `--hint` as given: the job's `SLURM_HINT`, as sbatch sets it.
+    pub hint: Option<String>,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -540,6 +549,12 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(cpus) = job.min_cpus_per_node {
         put("minimum_cpus_per_node", json!(cpus));
     }
+    if let Some(threads) = job.threads_per_core {
+        put("threads_per_core", json!(threads));
+    }
+    if let Some(tasks) = job.tasks_per_core {
+        put("tasks_per_core", json!(tasks));
+    }
     if let Some(minutes) = job.time_min {
         put(
             "time_minimum",
@@ -669,6 +684,15 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     if let Some(per_node) = job.tasks_per_node {
         overwrite(env, "SLURM_NTASKS_PER_NODE", per_node.to_string());
     }
+    if let Some(hint) = &job.hint {
+        overwrite(env, "SLURM_HINT", hint.clone());
+    }
+    if let Some(threads) = job.threads_per_core {
+        overwrite(env, "SLURM_THREADS_PER_CORE", threads.to_string());
+    }
+    if let Some(tasks) = job.tasks_per_core {
+        overwrite(env, "SLURM_NTASKS_PER_CORE", tasks.to_string());
+    }
     if !version.is_data_parser() {
         return;
     }
@@ -796,6 +820,9 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
     }
     if job.min_cpus_per_node == Some(0) {
         return bad("--mincpus must be at least 1".into());
+    }
+    if job.threads_per_core == Some(0) || job.tasks_per_core == Some(0) {
+        return bad("--threads-per-core and --ntasks-per-core must be at least 1".into());
     }
     if let Some(licenses) = &job.licenses {
         // slurmctld reads an empty text as no licenses, and refuses the whole list for a blank.

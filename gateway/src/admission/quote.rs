@@ -340,6 +340,21 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
             ));
         }
     }
+    if request.uses_core_threads() {
+        match (defaults.threads_per_core, request.job_threads_per_core()) {
+            (None, _) => quote.reasons.push(format!(
+                "{} changes how many CPUs Slurm allocates by the threads of each core, and \
+                 partition {partition} on {name} does not say how many its nodes have \
+                 (node_threads_per_core in bursar's configuration)",
+                core_options(request)
+            )),
+            (Some(has), Some(wants)) if wants > has => quote.reasons.push(format!(
+                "the job asks for {wants} threads per core; the nodes of partition {partition} \
+                 on {name} have {has}"
+            )),
+            _ => {}
+        }
+    }
     if let Some(max) = limits.max_nodes {
         if request.nodes > max {
             quote.reasons.push(format!(
@@ -421,6 +436,21 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
         }
         Some(_) => {}
     }
+}
+
+/// The options a request uses a core's threads by, as the user gave them.
+fn core_options(request: &JobRequest) -> String {
+    let mut given = Vec::new();
+    if let Some(hint) = &request.hint {
+        given.push(format!("--hint={}", hint.as_str()));
+    }
+    if let Some(n) = request.threads_per_core {
+        given.push(format!("--threads-per-core={n}"));
+    }
+    if let Some(n) = request.ntasks_per_core {
+        given.push(format!("--ntasks-per-core={n}"));
+    }
+    given.join(" ")
 }
 
 fn kind_endpoint(kind: ClusterKind) -> &'static str {

@@ -262,6 +262,9 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SBATCH_GPUS_PER_NODE", "--gpus-per-node"),
     ("SBATCH_GPUS_PER_TASK", "--gpus-per-task"),
     ("SBATCH_CPUS_PER_GPU", "--cpus-per-gpu"),
+    ("SLURM_HINT", "--hint"),
+    ("SBATCH_HINT", "--hint"),
+    ("SBATCH_THREADS_PER_CORE", "--threads-per-core"),
     ("SBATCH_CONSTRAINT", "--constraint"),
     ("SBATCH_EXPORT", "--export"),
     ("SBATCH_SIGNAL", "--signal"),
@@ -311,7 +314,6 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_GPU_FREQ",
     "SBATCH_GPUS_PER_SOCKET",
     "SBATCH_GRES_FLAGS",
-    "SBATCH_HINT",
     "SBATCH_MEM_BIND",
     "SBATCH_MEM_PER_GPU",
     "SBATCH_NETWORK",
@@ -325,13 +327,11 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_SPREAD_SEGMENTS",
     "SBATCH_SPREAD_JOB",
     "SBATCH_THREAD_SPEC",
-    "SBATCH_THREADS_PER_CORE",
     "SBATCH_TRES_BIND",
     "SBATCH_TRES_PER_TASK",
     "SBATCH_USE_MIN_NODES",
     "SBATCH_WAIT_ALL_NODES",
     "SBATCH_WAIT4SWITCH",
-    "SLURM_HINT",
 ];
 
 /// The options the shell's `SBATCH_*` variables stand for (see [`SBATCH_ENV`]): each

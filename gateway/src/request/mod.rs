@@ -20,7 +20,8 @@
 //! |---|---|
 //! | `node` | `nodes` (a `-N 2-4` range was narrowed when parsed: to its minimum, or the fewest of it that hold `-n` at `--ntasks-per-node`) |
 //! | `cpu` | `ntasks × cpus_per_task` (`--ntasks-per-node` × `nodes` tasks when more: slurmctld lays them out), or `--cpus-per-gpu` (without it and `-c`, the partition's `DefCpuPerGPU`) × `gres/gpu` when that is more, and never fewer than `nodes` (Slurm gives every node at least one CPU), nor than `nodes × --mincpus` (in whole tasks of `-c` CPUs; none with `-c` above 1 and `--ntasks-per-node`) where slurmctld allocates them (up to 24.11.0: [`PartitionDefaults::min_cpus_only_select`]) |
-//! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu`; `--mem-per-gpu`: per GPU × `gres/gpu`; none: 0, or through [`JobRequest::alloc_with_defaults`] the partition's `DefMemPerGPU` × `gres/gpu` for a job with GPUs, else its `DefMemPerCPU` × `cpu` |
+//! | `cpu` on nodes of several threads per core | where the partition declares them (`node_threads_per_core`, [`PartitionDefaults::threads_per_core`]): each node's CPUs above, rounded up to the whole cores slurmctld allocates, every thread of each counted, as `--hint`, `--threads-per-core` and `--ntasks-per-core` lay them out ([`cores`]) |
+//! | `mem` (MB) | `--mem`: per node × `nodes`; `--mem-per-cpu`: per CPU × `cpu` (on nodes of several threads per core, the job's threads of each core when it asks for fewer); `--mem-per-gpu`: per GPU × `gres/gpu`; none: 0, or through [`JobRequest::alloc_with_defaults`] the partition's `DefMemPerGPU` × `gres/gpu` for a job with GPUs, else its `DefMemPerCPU` × `cpu` |
 //! | `gres/gpu` | the job's GPU total: per-node count × `nodes` (`--gres=gpu:N`, `--gpus-per-node`), per-task count × `ntasks` (`--gpus-per-task`), or the per-job count (`--gpus`) |
 //! | `gres/gpu:<type>` | the same total again when a type was given, lower-cased as Slurm's TRES names are: a breakdown of `gres/gpu`, never extra GPUs (see DESIGN "Pricing semantics") |
 //! | `license/<name>` | each license of `-L/--licenses` ([`Licenses`]) and its count, for the whole job (lower-cased) |
@@ -36,6 +37,7 @@
 #![deny(clippy::float_arithmetic)]
 
 pub mod array;
+pub mod cores;
 pub mod dstack;
 mod error;
 mod gpu;
@@ -51,9 +53,11 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use bursar_pricing::Tres;
+use cores::{CoreLayout, CoreShape};
 use serde::{Deserialize, Serialize};
 
 pub use array::{ArraySpec, MAX_ARRAY_INDEX};
+pub use cores::{Hint, HintEffect, ANY_TASKS_PER_CORE};
 pub use dstack::{parse_dstack_task, DstackResources, DstackTask, MaxDuration, SpotPolicy};
 pub use error::RequestError;
 pub use gpu::{is_gres_type_name, normalize_model, GpuSpec, GpuVendor};
@@ -69,8 +73,9 @@ pub use units::{
 };
 pub use when::{Clock, Moment};
 
-/// The most `--mincpus` slurmctld keeps: a 16-bit count, whose top values mean unset.
-pub const MAX_MIN_CPUS: u32 = 65_533;
+/// The most `--mincpus`, `--threads-per-core` or `--ntasks-per-core` slurmctld keeps: a
+/// 16-bit count, whose top values mean unset or unlimited.
+pub const MAX_COUNT16: u32 = 65_533;
 
 /// What a Slurm partition gives a job that does not ask (its `DefMemPerCPU`, `DefMemPerGPU`,
 /// `DefCpuPerGPU`), and what its nodes hold, for pricing as slurmctld will allocate.
@@ -88,6 +93,11 @@ pub struct PartitionDefaults {
     /// CPUs (Slurm 24.11.1 and later); `false` (up to 24.11.0, and while the release is not
     /// known): it allocates `--mincpus` CPUs on each node, and the job is priced for them.
     pub min_cpus_only_select: bool,
+    /// Hardware threads per core of the partition's nodes, where slurmctld allocates whole
+    /// cores (`node_threads_per_core`): a job's CPUs on each node are rounded up to whole
+    /// cores ([`cores`]). `None`: not declared; CPUs are priced as asked, and a job with
+    /// `--hint`, `--threads-per-core` or `--ntasks-per-core` cannot be priced.
+    pub threads_per_core: Option<u32>,
 }
 
 /// What one node of a partition holds, as slurmctld allocates it to a job that gets the whole
@@ -186,6 +196,15 @@ pub struct JobRequest {
     /// them (JSON: `min_cpus_per_node`). The job is pinned to its node count, as a job with
     /// resources per node is: on more nodes Slurm would allocate (and charge) more.
     pub min_cpus_per_node: Option<u32>,
+    /// `--hint` (JSON: `hint`, the text): sbatch's application hints, which set
+    /// [`job_threads_per_core`](Self::job_threads_per_core) or
+    /// [`job_ntasks_per_core`](Self::job_ntasks_per_core) and the job's `SLURM_HINT`. Not with
+    /// `threads_per_core` or `ntasks_per_core`.
+    pub hint: Option<Hint>,
+    /// `--threads-per-core`: threads of each core the job uses (JSON: `threads_per_core`).
+    pub threads_per_core: Option<u32>,
+    /// `--ntasks-per-core`: most tasks on one core (JSON: `ntasks_per_core`).
+    pub ntasks_per_core: Option<u32>,
     pub memory: Option<MemoryRequest>,
     pub gpus: Option<GpuRequest>,
     /// Non-GPU `--gres` entries (`shard:1`), forwarded as given and not priced.
@@ -253,6 +272,9 @@ impl Default for JobRequest {
             cpus_per_task_given: false,
             cpus_per_gpu: None,
             min_cpus_per_node: None,
+            hint: None,
+            threads_per_core: None,
+            ntasks_per_core: None,
             memory: None,
             gpus: None,
             other_gres: Vec::new(),
@@ -310,6 +332,12 @@ struct JobRequestWire {
     cpus_per_gpu: Option<u32>,
     #[serde(default)]
     min_cpus_per_node: Option<u32>,
+    #[serde(default)]
+    hint: Option<Hint>,
+    #[serde(default)]
+    threads_per_core: Option<u32>,
+    #[serde(default)]
+    ntasks_per_core: Option<u32>,
     #[serde(default)]
     memory: Option<MemoryRequest>,
     #[serde(default)]
@@ -404,6 +432,9 @@ impl Serialize for JobRequest {
         some!("cpus_per_task", &cpus);
         some!("cpus_per_gpu", &self.cpus_per_gpu);
         some!("min_cpus_per_node", &self.min_cpus_per_node);
+        some!("hint", &self.hint);
+        some!("threads_per_core", &self.threads_per_core);
+        some!("ntasks_per_core", &self.ntasks_per_core);
         some!("memory", &self.memory);
         some!("gpus", &self.gpus);
         if !self.other_gres.is_empty() {
@@ -458,10 +489,17 @@ impl From<JobRequestWire> for JobRequest {
             .nodes
             .or_else(|| nodes_for_tasks(w.ntasks?, w.ntasks_per_node?))
             .unwrap_or(base.nodes);
-        // sbatch: without -n, one task per node (or --ntasks-per-node per node).
-        let ntasks = w
-            .ntasks
-            .unwrap_or_else(|| nodes.saturating_mul(w.ntasks_per_node.unwrap_or(1)));
+        // sbatch: without -n, one task per node (or --ntasks-per-node per node; with -N and
+        // no --ntasks-per-node, one per thread --threads-per-core or the hint asks for).
+        let threads = w
+            .threads_per_core
+            .or_else(|| w.hint.as_ref()?.effect().threads_per_core);
+        let per_node = match (w.ntasks_per_node, w.nodes, threads) {
+            (Some(per_node), _, _) => per_node,
+            (None, Some(_), Some(threads)) => threads,
+            _ => 1,
+        };
+        let ntasks = w.ntasks.unwrap_or_else(|| nodes.saturating_mul(per_node));
         JobRequest {
             account: w.account,
             partition: w.partition,
@@ -475,6 +513,9 @@ impl From<JobRequestWire> for JobRequest {
             cpus_per_task_given: w.cpus_per_task.is_some(),
             cpus_per_gpu: w.cpus_per_gpu,
             min_cpus_per_node: w.min_cpus_per_node,
+            hint: w.hint,
+            threads_per_core: w.threads_per_core,
+            ntasks_per_core: w.ntasks_per_core,
             memory: w.memory.or(base.memory),
             gpus: w.gpus.or(base.gpus),
             other_gres: w.other_gres,
@@ -524,12 +565,69 @@ impl JobRequest {
     /// [`cpus`](Self::cpus) on a partition with these defaults: every CPU of its nodes when
     /// the job gets them whole ([`whole_nodes`](Self::whole_nodes)).
     pub fn cpus_with(&self, defaults: &PartitionDefaults) -> u64 {
-        let per_gpu = self
-            .cpus_per_gpu_with(defaults)
-            .map_or(0, |c| u64::from(c).saturating_mul(self.total_gpus()));
+        self.cpu_counts(defaults).0
+    }
+
+    /// The CPUs the job is allocated, and the CPUs memory per CPU is counted for: on nodes
+    /// of several threads per core, whole cores ([`cores`]); every CPU of each node when the
+    /// job gets them whole.
+    fn cpu_counts(&self, defaults: &PartitionDefaults) -> (u64, u64) {
+        let asked = self.asked_cpus(defaults);
+        let (cpus, mem_cpus) = match self.core_layout(asked, defaults) {
+            Some(layout) => (layout.cpus, layout.mem_cpus),
+            None => (asked, asked),
+        };
         let whole = self.whole_nodes(defaults).map_or(0, |node| {
             u64::from(node.cpus).saturating_mul(u64::from(self.nodes))
         });
+        if whole > 0 {
+            (whole.max(cpus), whole.max(cpus))
+        } else {
+            (cpus, mem_cpus)
+        }
+    }
+
+    /// `--threads-per-core`, or the one `--hint` sets.
+    pub fn job_threads_per_core(&self) -> Option<u32> {
+        self.threads_per_core
+            .or_else(|| self.hint.as_ref()?.effect().threads_per_core)
+    }
+
+    /// `--ntasks-per-core`, or the one `--hint` sets.
+    pub fn job_ntasks_per_core(&self) -> Option<u32> {
+        self.ntasks_per_core
+            .or_else(|| self.hint.as_ref()?.effect().ntasks_per_core)
+    }
+
+    /// The job says how it uses a core's threads (`--hint`, `--threads-per-core`,
+    /// `--ntasks-per-core`): it is priced by the partition's threads per core.
+    pub fn uses_core_threads(&self) -> bool {
+        self.hint.is_some() || self.threads_per_core.is_some() || self.ntasks_per_core.is_some()
+    }
+
+    /// Whole cores of the partition's threads, for `asked` CPUs; `None` where a core has one
+    /// thread or the partition does not say.
+    fn core_layout(&self, asked: u64, defaults: &PartitionDefaults) -> Option<CoreLayout> {
+        let threads = defaults.threads_per_core.filter(|t| *t > 1)?;
+        let per_node_tasks = self
+            .ntasks_per_node
+            .map_or(0, |n| u64::from(n).saturating_mul(u64::from(self.nodes)));
+        let shape = CoreShape {
+            nodes: self.nodes,
+            tasks: u64::from(self.ntasks).max(per_node_tasks),
+            cpus_per_task: self.cpus_per_task,
+            cpus: asked,
+            threads_per_core: self.job_threads_per_core(),
+            ntasks_per_core: self.job_ntasks_per_core(),
+        };
+        Some(shape.layout(threads))
+    }
+
+    /// The CPUs the job asks for, before whole cores or whole nodes.
+    fn asked_cpus(&self, defaults: &PartitionDefaults) -> u64 {
+        let per_gpu = self
+            .cpus_per_gpu_with(defaults)
+            .map_or(0, |c| u64::from(c).saturating_mul(self.total_gpus()));
         // slurmctld (up to 24.11.0, and again from 25.11) lays out `--ntasks-per-node` × nodes
         // tasks when that is more than `-n` (22.05.8: `-N 2 -n 2 --ntasks-per-node=2` is
         // allocated 4 CPUs), so such a job is priced for them.
@@ -543,7 +641,6 @@ impl JobRequest {
             .max(per_gpu)
             .max(u64::from(self.nodes))
             .max(self.min_cpus_raise(defaults))
-            .max(whole)
     }
 
     /// The CPUs `--mincpus` brings a job where slurmctld allocates them (up to 24.11.0): its
@@ -626,7 +723,7 @@ impl JobRequest {
 
     /// Memory over the whole job in MB; `None` when it would overflow.
     fn checked_memory_mb(&self, defaults: &PartitionDefaults) -> Option<u64> {
-        let cpus = self.cpus_with(defaults);
+        let (_, cpus) = self.cpu_counts(defaults);
         let gpus = self.gpus_with(defaults);
         match self.memory {
             // `--mem=0`: all of each node's memory, when the partition says how much.
@@ -757,12 +854,50 @@ impl JobRequest {
         match self.min_cpus_per_node {
             Some(0) => return invalid("--mincpus must be at least 1".into()),
             // slurmctld keeps it in 16 bits, 0xfffe and up meaning unset
-            Some(n) if n > MAX_MIN_CPUS => {
+            Some(n) if n > MAX_COUNT16 => {
                 return invalid(format!(
-                    "--mincpus must be at most {MAX_MIN_CPUS}, as in Slurm"
+                    "--mincpus must be at most {MAX_COUNT16}, as in Slurm"
                 ))
             }
             _ => {}
+        }
+        for (value, option) in [
+            (self.threads_per_core, "--threads-per-core"),
+            (self.ntasks_per_core, "--ntasks-per-core"),
+        ] {
+            match value {
+                Some(0) => return invalid(format!("{option} must be at least 1")),
+                Some(n) if n > MAX_COUNT16 => {
+                    return invalid(format!(
+                        "{option} must be at most {MAX_COUNT16}, as in Slurm"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if self.hint.is_some()
+            && (self.threads_per_core.is_some() || self.ntasks_per_core.is_some())
+        {
+            return invalid(
+                "--hint cannot be combined with --threads-per-core or --ntasks-per-core (sbatch \
+                 then ignores the hint); give one or the other"
+                    .into(),
+            );
+        }
+        if let (Some(tasks), Some(threads)) =
+            (self.job_ntasks_per_core(), self.job_threads_per_core())
+        {
+            if tasks > threads {
+                return invalid(format!(
+                    "--ntasks-per-core ({tasks}) is more than --threads-per-core ({threads}), \
+                     which sbatch refuses"
+                ));
+            }
+        }
+        if self.uses_core_threads() && self.dstack.is_some() {
+            return invalid(
+                "hint, threads_per_core and ntasks_per_core do not apply to a dstack task".into(),
+            );
         }
         if self.min_cpus_per_node.is_some() && self.dstack.is_some() {
             return invalid(
@@ -1057,6 +1192,15 @@ impl JobRequest {
         }
         put("cpus-per-gpu", self.cpus_per_gpu.map(|c| c.to_string()));
         put("mincpus", self.min_cpus_per_node.map(|c| c.to_string()));
+        put("hint", self.hint.as_ref().map(|h| h.as_str().to_string()));
+        put(
+            "threads-per-core",
+            self.threads_per_core.map(|n| n.to_string()),
+        );
+        put(
+            "ntasks-per-core",
+            self.ntasks_per_core.map(|n| n.to_string()),
+        );
         if let Some(g) = &self.gpus {
             let value = match &g.kind {
                 Some(kind) => format!("{kind}:{}", g.count),

@@ -23,6 +23,7 @@
 //! | `--gpus-per-node=[TYPE:]N` | GPUs per node |
 //! | `--gpus-per-task=[TYPE:]N` | GPUs per task (× `ntasks` in the estimate) |
 //! | `--mincpus=N` | at least N CPUs on each node: priced for `nodes × N` CPUs when that is more, as slurmctld up to 24.11.0 allocates them (from 24.11.1 it only picks nodes by it: [`PartitionDefaults::min_cpus_only_select`]), and pinned to its node count (on more nodes Slurm would allocate more) |
+//! | `--hint=HINT`, `--threads-per-core=N`, `--ntasks-per-core=N` | [`Hint`] and the counts: how the job uses each core's threads, read as sbatch reads them (`nomultithread`, `compute_bound` and `memory_bound` are one thread per core, `multithread` any number of tasks per core; `--hint` with either count is refused, a variable's giving way to an option as in sbatch; `-N N` without `-n` runs a task per thread). Priced for the whole cores Slurm allocates where the partition declares its threads per core ([`super::cores`]), and a Slurm cluster is eligible for them only there; forwarded as `threads_per_core` and `tasks_per_core` |
 //! | `--cpus-per-gpu=N` | CPUs per GPU: the job's CPUs are N × its GPUs when that is more than its tasks' (not with `-c`, as in sbatch) |
 //! | `-t/--time` | [`TimeLimit`] (all Slurm formats); `UNLIMITED`/`INFINITE`/`0` is [`JobRequest::time_unlimited`]: priced and run at the partition's maximum, refused where there is none |
 //! | `-J/--job-name`, `-o/--output`, `-e/--error`, `-D/--chdir` | as given |
@@ -79,8 +80,8 @@ use super::slurm::parse_nice;
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
 use super::{
-    nodes_for_tasks, ArraySpec, GpuPer, GpuRequest, JobRequest, Licenses, MemoryRequest, OpenMode,
-    SlurmOptions, TimeLimit, WarnSignal,
+    nodes_for_tasks, ArraySpec, GpuPer, GpuRequest, Hint, JobRequest, Licenses, MemoryRequest,
+    OpenMode, SlurmOptions, TimeLimit, WarnSignal,
 };
 
 /// The options `bursar submit` understands, for `--help`.
@@ -106,6 +107,10 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --gpus-per-task=[TYPE:]N  GPUs per task
       --cpus-per-gpu=N          CPUs per GPU (not with -c)
       --mincpus=N               at least N CPUs on each node
+      --hint=HINT               nomultithread (one thread per core), multithread,
+                                compute_bound, memory_bound
+      --threads-per-core=N      threads of each core the job uses
+      --ntasks-per-core=N       most tasks on one core
   -L, --licenses=NAME[:N],...   licenses the job takes (matlab:2,ansys), priced
                                 where the cluster's weights charge for them
   -t, --time=TIME               time limit: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED
@@ -392,6 +397,16 @@ pub fn parse_sbatch_command_at(
             gres.gpu = None;
         }
     }
+    // A variable's --hint gives way to --threads-per-core or --ntasks-per-core given as an
+    // option, and theirs to a --hint option, as sbatch's validate_hint_option resets them.
+    let per_core = |d: &Directives| d.threads_per_core.is_some() || d.ntasks_per_core.is_some();
+    if per_core(&cli) || per_core(&from_script) {
+        from_env.hint = None;
+    }
+    if cli.hint.is_some() || from_script.hint.is_some() {
+        from_env.threads_per_core = None;
+        from_env.ntasks_per_core = None;
+    }
     from_env
         .check_exclusive()
         .map_err(|e| RequestError::Invalid(format!("in the environment: {e}")))?;
@@ -598,6 +613,9 @@ enum Opt {
     MemPerGpu,
     CpusPerGpu,
     Mincpus,
+    Hint,
+    ThreadsPerCore,
+    NtasksPerCore,
     GpusPerTask,
     Gres,
     Gpus,
@@ -683,6 +701,9 @@ const OPTIONS: &[Spec] = &[
     spec("mem-per-gpu", None, Opt::MemPerGpu, Arg::Required),
     spec("cpus-per-gpu", None, Opt::CpusPerGpu, Arg::Required),
     spec("mincpus", None, Opt::Mincpus, Arg::Required),
+    spec("hint", None, Opt::Hint, Arg::Required),
+    spec("threads-per-core", None, Opt::ThreadsPerCore, Arg::Required),
+    spec("ntasks-per-core", None, Opt::NtasksPerCore, Arg::Required),
     spec("gpus-per-task", None, Opt::GpusPerTask, Arg::Required),
     spec("gres", None, Opt::Gres, Arg::Required),
     spec("gpus", Some('G'), Opt::Gpus, Arg::Required),
@@ -810,6 +831,9 @@ struct Directives {
     mem_per_gpu: Option<u64>,
     cpus_per_gpu: Option<u32>,
     mincpus: Option<u32>,
+    hint: Option<Hint>,
+    threads_per_core: Option<u32>,
+    ntasks_per_core: Option<u32>,
     gpus_per_task: Option<(Option<String>, u32)>,
     gres: Option<GresList>,
     gpus: Option<(Option<String>, u32)>,
@@ -1079,6 +1103,14 @@ impl Directives {
             }
             Opt::CpusPerGpu => self.cpus_per_gpu = Some(count(typed, v)?),
             Opt::Mincpus => self.mincpus = Some(count(typed, v)?),
+            Opt::Hint => {
+                self.hint = Some(
+                    Hint::parse(v)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
+            Opt::ThreadsPerCore => self.threads_per_core = Some(count(typed, v)?),
+            Opt::NtasksPerCore => self.ntasks_per_core = Some(count(typed, v)?),
             Opt::GpusPerTask => self.gpus_per_task = Some(parse_typed_count(typed, v)?),
             Opt::Gres => self.gres = Some(parse_gres_list(typed, v)?),
             Opt::Gpus => self.gpus = Some(parse_typed_count(typed, v)?),
@@ -1238,6 +1270,12 @@ impl Directives {
         Ok(())
     }
 
+    /// `--threads-per-core`, or the one `--hint` sets.
+    fn job_threads_per_core(&self) -> Option<u32> {
+        self.threads_per_core
+            .or_else(|| self.hint.as_ref()?.effect().threads_per_core)
+    }
+
     /// The command line over the script, option by option (see the module docs for the
     /// memory and GPU groups).
     fn merge(cli: Directives, mut script: Directives) -> Directives {
@@ -1273,6 +1311,9 @@ impl Directives {
             mem_per_gpu: cli.mem_per_gpu.or(script.mem_per_gpu),
             cpus_per_gpu: cli.cpus_per_gpu.or(script.cpus_per_gpu),
             mincpus: cli.mincpus.or(script.mincpus),
+            hint: cli.hint.or(script.hint),
+            threads_per_core: cli.threads_per_core.or(script.threads_per_core),
+            ntasks_per_core: cli.ntasks_per_core.or(script.ntasks_per_core),
             gpus_per_task: cli.gpus_per_task.or(script.gpus_per_task),
             gres: cli.gres.or(script.gres),
             gpus: cli.gpus.or(script.gpus),
@@ -1322,6 +1363,7 @@ impl Directives {
     /// sbatch's defaults and adjustments (`_opt_verify`), then the request; times are read
     /// on `clock`.
     fn resolve(mut self, clock: &Clock) -> Result<SbatchCommand, RequestError> {
+        let threads_per_core = self.job_threads_per_core();
         // -w: at least the nodes it names (sbatch's `_opt_verify`), so priced and pinned;
         // fewer tasks than names keep as many names as tasks, as sbatch keeps them.
         if let Some(list) = &self.nodelist {
@@ -1410,7 +1452,16 @@ impl Directives {
             (None, Some(per_node)) => nodes.checked_mul(per_node).ok_or_else(|| {
                 RequestError::Invalid("--nodes × --ntasks-per-node is too large".into())
             })?,
-            (None, None) => nodes,
+            // sbatch's _opt_verify: with -N N and no -n, a task per thread the job asks for
+            // on each node.
+            (None, None) => match (self.nodes, threads_per_core) {
+                (Some((min, max)), Some(threads)) if min == max => {
+                    nodes.checked_mul(threads).ok_or_else(|| {
+                        RequestError::Invalid("--nodes × --threads-per-core is too large".into())
+                    })?
+                }
+                _ => nodes,
+            },
         };
         let memory = match (self.mem, self.mem_per_cpu, self.mem_per_gpu) {
             (Some(mb), _, _) => Some(MemoryRequest::PerNode(mb)),
@@ -1472,6 +1523,9 @@ impl Directives {
             cpus_per_task_given: self.cpus_per_task.is_some(),
             cpus_per_gpu: self.cpus_per_gpu,
             min_cpus_per_node: self.mincpus,
+            hint: self.hint,
+            threads_per_core: self.threads_per_core,
+            ntasks_per_core: self.ntasks_per_core,
             memory,
             gpus,
             other_gres,
