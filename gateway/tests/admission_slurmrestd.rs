@@ -40,10 +40,12 @@ async fn fixture_at(url: &str, version: &str) -> Fixture {
          clusters:\n  onprem:\n    kind: slurm\n    currency: su\n\
          \x20   partitions:\n      batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
          \x20     whole: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
+         \x20     smt: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0\"}}\n\
          \x20   submit:\n      slurmrestd: {{url: \"{url}\", jwt_key_file: \"{key}\", api_version: {version}}}\n\
          \x20     timeout: 2s\n      default_partition: batch\n\
          \x20     partitions:\n        batch: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, gpu_types: [h100]}}\n\
-         \x20       whole: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}\n",
+         \x20       whole: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, node_cpus: 8, node_mem_mb: 16000, node_gpus: 2}}\n\
+         \x20       smt: {{max_time: 2d, default_time: 1h, def_mem_per_cpu_mb: 1000, node_threads_per_core: 2}}\n",
         db = dir.path().join("ledger.db").display(),
         key = key.display(),
     );
@@ -880,4 +882,54 @@ async fn whole_nodes_are_priced_for_every_cpu_and_gpu_of_the_partition_s_nodes()
         why.len() == 1 && why[0].starts_with("--mem=0 gives the job all of each node's memory"),
         "{why:?}"
     );
+}
+
+/// On nodes of two threads per core, tasks of `-c 3` round up to whole cores on each node they
+/// land on: such a job is sent with the node count it was priced for (as if it gave `-N`),
+/// where `-c 2` (whole cores) or the hint (a core per CPU) cost the same however they spread.
+#[tokio::test]
+async fn tasks_that_do_not_fill_whole_cores_are_pinned_to_their_nodes() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(SUBMIT))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "meta": {"plugin": {"type": "openapi/v0.0.38"}}, "errors": [],
+            "job_id": 4242, "step_id": "BATCH", "job_submit_user_msg": null
+        })))
+        .mount(&server)
+        .await;
+    let f = fixture(&server.uri()).await;
+    let script = "#!/bin/sh\ntrue\n";
+    for (shape, pinned) in [
+        (json!({"ntasks": 2, "cpus_per_task": 3}), true),
+        (json!({"ntasks": 2, "cpus_per_task": 2}), false),
+        (
+            json!({"ntasks": 2, "cpus_per_task": 3, "hint": "nomultithread"}),
+            false,
+        ),
+        (json!({"ntasks": 1, "cpus_per_task": 3}), false),
+    ] {
+        let mut request = shape.clone();
+        request["partition"] = json!("smt");
+        request["script"] = json!(script);
+        let request: JobRequest = serde_json::from_value(request).unwrap();
+        f.admission.submit(&alice(), request, None).await.unwrap();
+        let received = server.received_requests().await.unwrap();
+        let body: Value = serde_json::from_slice(&received.last().unwrap().body).unwrap();
+        let nodes = body["job"].get("nodes");
+        assert_eq!(nodes.is_some(), pinned, "{shape}: {body}");
+        if pinned {
+            assert_eq!(nodes, Some(&json!(1)), "{shape}");
+        }
+        // the same job elsewhere (no threads per core declared) is not pinned
+        let mut plain = shape.clone();
+        plain["script"] = json!(script);
+        let plain: JobRequest = serde_json::from_value(plain).unwrap();
+        if plain.hint.is_none() {
+            f.admission.submit(&alice(), plain, None).await.unwrap();
+            let received = server.received_requests().await.unwrap();
+            let body: Value = serde_json::from_slice(&received.last().unwrap().body).unwrap();
+            assert_eq!(body["job"].get("nodes"), None, "{shape} on batch: {body}");
+        }
+    }
 }

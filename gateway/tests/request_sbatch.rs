@@ -4,7 +4,8 @@
 use bursar_gateway::request::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
     split_sbatch_args, ArraySpec, Clock, GpuPer, GpuRequest, Hint, JobRequest, Licenses,
-    MemoryRequest, OpenMode, PartitionDefaults, RequestError, SlurmOptions, TimeLimit, WarnSignal,
+    MemoryRequest, NodeSize, OpenMode, PartitionDefaults, RequestError, SlurmOptions, TimeLimit,
+    WarnSignal,
 };
 use bursar_gateway::timefmt::parse_zone;
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
@@ -1355,6 +1356,45 @@ fn core_threads_are_priced_as_slurmctld_allocates_whole_cores() {
         };
         assert_eq!(r.cpus_with(&one), r.cpus(), "{words:?}");
     }
+    // --mincpus with a core per task (22.05 to 24.11.0 lay out the CPUs it brings as tasks):
+    // -n 1 -c 3 --mincpus=7 is 2 tasks of 2 cores each
+    let raised = parse_ok(&["-n", "1", "-c", "3", "--mincpus=7", "--ntasks-per-core=1"]);
+    assert_eq!(raised.cpus_with(&smt), 8);
+    // whole nodes: every CPU, memory for the threads the job uses of each core
+    let node = NodeSize {
+        cpus: 8,
+        mem_mb: 16_000,
+        gpus: 0,
+    };
+    let whole = PartitionDefaults {
+        node: Some(node),
+        ..smt
+    };
+    let hinted_whole = parse_ok(&["--exclusive", "--hint=nomultithread", "--mem-per-cpu=1000"]);
+    let alloc = hinted_whole.alloc_with_defaults(&whole);
+    assert_eq!((alloc.get("cpu"), alloc.get("mem")), (Some(8), Some(4000)));
+    // ... and a node holds as many one-thread tasks as it has cores
+    let eight = parse_ok(&["--exclusive", "-n", "8", "--hint=nomultithread"]);
+    assert_eq!(eight.whole_nodes_needed(&node, &whole), Some(2));
+    assert_eq!(
+        parse_ok(&["--exclusive", "-n", "8"]).whole_nodes_needed(&node, &whole),
+        Some(1)
+    );
+    // tasks that do not fill whole cores run on the nodes they were priced for
+    for (words, pinned) in [
+        (&["-n", "2", "-c", "3"][..], true),
+        (&["-n", "2", "-c", "2"], false),
+        (&["-n", "1", "-c", "3"], false),
+        (&["-n", "2", "-c", "3", "--hint=nomultithread"], false),
+        (&["-n", "2", "-c", "3", "--ntasks-per-core=1"], true),
+    ] {
+        let r = parse_ok(words);
+        assert_eq!(r.needs_pinned_nodes(&smt), pinned, "{words:?}");
+        assert!(
+            !r.needs_pinned_nodes(&PartitionDefaults::default()),
+            "{words:?}"
+        );
+    }
     assert_eq!(parse_ok(&["-N", "2", "--threads-per-core=2"]).ntasks, 4);
     assert_eq!(parse_ok(&["-N", "2", "--hint=nomultithread"]).ntasks, 2);
     assert_eq!(parse_ok(&["-N", "1-2", "--threads-per-core=2"]).ntasks, 1);
@@ -1426,6 +1466,24 @@ fn core_threads_are_priced_as_slurmctld_allocates_whole_cores() {
     assert_eq!(r.hint.unwrap().as_str(), "nomultithread");
     let r = with_env(&[], env("SBATCH_HINT", "--hint=compute_bound")).unwrap();
     assert_eq!(r.job_threads_per_core(), Some(1));
+    // a variable's bad hint under an option is no error, as sbatch checks only the one left
+    let r = with_env(&["--threads-per-core=2"], env("SLURM_HINT", "--hint=bogus")).unwrap();
+    assert_eq!((r.hint, r.threads_per_core), (None, Some(2)));
+    let r = with_env(&["--hint=multithread"], env("SLURM_HINT", "--hint=bogus")).unwrap();
+    assert_eq!(r.hint.unwrap().as_str(), "multithread");
+    // both from variables: the hint is dropped, as sbatch drops it
+    let both = vec![
+        (
+            "SBATCH_HINT".to_string(),
+            "--hint=nomultithread".to_string(),
+        ),
+        (
+            "SBATCH_THREADS_PER_CORE".to_string(),
+            "--threads-per-core=2".to_string(),
+        ),
+    ];
+    let r = with_env(&[], both).unwrap();
+    assert_eq!((r.hint, r.threads_per_core), (None, Some(2)));
     for (words, has) in [
         (&["--hint=fast"][..], "unknown hint \"fast\""),
         (

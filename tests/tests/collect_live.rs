@@ -101,7 +101,8 @@ fn site(dev: &DevStack, source: &str, slice: &str) -> Site {
     Site::new(&format!(
         "accounts:\n  org: {{}}\n  physics: {{parent: org}}\n  chemistry: {{parent: org}}\n\
          clusters:\n\
-         \x20 onprem:\n    kind: slurm\n    currency: su\n    partitions:\n      batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0\"}}\n    qos:\n      premium: {{usage_factor: 2.0}}\n{}\
+         \x20 onprem:\n    kind: slurm\n    currency: su\n    partitions:\n      batch: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0\"}}\n\
+         \x20     smt: {{weights: \"CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0\"}}\n    qos:\n      premium: {{usage_factor: 2.0}}\n{}\
          \x20 cloud:\n    kind: slurm\n    currency: usd\n    partitions:\n      gpu: {{weights: \"CPU=0.0425,Mem=0.0053G,GRES/gpu=2.50\"}}\n    qos:\n      premium: {{usage_factor: 2.0}}\n{}",
         collect("onprem"),
         collect("cloud")

@@ -962,6 +962,17 @@ fn whole_cores_are_held_and_charged_as_slurm_allocates_them_on_hyperthreaded_nod
     assert_eq!(field(&ours, "ReqB:S:C:T"), "0:0:*:1", "{ours:?}");
     gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
 
+    // Tasks of -c 3 on cores of 2 threads: priced for 3 whole cores on one node, and sent
+    // pinned to it (split over two nodes, each task would round up to 2 cores).
+    let sub = gw.submit(&["-H", "-p", "smt", "-n", "2", "-c", "3", "-t", "10", script]);
+    let job = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
+    assert_eq!(field(&job, "NumNodes"), "1-1", "{job:?}");
+    assert_eq!(
+        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        cost_micros(&ONPREM, 6, 6000, 0, 600)
+    );
+    gw.client(&gw.alice, &["cancel", &sub.id.to_string()]);
+
     // cloud's partition does not say how many threads its cores have
     let out = gw.client(
         &gw.alice,

@@ -1107,6 +1107,9 @@ impl Admission {
             route,
         } = admitted;
         let hold_id = job.hold_id;
+        let mut request = request;
+        // Priced on its node count: sent so, as a job that names one (-N) is.
+        request.nodes_exact |= q.pin_nodes;
         let forward_job = ForwardJob {
             cluster: q.cluster.clone(),
             user: principal.user.clone(),

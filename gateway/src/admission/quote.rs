@@ -46,6 +46,9 @@ pub struct ClusterQuote {
     pub remaining_after: Vec<(String, i64)>,
     /// Decimal places to print amounts with.
     pub decimals: u8,
+    /// The job runs on the node count it was priced for, whether it named one or not
+    /// ([`JobRequest::needs_pinned_nodes`]).
+    pub pin_nodes: bool,
 }
 
 impl ClusterQuote {
@@ -168,6 +171,7 @@ pub fn quote_cluster(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig
         funding: Funding::Unknown,
         remaining_after: Vec::new(),
         decimals: ctx.config.decimals(&cluster.currency),
+        pin_nodes: false,
     };
     // Allocations in this currency on the chain, nearest first.
     let covering: Vec<(String, i64)> = ctx
@@ -311,7 +315,7 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
                 } else {
                     format!("partition {partition}, which never shares a node,")
                 };
-                match request.whole_nodes_needed(node) {
+                match request.whole_nodes_needed(node, &defaults) {
                     None => quote.reasons.push(format!(
                         "the job does not fit on a node of partition {partition} on {name} ({} \
                          CPUs, {} GPUs)",
@@ -489,6 +493,7 @@ fn price(
             .push(format!("{name} has no pricing rules loaded"));
         return;
     };
+    quote.pin_nodes = ctx.request.needs_pinned_nodes(&defaults);
     let alloc = ctx.request.alloc_with_defaults(&defaults);
     let seconds = TimeLimit::Minutes(minutes).seconds().unwrap_or(u64::MAX);
     match pricing.estimate(

@@ -123,16 +123,28 @@ pub struct CoreLayout {
 }
 
 impl CoreShape {
+    /// The threads of each core the job uses on nodes of `threads` threads per core
+    /// (slurmctld's `vpus`): the fewest of those, `--threads-per-core` and
+    /// `--ntasks-per-core` × `-c`.
+    pub fn threads_used(&self, threads: u32) -> u64 {
+        let threads = u64::from(threads.max(1));
+        let c = u64::from(self.cpus_per_task.max(1));
+        threads
+            .min(self.threads_per_core.map_or(threads, u64::from))
+            .min(
+                self.ntasks_per_core
+                    .map_or(threads, |k| u64::from(k).saturating_mul(c)),
+            )
+            .max(1)
+    }
+
     /// The layout on nodes of `threads` threads per core (rules in the module docs).
     pub fn layout(&self, threads: u32) -> CoreLayout {
+        let vpus = self.threads_used(threads);
         let threads = u64::from(threads.max(1));
         let c = u64::from(self.cpus_per_task.max(1));
         let job_threads = self.threads_per_core.map(u64::from);
         let per_core_tasks = self.ntasks_per_core.map(u64::from);
-        let vpus = threads
-            .min(job_threads.unwrap_or(threads))
-            .min(per_core_tasks.map_or(threads, |k| k.saturating_mul(c)))
-            .max(1);
         let nodes = u64::from(self.nodes.max(1));
         let mem_threads = job_threads.filter(|t| *t < threads).unwrap_or(threads);
         let mut layout = CoreLayout {

@@ -580,11 +580,21 @@ impl JobRequest {
         let whole = self.whole_nodes(defaults).map_or(0, |node| {
             u64::from(node.cpus).saturating_mul(u64::from(self.nodes))
         });
-        if whole > 0 {
-            (whole.max(cpus), whole.max(cpus))
-        } else {
-            (cpus, mem_cpus)
+        if whole == 0 {
+            return (cpus, mem_cpus);
         }
+        // Whole nodes: memory per CPU for the job's threads of each core, as for its cores.
+        let whole = whole.max(cpus);
+        let mem_whole = match (
+            defaults.threads_per_core.filter(|t| *t > 1),
+            self.job_threads_per_core(),
+        ) {
+            (Some(threads), Some(used)) if used < threads => {
+                whole / u64::from(threads) * u64::from(used)
+            }
+            _ => whole,
+        };
+        (whole, mem_whole)
     }
 
     /// `--threads-per-core`, or the one `--hint` sets.
@@ -609,18 +619,46 @@ impl JobRequest {
     /// thread or the partition does not say.
     fn core_layout(&self, asked: u64, defaults: &PartitionDefaults) -> Option<CoreLayout> {
         let threads = defaults.threads_per_core.filter(|t| *t > 1)?;
+        Some(self.core_shape(asked).layout(threads))
+    }
+
+    /// The job's shape for [`cores`], with `asked` CPUs: the tasks slurmctld lays out are its
+    /// own, `--ntasks-per-node` × nodes, or (up to 24.11.0, `--mincpus`) the CPUs it allocates
+    /// in whole tasks, whichever is most.
+    fn core_shape(&self, asked: u64) -> CoreShape {
         let per_node_tasks = self
             .ntasks_per_node
             .map_or(0, |n| u64::from(n).saturating_mul(u64::from(self.nodes)));
-        let shape = CoreShape {
+        CoreShape {
             nodes: self.nodes,
-            tasks: u64::from(self.ntasks).max(per_node_tasks),
+            tasks: u64::from(self.ntasks)
+                .max(per_node_tasks)
+                .max(asked / u64::from(self.cpus_per_task.max(1))),
             cpus_per_task: self.cpus_per_task,
             cpus: asked,
             threads_per_core: self.job_threads_per_core(),
             ntasks_per_core: self.job_ntasks_per_core(),
+        }
+    }
+
+    /// The job must run on the node count it was priced for, on nodes of several threads per
+    /// core: tasks of `-c` CPUs that do not fill whole cores round up on each node they land
+    /// on, so spread over more nodes (as Slurm may spread a job without `-N`) they cost more.
+    pub fn needs_pinned_nodes(&self, defaults: &PartitionDefaults) -> bool {
+        let Some(threads) = defaults.threads_per_core.filter(|t| *t > 1) else {
+            return false;
         };
-        Some(shape.layout(threads))
+        let used = self.core_shape(0).threads_used(threads);
+        self.ntasks > 1 && self.cpus_per_task > 1 && u64::from(self.cpus_per_task) % used != 0
+    }
+
+    /// The CPUs of a node of `cpus` CPUs the job can use: on nodes of several threads per
+    /// core, only the threads of each core it uses.
+    pub fn usable_node_cpus(&self, cpus: u32, defaults: &PartitionDefaults) -> u64 {
+        match defaults.threads_per_core.filter(|t| *t > 1) {
+            Some(threads) => u64::from(cpus / threads) * self.core_shape(0).threads_used(threads),
+            None => u64::from(cpus),
+        }
     }
 
     /// The CPUs the job asks for, before whole cores or whole nodes.
@@ -683,8 +721,9 @@ impl JobRequest {
     /// `-c` CPUs on one node) and GPUs; `None` when no node can hold one task, or the job asks
     /// for GPUs and the nodes have none. A job that gets whole nodes is priced for
     /// `nodes` of them, so it must not need more: Slurm would give it (and charge) the more.
-    pub fn whole_nodes_needed(&self, node: &NodeSize) -> Option<u64> {
-        let tasks_per_node = u64::from(node.cpus / self.cpus_per_task.max(1));
+    pub fn whole_nodes_needed(&self, node: &NodeSize, defaults: &PartitionDefaults) -> Option<u64> {
+        let tasks_per_node =
+            self.usable_node_cpus(node.cpus, defaults) / u64::from(self.cpus_per_task.max(1));
         if tasks_per_node == 0 {
             return None;
         }
@@ -890,7 +929,7 @@ impl JobRequest {
             if tasks > threads {
                 return invalid(format!(
                     "--ntasks-per-core ({tasks}) is more than --threads-per-core ({threads}), \
-                     which sbatch refuses"
+                     which sbatch refuses (from Slurm 23.02)"
                 ));
             }
         }

@@ -399,8 +399,9 @@ pub fn parse_sbatch_command_at(
     }
     // A variable's --hint gives way to --threads-per-core or --ntasks-per-core given as an
     // option, and theirs to a --hint option, as sbatch's validate_hint_option resets them.
+    // Both from variables: the hint is dropped too.
     let per_core = |d: &Directives| d.threads_per_core.is_some() || d.ntasks_per_core.is_some();
-    if per_core(&cli) || per_core(&from_script) {
+    if per_core(&cli) || per_core(&from_script) || per_core(&from_env) {
         from_env.hint = None;
     }
     if cli.hint.is_some() || from_script.hint.is_some() {
@@ -831,7 +832,9 @@ struct Directives {
     mem_per_gpu: Option<u64>,
     cpus_per_gpu: Option<u32>,
     mincpus: Option<u32>,
-    hint: Option<Hint>,
+    /// `--hint` as given: checked once the places are merged, as sbatch checks only the hint
+    /// that is left (a variable's bad hint under an option's is no error).
+    hint: Option<String>,
     threads_per_core: Option<u32>,
     ntasks_per_core: Option<u32>,
     gpus_per_task: Option<(Option<String>, u32)>,
@@ -1103,12 +1106,7 @@ impl Directives {
             }
             Opt::CpusPerGpu => self.cpus_per_gpu = Some(count(typed, v)?),
             Opt::Mincpus => self.mincpus = Some(count(typed, v)?),
-            Opt::Hint => {
-                self.hint = Some(
-                    Hint::parse(v)
-                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
-                )
-            }
+            Opt::Hint => self.hint = Some(v.to_string()),
             Opt::ThreadsPerCore => self.threads_per_core = Some(count(typed, v)?),
             Opt::NtasksPerCore => self.ntasks_per_core = Some(count(typed, v)?),
             Opt::GpusPerTask => self.gpus_per_task = Some(parse_typed_count(typed, v)?),
@@ -1272,8 +1270,12 @@ impl Directives {
 
     /// `--threads-per-core`, or the one `--hint` sets.
     fn job_threads_per_core(&self) -> Option<u32> {
-        self.threads_per_core
-            .or_else(|| self.hint.as_ref()?.effect().threads_per_core)
+        self.threads_per_core.or_else(|| {
+            Hint::parse(self.hint.as_ref()?)
+                .ok()?
+                .effect()
+                .threads_per_core
+        })
     }
 
     /// The command line over the script, option by option (see the module docs for the
@@ -1364,6 +1366,13 @@ impl Directives {
     /// on `clock`.
     fn resolve(mut self, clock: &Clock) -> Result<SbatchCommand, RequestError> {
         let threads_per_core = self.job_threads_per_core();
+        let hint = match self.hint.take() {
+            Some(text) => Some(
+                Hint::parse(&text)
+                    .map_err(|reason| RequestError::invalid_value("--hint", &text, reason))?,
+            ),
+            None => None,
+        };
         // -w: at least the nodes it names (sbatch's `_opt_verify`), so priced and pinned;
         // fewer tasks than names keep as many names as tasks, as sbatch keeps them.
         if let Some(list) = &self.nodelist {
@@ -1523,7 +1532,7 @@ impl Directives {
             cpus_per_task_given: self.cpus_per_task.is_some(),
             cpus_per_gpu: self.cpus_per_gpu,
             min_cpus_per_node: self.mincpus,
-            hint: self.hint,
+            hint,
             threads_per_core: self.threads_per_core,
             ntasks_per_core: self.ntasks_per_core,
             memory,
