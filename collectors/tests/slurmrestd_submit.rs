@@ -7,9 +7,9 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bursar_collectors::slurmrestd::{
-    argv_breaks, mail_events, min_cpus_allocated, submit_body, ApiSelection, ApiVersion,
-    GpuRequest, JobSubmission, KillWarning, RestError, SlurmAuth, SlurmClaims, SlurmRestClient,
-    SlurmRestConfig, SubmittedJob, Window,
+    argv_breaks, mail_events, min_cpus_allocated, submit_body, unsupported_at, ApiSelection,
+    ApiVersion, GpuRequest, JobSubmission, KillWarning, RestError, SlurmAuth, SlurmClaims,
+    SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
 };
 use common::*;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -656,6 +656,85 @@ fn licenses_and_cpus_per_node_go_in_every_version() {
     }
 }
 
+/// `-s`, `--gres-flags`, `--acctg-freq`: `oversubscribe: true` / `gres_flags` at v0.0.38,
+/// `shared: ["oversubscribe"]` / the job flag (with the dependency's) later;
+/// `account_gather_frequency` and `SLURM_ACCTG_FREQ` in every version; disable-binding refused
+/// at v0.0.40 and v0.0.41, whose flag some releases misspell; contradictions refused.
+#[test]
+fn sharing_binding_and_sampling_go_as_each_version_takes_them() {
+    let job = JobSubmission {
+        oversubscribe: true,
+        gres_flags: Some("enforce-binding".into()),
+        acctg_freq: Some("task=30,energy=60".into()),
+        kill_on_invalid_dependency: Some(true),
+        ..fixture_job()
+    };
+    let v38 = submit_body(ApiVersion::V0_0_38, &job).unwrap();
+    assert_eq!(v38["job"]["oversubscribe"], json!(true));
+    assert_eq!(v38["job"]["gres_flags"], json!("enforce-binding"));
+    assert_eq!(
+        v38["job"]["account_gather_frequency"],
+        json!("task=30,energy=60")
+    );
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
+        let body = submit_body(version, &job).unwrap();
+        assert_eq!(body["job"]["shared"], json!(["oversubscribe"]), "{version}");
+        assert_eq!(
+            body["job"]["flags"],
+            json!(["KILL_INVALID_DEPENDENCY", "GRES_BINDING_ENFORCED"]),
+            "{version}"
+        );
+        assert_eq!(body["job"].get("oversubscribe"), None, "{version}");
+        assert_eq!(unsupported_at(version, &job), None, "{version}");
+    }
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &job).unwrap();
+        assert_eq!(
+            body["job"]["account_gather_frequency"],
+            json!("task=30,energy=60"),
+            "{version}"
+        );
+        assert_eq!(
+            environment_of(&body)
+                .get("SLURM_ACCTG_FREQ")
+                .map(String::as_str),
+            Some("task=30,energy=60"),
+            "{version}"
+        );
+        let disable = JobSubmission {
+            gres_flags: Some("disable-binding".into()),
+            ..fixture_job()
+        };
+        let refused_here = matches!(version, ApiVersion::V0_0_40 | ApiVersion::V0_0_41);
+        assert_eq!(
+            unsupported_at(version, &disable).is_some(),
+            refused_here,
+            "{version}"
+        );
+        if version.is_data_parser() && !refused_here {
+            let body = submit_body(version, &disable).unwrap();
+            assert_eq!(
+                body["job"]["flags"],
+                json!(["GRES_BINDING_DISABLED"]),
+                "{version}"
+            );
+        }
+        for bad in [
+            JobSubmission {
+                exclusive: true,
+                oversubscribe: true,
+                ..fixture_job()
+            },
+            JobSubmission {
+                gres_flags: Some("enforce".into()),
+                ..fixture_job()
+            },
+        ] {
+            assert!(refused(version, &bad), "{version}");
+        }
+    }
+}
+
 /// A body's environment as a map: an object at v0.0.38, `K=V` strings later.
 fn environment_of(body: &Value) -> std::collections::BTreeMap<String, String> {
     match &body["job"]["environment"] {
@@ -792,6 +871,8 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         threads_per_core: Some(1),
         tasks_per_core: Some(1),
         hint: Some("nomultithread".into()),
+        gres_flags: Some("enforce-binding".into()),
+        acctg_freq: Some("30".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -832,7 +913,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 47, "{version}: {job:?}");
+        assert_eq!(job.len(), 48, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -866,7 +947,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 52 * 6);
+    assert_eq!(checked, 53 * 6);
 }
 
 #[tokio::test]

@@ -808,3 +808,45 @@ async fn invoked_as_sbatch_the_binary_submits() {
         "jid=$(sbatch --parsable job.sh) stays a job id"
     );
 }
+
+/// `--get-user-env` (and `SBATCH_GET_USER_ENV`, whatever its value): slurmd loads the login
+/// environment (`SLURM_GET_USER_ENV=1`), and none of the shell's limits are sent, as sbatch.
+#[tokio::test]
+async fn get_user_env_asks_for_the_login_environment_and_sends_no_limits() {
+    let server = accepting_server().await;
+    let home = Home::new();
+    home.write("job.sh", SCRIPT);
+    let url = server.uri();
+    let plain = bursar(&["submit", "-t", "5", "job.sh"], &home, &url).await;
+    assert_eq!(plain.code, 0, "{plain:?}");
+    let loaded = bursar(
+        &["submit", "-t", "5", "--get-user-env", "job.sh"],
+        &home,
+        &url,
+    )
+    .await;
+    assert_eq!(loaded.code, 0, "{loaded:?}");
+    let from_env = run_program(
+        &bursar_exe(),
+        &["submit", "-t", "5", "job.sh"],
+        &home,
+        &[("BURSAR_URL", url.as_str()), ("SBATCH_GET_USER_ENV", "0")],
+    )
+    .await;
+    assert_eq!(from_env.code, 0, "{from_env:?}");
+    let sent = bodies(&server, "POST", "/v1/jobs").await;
+    let limits = |body: &Value| {
+        body["environment"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| k.starts_with("SLURM_RLIMIT_"))
+            .count()
+    };
+    assert!(limits(&sent[0]) > 0, "the shell's limits: {}", sent[0]);
+    assert_eq!(sent[0]["environment"].get("SLURM_GET_USER_ENV"), None);
+    for body in &sent[1..] {
+        assert_eq!(body["environment"]["SLURM_GET_USER_ENV"], "1", "{body}");
+        assert_eq!(limits(body), 0, "{body}");
+    }
+}

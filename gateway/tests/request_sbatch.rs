@@ -3,7 +3,7 @@
 
 use bursar_gateway::request::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
-    split_sbatch_args, ArraySpec, Clock, GpuPer, GpuRequest, Hint, JobRequest, Licenses,
+    split_sbatch_args, ArraySpec, Clock, GpuPer, GpuRequest, GresFlags, Hint, JobRequest, Licenses,
     MemoryRequest, NodeSize, OpenMode, PartitionDefaults, RequestError, SlurmOptions, TimeLimit,
     WarnSignal,
 };
@@ -676,7 +676,9 @@ fn refuses_what_it_cannot_carry() {
     unsupported(&["--cpu-freq=high"], "--cpu-freq", "not supported");
     unsupported(&["-B", "2:4"], "-B", "not supported");
     unsupported(&["--bogus"], "--bogus", "not supported");
-    unsupported(&["--acc=physics"], "--acc", "did you mean --account");
+    unsupported(&["--accou=physics"], "--accou", "did you mean --account");
+    // ambiguous (--account, --acctg-freq), as in sbatch
+    unsupported(&["--acc=physics"], "--acc", "not supported");
     unsupported(&["--ntasks-per-gpu=1"], "--ntasks-per-gpu", "GPU-relative");
     unsupported(
         &["--gpus-per-socket=1"],
@@ -1529,6 +1531,96 @@ fn core_threads_are_priced_as_slurmctld_allocates_whole_cores() {
     assert!(error.contains("do not apply to a dstack task"), "{error}");
 }
 
+/// `-s/--oversubscribe`, `--gres-flags`, `--acctg-freq`, `--get-user-env`: read as sbatch
+/// reads them, not priced; `--exclusive` with `--oversubscribe` refused in one place, the
+/// command line's winning over the script's.
+#[test]
+fn sharing_binding_sampling_and_the_login_environment() {
+    let r = parse_ok(&[
+        "-s",
+        "--gres-flags=Enforce-Binding",
+        "--acctg-freq=task=30,Energy=60",
+    ]);
+    assert!(r.slurm.oversubscribe);
+    assert_eq!(r.slurm.gres_flags, Some(GresFlags::EnforceBinding));
+    assert_eq!(r.slurm.acctg_freq.as_deref(), Some("task=30,Energy=60"));
+    assert_eq!(r.alloc(), parse_ok(&[]).alloc(), "not priced");
+    assert_eq!(
+        r.slurm.given(),
+        ["--oversubscribe", "--gres-flags", "--acctg-freq"]
+    );
+    let lines = r.to_sbatch_lines();
+    let back = parse_sbatch(&[], Some(&format!("#!/bin/sh\n{}\n", lines.join("\n")))).unwrap();
+    assert_eq!(back.slurm, r.slurm, "{lines:?}");
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        json["slurm"],
+        serde_json::json!({"oversubscribe": true, "gres_flags": "enforce-binding",
+            "acctg_freq": "task=30,Energy=60"})
+    );
+    assert_eq!(serde_json::from_value::<JobRequest>(json).unwrap(), r);
+    assert_eq!(
+        parse_ok(&["--acctg-freq", "30"])
+            .slurm
+            .acctg_freq
+            .as_deref(),
+        Some("30")
+    );
+    // the command line's --exclusive over the script's -s, and the other way round
+    let script = "#!/bin/sh\n#SBATCH -s\nsrun ./app\n";
+    let cli = parse_sbatch(&args(&["--exclusive"]), Some(script)).unwrap();
+    assert!(cli.exclusive && !cli.slurm.oversubscribe);
+    let script = "#!/bin/sh\n#SBATCH --exclusive\nsrun ./app\n";
+    let cli = parse_sbatch(&args(&["--oversubscribe"]), Some(script)).unwrap();
+    assert!(!cli.exclusive && cli.slurm.oversubscribe);
+    // --get-user-env: for the client; its value checked as sbatch's strtol reads it
+    for words in [
+        &["--get-user-env"][..],
+        &["--get-user-env=10"],
+        &["--get-user-env=10L"],
+        &["--get-user-env=s"],
+    ] {
+        let command = parse_sbatch_command(&args(words), Some(SCRIPT)).unwrap();
+        assert!(command.get_user_env, "{words:?}");
+    }
+    assert!(
+        !parse_sbatch_command(&args(&[]), Some(SCRIPT))
+            .unwrap()
+            .get_user_env
+    );
+    for (words, has) in [
+        (
+            &["--exclusive", "-s"][..],
+            "--exclusive and --oversubscribe",
+        ),
+        (
+            &["--gres-flags=enforce"],
+            "use enforce-binding or disable-binding",
+        ),
+        (&["--gres-flags=one-task-per-sharing"], "sharing flags"),
+        (
+            &["--gres-flags=enforce-binding,one-task-per-sharing"],
+            "sharing flags",
+        ),
+        (&["--acctg-freq=xtask=5"], "is not an interval"),
+        (&["--acctg-freq=30s"], "is not an interval"),
+        (&["--acctg-freq=task=30,"], "is not an interval"),
+        (
+            &["--get-user-env=10x"],
+            "use seconds, optionally followed by S or L",
+        ),
+    ] {
+        let error = parse(words).unwrap_err().to_string();
+        assert!(error.contains(has), "{words:?}: {error}");
+    }
+    let error = serde_json::from_str::<JobRequest>(r#"{"slurm": {"acctg_freq": "often"}}"#)
+        .unwrap()
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("is not an interval"), "{error}");
+}
+
 #[test]
 fn splits_argv_like_sbatch() {
     let split = split_sbatch_args(&args(&["-A", "physics", "job.sh", "--foo", "-N", "2"])).unwrap();
@@ -2014,6 +2106,16 @@ fn request() -> impl Strategy<Value = JobRequest> {
         proptest::option::of(0u64..10_000_000),
         proptest::option::of("[a-z]{1,6}(&[a-z]{1,4})?"),
         any::<bool>(),
+        (
+            any::<bool>(),
+            proptest::option::of(prop_oneof![
+                Just(GresFlags::EnforceBinding),
+                Just(GresFlags::DisableBinding)
+            ]),
+            proptest::option::of(
+                "[0-9]{1,4}|(task|energy|network|filesystem)=[0-9]{1,3}(,energy=[0-9])?",
+            ),
+        ),
     );
     let slurm = (slurm, times).prop_map(
         |(
@@ -2030,7 +2132,15 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 dependency,
                 kill_on_invalid_dep,
             ),
-            (begin, after_begin, time_min, tmp_mb, prefer, on_n1),
+            (
+                begin,
+                after_begin,
+                time_min,
+                tmp_mb,
+                prefer,
+                on_n1,
+                (oversubscribe, gres_flags, acctg_freq),
+            ),
         )| SlurmOptions {
             signal,
             requeue,
@@ -2051,6 +2161,9 @@ fn request() -> impl Strategy<Value = JobRequest> {
             prefer,
             // one node: within any job's node count
             nodelist: on_n1.then(|| "n1".to_string()),
+            oversubscribe,
+            gres_flags,
+            acctg_freq,
         },
     );
     (shape, names, texts, slurm).prop_map(
@@ -2081,6 +2194,10 @@ fn request() -> impl Strategy<Value = JobRequest> {
             ),
             mut slurm,
         )| {
+            // Sharing CPUs and whole nodes exclude each other.
+            if excl {
+                slurm.oversubscribe = false;
+            }
             // A dependency names jobs of one cluster, which the request must name alone.
             if clusters.len() != 1 {
                 slurm.dependency = None;

@@ -1034,6 +1034,54 @@ fn whole_cores_are_held_and_charged_as_slurm_allocates_them_on_hyperthreaded_nod
     }
 }
 
+/// `-s`, `--gres-flags`, `--acctg-freq` reach slurmctld as sbatch's do, unpriced; with
+/// `--get-user-env` slurmd loads alice's login environment under the job's.
+#[test]
+fn sharing_binding_sampling_and_the_login_environment_reach_slurm_as_sbatch_s() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+    // the dev stack's JobAcctGatherFrequency is task=5: a longer task interval is refused
+    let options = [
+        "-s",
+        "--gres=gpu:1",
+        "--gres-flags=enforce-binding",
+        "--acctg-freq=2",
+    ];
+    let keys = ["OverSubscribe", "GresEnforceBind", "TRES", "MinMemoryCPU"];
+    let (held, ours) = same_as_sbatch(&gw, &options, script, &keys);
+    assert_eq!(field(&ours, "OverSubscribe"), "YES", "{ours:?}");
+    assert_eq!(field(&ours, "GresEnforceBind"), "Yes", "{ours:?}");
+    gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+
+    let output = format!("/tmp/bursar-live-login-{}-%j.out", std::process::id());
+    let sub = gw.submit(&[
+        "--get-user-env",
+        "--acctg-freq=2",
+        "-t",
+        "1",
+        "-o",
+        &output,
+        "--wrap",
+        "env",
+    ]);
+    assert_eq!(
+        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        cost_micros(&ONPREM, 1, 1000, 0, 60),
+        "priced as without them"
+    );
+    let (done, _, settled) = settled_at_sacct_cost(&gw, &sub);
+    let path = output.replace("%j", &sub.cluster_job_id);
+    let env = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let _ = std::fs::remove_file(&path);
+    for var in ["SLURM_GET_USER_ENV=1", "SLURM_ACCTG_FREQ=2"] {
+        assert!(env.lines().any(|l| l == var), "{var} in {env}");
+    }
+    println!(
+        "settled: job {} ran {} s with {}; charge {} su",
+        sub.cluster_job_id, done[3], done[4], settled["charge"]
+    );
+}
+
 /// The quote of `cluster` in `bursar quote --format json`'s answer.
 fn cluster_quote<'q>(quote: &'q Value, cluster: &str) -> &'q Value {
     quote

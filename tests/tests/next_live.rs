@@ -569,7 +569,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 35] = [
+const SHAPE: [&str; 36] = [
     "UserId",
     "Account",
     "QOS",
@@ -615,6 +615,8 @@ const SHAPE: [&str; 35] = [
     // --hint=nomultithread, --threads-per-core: `ReqB:S:C:T=0:0:*:1`; --ntasks-per-core in
     // `NtasksPerN:B:S:C`.
     "ReqB:S:C:T",
+    // --gres-flags=enforce-binding: `GresEnforceBind=Yes` (-s is `OverSubscribe=YES`).
+    "GresEnforceBind",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -647,7 +649,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let (begin_day, deadline_day) = (day(10), day(11));
     let begin = format!("--begin={begin_day}T10:00");
     let deadline = format!("--deadline={deadline_day}T10:00");
-    let cases: [&[&str]; 15] = [
+    let cases: [&[&str]; 16] = [
         &["-t", "5"],
         &[
             "-N",
@@ -715,6 +717,15 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "1",
             "--threads-per-core=2",
             "--ntasks-per-core=1",
+            "-t",
+            "5",
+        ],
+        // the dev stack's JobAcctGatherFrequency is task=5: a longer task interval is refused
+        &[
+            "-s",
+            "--gres=gpu:1",
+            "--gres-flags=enforce-binding",
+            "--acctg-freq=2",
             "-t",
             "5",
         ],
@@ -869,8 +880,9 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             std::fs::write(&env_script, env_text).unwrap();
             // The CPU options, then the GPU ones (their variables, as sbatch sets them), then
             // the ones about cores' threads.
-            let option_sets: [(&[&str], usize); 4] = [
+            let option_sets: [(&[&str], usize); 5] = [
                 (&["-c", "2", "--ntasks-per-node=1", "-t", "5"], 10),
+                (&["--acctg-freq=2", "-t", "5"], 8),
                 (
                     &["-p", "smt", "-n", "2", "--hint=nomultithread", "-t", "5"],
                     9,
@@ -934,6 +946,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                                 "SLURM_HINT=",
                                 "SLURM_THREADS_PER_CORE=",
                                 "SLURM_NTASKS_PER_CORE=",
+                                "SLURM_ACCTG_FREQ=",
                                 "HYDRA_BOOTSTRAP=",
                                 "HYDRA_LAUNCHER_EXTRA_ARGS=",
                                 "I_MPI_HYDRA_BOOTSTRAP=",

@@ -131,6 +131,17 @@ pub struct JobSubmission {
     pub tasks_per_core: Option<u32>,
     /// `--hint` as given: the job's `SLURM_HINT`, as sbatch sets it.
     pub hint: Option<String>,
+    /// `-s/--oversubscribe`: `oversubscribe: true` at v0.0.38, `shared: ["oversubscribe"]`
+    /// later (not with `exclusive`).
+    pub oversubscribe: bool,
+    /// `--gres-flags`: `enforce-binding` or `disable-binding` (`gres_flags` at v0.0.38, the
+    /// `GRES_BINDING_ENFORCED`/`GRES_BINDING_DISABLED` job flag later; the latter is spelled
+    /// otherwise by some 23.11 and 24.05 releases at v0.0.40 and v0.0.41, which are refused it:
+    /// [`unsupported_at`]).
+    pub gres_flags: Option<String>,
+    /// `--acctg-freq` as given (`account_gather_frequency`, every version), and the job's
+    /// `SLURM_ACCTG_FREQ`, as sbatch (or, from 24.05.5, slurmctld) sets it.
+    pub acctg_freq: Option<String>,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -524,6 +535,16 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
             put("exclusive", json!("exclusive"));
         }
     }
+    if job.oversubscribe {
+        if modern {
+            put("shared", json!(["oversubscribe"]));
+        } else {
+            put("oversubscribe", json!(true));
+        }
+    }
+    if let Some(freq) = &job.acctg_freq {
+        put("account_gather_frequency", json!(freq));
+    }
     for (key, time) in [("begin_time", job.begin_time), ("deadline", job.deadline)] {
         if let Some(time) = time {
             put(
@@ -565,17 +586,31 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
             },
         );
     }
+    let mut flags = Vec::new();
     if let Some(kill) = job.kill_on_invalid_dependency {
         if modern {
-            let flag = if kill {
+            flags.push(if kill {
                 "KILL_INVALID_DEPENDENCY"
             } else {
                 "NO_KILL_INVALID_DEPENDENCY"
-            };
-            put("flags", json!([flag]));
+            });
         } else {
             put("kill_on_invalid_dependency", json!(kill));
         }
+    }
+    if let Some(binding) = job.gres_flags.as_deref() {
+        if modern {
+            flags.push(if binding == "disable-binding" {
+                "GRES_BINDING_DISABLED"
+            } else {
+                "GRES_BINDING_ENFORCED"
+            });
+        } else {
+            put("gres_flags", json!(binding));
+        }
+    }
+    if !flags.is_empty() {
+        put("flags", json!(flags));
     }
     if job.no_kill {
         if modern {
@@ -693,6 +728,9 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     if let Some(tasks) = job.tasks_per_core {
         overwrite(env, "SLURM_NTASKS_PER_CORE", tasks.to_string());
     }
+    if let Some(freq) = &job.acctg_freq {
+        overwrite(env, "SLURM_ACCTG_FREQ", freq.clone());
+    }
     if !version.is_data_parser() {
         return;
     }
@@ -784,11 +822,21 @@ pub fn argv_refusal(release: Option<&str>) -> String {
 /// What `version` cannot carry of `job`, in words for the user; `None` when it carries all.
 pub fn unsupported_at(version: ApiVersion, job: &JobSubmission) -> Option<String> {
     let batch_only = job.warn_signal.as_ref().is_some_and(|w| w.batch_only);
-    (batch_only && !version.is_data_parser()).then(|| {
-        "--signal=B:… (to the batch shell only) cannot reach this cluster: slurmrestd's \
-         OpenAPI v0.0.38 (Slurm 22.05 and 23.02) reads the B flag only in sbatch itself; \
-         leave B: out to signal every step, or use a cluster on Slurm 23.11 or later"
-            .to_string()
+    if batch_only && !version.is_data_parser() {
+        return Some(
+            "--signal=B:… (to the batch shell only) cannot reach this cluster: slurmrestd's \
+             OpenAPI v0.0.38 (Slurm 22.05 and 23.02) reads the B flag only in sbatch itself; \
+             leave B: out to signal every step, or use a cluster on Slurm 23.11 or later"
+                .to_string(),
+        );
+    }
+    let disable = job.gres_flags.as_deref() == Some("disable-binding");
+    (disable && matches!(version, ApiVersion::V0_0_40 | ApiVersion::V0_0_41)).then(|| {
+        format!(
+            "--gres-flags=disable-binding cannot reach this cluster at OpenAPI {version}, \
+             whose flag Slurm 23.11 and 24.05.0 – 24.05.2 misspell; submit to it at v0.0.38 \
+             or v0.0.42 and later (submit.slurmrestd.api_version)"
+        )
     })
 }
 
@@ -820,6 +868,14 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
     }
     if job.min_cpus_per_node == Some(0) {
         return bad("--mincpus must be at least 1".into());
+    }
+    if job.exclusive && job.oversubscribe {
+        return bad("--exclusive and --oversubscribe exclude each other".into());
+    }
+    if let Some(binding) = job.gres_flags.as_deref() {
+        if !matches!(binding, "enforce-binding" | "disable-binding") {
+            return bad(format!("{binding:?} is not a --gres-flags binding"));
+        }
     }
     if job.threads_per_core == Some(0) || job.tasks_per_core == Some(0) {
         return bad("--threads-per-core and --ntasks-per-core must be at least 1".into());

@@ -40,6 +40,8 @@ pub struct Submission {
     pub dstack: bool,
     /// `--propagate[=LIST]` ([`SbatchCommand::propagate`](crate::request::SbatchCommand)).
     pub propagate: Option<Vec<String>>,
+    /// `--get-user-env` ([`SbatchCommand::get_user_env`](crate::request::SbatchCommand)).
+    pub get_user_env: bool,
 }
 
 /// What the submitting shell provides: its environment, folder, host name, umask, resource
@@ -225,6 +227,14 @@ pub fn read_command_line(
             job.propagate.as_deref(),
             shell,
         );
+        if job.get_user_env {
+            // The login environment under the job's, and its limits rather than the shell's,
+            // as sbatch's --get-user-env (it sends none of SLURM_RLIMIT_*, --propagate's
+            // included).
+            let env = &mut job.request.environment;
+            env.insert("SLURM_GET_USER_ENV".into(), "1".into());
+            env.retain(|k, _| !k.starts_with("SLURM_RLIMIT_"));
+        }
         job.request.working_dir = working_dir(job.request.working_dir.take(), shell.cwd.as_deref());
     }
     Ok(Parsed::Job(job))
@@ -265,6 +275,8 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SLURM_HINT", "--hint"),
     ("SBATCH_HINT", "--hint"),
     ("SBATCH_THREADS_PER_CORE", "--threads-per-core"),
+    ("SBATCH_GRES_FLAGS", "--gres-flags"),
+    ("SBATCH_ACCTG_FREQ", "--acctg-freq"),
     ("SBATCH_CONSTRAINT", "--constraint"),
     ("SBATCH_EXPORT", "--export"),
     ("SBATCH_SIGNAL", "--signal"),
@@ -278,14 +290,21 @@ const SBATCH_ENV: &[(&str, &str)] = &[
 /// sbatch's input variables for on/off options, in sbatch's order (a later one wins). As
 /// sbatch's `slurm_process_option` reads them, one stands for its option when it is empty,
 /// `yes` or a number other than 0, and for nothing otherwise (sbatch then resets the option,
-/// which bursar does not: the script's own setting stays); `SBATCH_NO_KILL`'s value, when it
-/// has one, is `--no-kill`'s (`set`, `off`).
+/// which bursar does not: the script's own setting stays); `SBATCH_NO_KILL`'s and
+/// `SBATCH_GET_USER_ENV`'s values, when they have one, are their options' (`set`, `off`;
+/// `10L`), and either stands for its option whatever it says, as sbatch passes it on.
 const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
+    ("SBATCH_GET_USER_ENV", "--get-user-env"),
     ("SBATCH_NO_KILL", "--no-kill"),
     ("SBATCH_NO_REQUEUE", "--no-requeue"),
     ("SBATCH_REQUEUE", "--requeue"),
     ("SBATCH_WAIT", "--wait"),
 ];
+
+/// An on/off input variable whose value is its option's (see [`SBATCH_ENV_FLAGS`]).
+fn valued(name: &str) -> bool {
+    matches!(name, "SBATCH_NO_KILL" | "SBATCH_GET_USER_ENV")
+}
 
 /// An on/off input variable's value that turns its option on (see [`SBATCH_ENV_FLAGS`]).
 fn turns_on(value: &str) -> bool {
@@ -298,7 +317,6 @@ fn turns_on(value: &str) -> bool {
 /// even empty (sbatch turns an on/off option on for an empty one), they would change the job
 /// sbatch submits, so `bursar submit` refuses rather than ignore them.
 const SBATCH_ENV_REFUSED: &[&str] = &[
-    "SBATCH_ACCTG_FREQ",
     "SBATCH_BATCH",
     "SBATCH_BURST_BUFFER",
     "SBATCH_CLUSTER_CONSTRAINT",
@@ -309,11 +327,9 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_DELAY_BOOT",
     "SBATCH_DISTRIBUTION",
     "SBATCH_EXCLUSIVE",
-    "SBATCH_GET_USER_ENV",
     "SBATCH_GPU_BIND",
     "SBATCH_GPU_FREQ",
     "SBATCH_GPUS_PER_SOCKET",
-    "SBATCH_GRES_FLAGS",
     "SBATCH_MEM_BIND",
     "SBATCH_MEM_PER_GPU",
     "SBATCH_NETWORK",
@@ -363,10 +379,10 @@ pub fn sbatch_env_options(
     }
     for (name, option) in SBATCH_ENV_FLAGS {
         match vars.get(*name) {
-            Some(value) if *name == "SBATCH_NO_KILL" && !value.is_empty() => {
+            Some(value) if valued(name) && !value.is_empty() => {
                 words.push((name.to_string(), format!("{option}={value}")))
             }
-            Some(value) if *name == "SBATCH_NO_KILL" || turns_on(value) => {
+            Some(value) if valued(name) || turns_on(value) => {
                 words.push((name.to_string(), option.to_string()))
             }
             Some(_) | None => {}
@@ -468,6 +484,7 @@ fn sbatch_submission(
             notes: command.notes,
             dstack: false,
             propagate: command.propagate,
+            get_user_env: command.get_user_env,
         }))),
         Err(RequestError::HelpRequested) => Ok(Parsed::Help),
         Err(e) => Err(e.into()),
@@ -515,6 +532,9 @@ fn dstack_submission(options: &[String], yaml: &str) -> anyhow::Result<Parsed> {
     if command.propagate.is_some() {
         bail!("--propagate applies to Slurm jobs: a dstack task gets the limits of its backend");
     }
+    if command.get_user_env {
+        bail!("--get-user-env applies to Slurm jobs: a dstack task has its image's environment");
+    }
     let baseline = parse_sbatch_command(&[PROBE.to_string()], None)?.request;
     let given = command.request;
     let mut rest = given.clone();
@@ -549,6 +569,7 @@ fn dstack_submission(options: &[String], yaml: &str) -> anyhow::Result<Parsed> {
         notes: command.notes,
         dstack: true,
         propagate: None,
+        get_user_env: false,
     })))
 }
 

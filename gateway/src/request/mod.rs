@@ -66,7 +66,7 @@ pub use sbatch::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
     split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
-pub use slurm::{OpenMode, SlurmOptions, WarnSignal};
+pub use slurm::{check_acctg_freq, GresFlags, OpenMode, SlurmOptions, WarnSignal};
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
     format_slurm_megabytes, parse_dstack_megabytes, parse_slurm_megabytes, CountRange, SizeRange,
@@ -933,6 +933,11 @@ impl JobRequest {
                 ));
             }
         }
+        if self.exclusive && self.slurm.oversubscribe {
+            return invalid(
+                "--exclusive and --oversubscribe ask for opposite things; give one".into(),
+            );
+        }
         if self.uses_core_threads() && self.dstack.is_some() {
             return invalid(
                 "hint, threads_per_core and ntasks_per_core do not apply to a dstack task".into(),
@@ -1298,6 +1303,11 @@ impl JobRequest {
         put("prefer", slurm.prefer.clone());
         put("nodelist", slurm.nodelist.clone());
         put(
+            "gres-flags",
+            slurm.gres_flags.map(|f| f.as_str().to_string()),
+        );
+        put("acctg-freq", slurm.acctg_freq.clone());
+        put(
             "kill-on-invalid-dep",
             slurm
                 .kill_on_invalid_dep
@@ -1309,6 +1319,7 @@ impl JobRequest {
             (slurm.requeue == Some(true), "--requeue"),
             (slurm.requeue == Some(false), "--no-requeue"),
             (slurm.no_kill, "--no-kill"),
+            (slurm.oversubscribe, "--oversubscribe"),
         ] {
             if set {
                 lines.push(format!("#SBATCH {flag}"));

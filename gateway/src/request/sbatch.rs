@@ -5,7 +5,7 @@
 //! starts with `-` is still a value when the option needs one (`-J -x` names the job `-x`).
 //! Long options must be spelled in full: sbatch accepts unambiguous abbreviations, but bursar
 //! knows only part of sbatch's option table and could resolve an abbreviation sbatch finds
-//! ambiguous, so `--acc` is refused with a "did you mean --account" hint.
+//! ambiguous, so `--accou` is refused with a "did you mean --account" hint.
 //!
 //! ## Options
 //!
@@ -35,6 +35,8 @@
 //! | `--time-min=TIME` | the `--time` formats; the shortest limit Slurm may cut the job's to (backfill). Priced and held at the full limit; longer than the limit (given, or the partition's default) is refused, as slurmctld refuses it; `0`/`UNLIMITED` too (slurmctld reads them as no limit, above any) |
 //! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on the nodes it names (one task per node without `-n`; a `-N` minimum below their count raised to it, a maximum below it refused: Slurm 22.05 refuses it and later versions pick some of the names), and is priced and pinned for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch 22.05 keeps them (with a note; later sbatch leaves Slurm to pick among them, so bursar's pick is one Slurm could make). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
+//! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. `--exclusive` with `--oversubscribe` is refused in one place; across places the command line's wins |
+//! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
 //! | `-H/--hold` | the job is submitted held (priority 0) until the user releases it (`scontrol release`); the hold on the allocation stays meanwhile |
@@ -76,7 +78,7 @@
 use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::hostlist;
-use super::slurm::parse_nice;
+use super::slurm::{check_acctg_freq, parse_nice, GresFlags};
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
 use super::{
@@ -150,6 +152,10 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
                                 least that many (priced so)
       --propagate[=LIMITS]      give the job these limits of this shell (ALL, NONE,
                                 STACK,NOFILE,...)
+      --get-user-env            load the login environment under the job's
+  -s, --oversubscribe           let the job share CPUs where the partition allows
+      --gres-flags=enforce-binding|disable-binding  CPUs bound to the job's GPUs or not
+      --acctg-freq=LIST         usage sampling intervals (30, task=30,energy=60)
   -H, --hold                    submit the job held (release it with scontrol release)
   -a, --array=LIST[%MAX]        a job array: indexes N, N-M, N-M:STEP, comma-separated;
                                 %MAX runs at most MAX tasks at once (Slurm clusters)
@@ -188,6 +194,10 @@ pub struct SbatchCommand {
     /// `NOFILE`, …; `ALL` or `NONE`), upper-case, in order; `None` when not given. The client
     /// sends them in the job's environment ([`RLIMITS`]).
     pub propagate: Option<Vec<String>>,
+    /// `--get-user-env[=SECONDS[S|L]]`: slurmd loads the user's login environment under the
+    /// job's (the client sends `SLURM_GET_USER_ENV=1`), and, as sbatch, none of the shell's
+    /// resource limits: slurmd takes them from the login too.
+    pub get_user_env: bool,
 }
 
 /// The resource limits Slurm propagates from the submitting shell (`slurm_rlimits_info.c`),
@@ -652,6 +662,10 @@ enum Opt {
     Prefer,
     Nodelist,
     Propagate,
+    Oversubscribe,
+    GresFlags,
+    AcctgFreq,
+    GetUserEnv,
     Hold,
     Array,
     Licenses,
@@ -745,6 +759,10 @@ const OPTIONS: &[Spec] = &[
     spec("prefer", None, Opt::Prefer, Arg::Required),
     spec("nodelist", Some('w'), Opt::Nodelist, Arg::Required),
     spec("propagate", None, Opt::Propagate, Arg::Optional),
+    spec("oversubscribe", Some('s'), Opt::Oversubscribe, Arg::Flag),
+    spec("gres-flags", None, Opt::GresFlags, Arg::Required),
+    spec("acctg-freq", None, Opt::AcctgFreq, Arg::Required),
+    spec("get-user-env", None, Opt::GetUserEnv, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
     spec("licenses", Some('L'), Opt::Licenses, Arg::Required),
@@ -871,6 +889,10 @@ struct Directives {
     prefer: Option<String>,
     nodelist: Option<String>,
     propagate: Option<Vec<String>>,
+    oversubscribe: bool,
+    gres_flags: Option<GresFlags>,
+    acctg_freq: Option<String>,
+    get_user_env: bool,
     hold: bool,
     array: Option<ArraySpec>,
     licenses: Option<Licenses>,
@@ -1212,6 +1234,33 @@ impl Directives {
                 })
             }
             Opt::Propagate => self.propagate = Some(parse_propagate(typed, value)?),
+            Opt::Oversubscribe => self.oversubscribe = true,
+            Opt::GresFlags => {
+                self.gres_flags = Some(
+                    GresFlags::parse(v)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
+            Opt::AcctgFreq => {
+                check_acctg_freq(v)
+                    .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
+                self.acctg_freq = Some(v.to_string());
+            }
+            Opt::GetUserEnv => {
+                // sbatch's strtol: seconds, then S or L (the login shell's mode); slurmd
+                // ignores both and loads the environment its own way.
+                if let Some(text) = value {
+                    let mode = text.trim_start_matches(|c: char| c.is_ascii_digit());
+                    if !matches!(mode, "" | "S" | "s" | "L" | "l") {
+                        return Err(RequestError::invalid_value(
+                            typed,
+                            text,
+                            "use seconds, optionally followed by S or L",
+                        ));
+                    }
+                }
+                self.get_user_env = true;
+            }
             Opt::Hold => self.hold = true,
             Opt::Array => self.array = Some(ArraySpec::parse_option(typed, v)?),
             Opt::Licenses => self.licenses = Some(Licenses::parse_option(typed, v)?),
@@ -1331,7 +1380,12 @@ impl Directives {
             mail_user: cli.mail_user.or(script.mail_user),
             comment: cli.comment.or(script.comment),
             constraint: cli.constraint.or(script.constraint),
-            exclusive: cli.exclusive || script.exclusive,
+            // --exclusive and --oversubscribe: the command line's over the script's
+            exclusive: cli.exclusive || (script.exclusive && !cli.oversubscribe),
+            oversubscribe: cli.oversubscribe || (script.oversubscribe && !cli.exclusive),
+            gres_flags: cli.gres_flags.or(script.gres_flags),
+            acctg_freq: cli.acctg_freq.or(script.acctg_freq),
+            get_user_env: cli.get_user_env || script.get_user_env,
             signal: cli.signal.or(script.signal),
             requeue: cli.requeue.or(script.requeue),
             open_mode: cli.open_mode.or(script.open_mode),
@@ -1573,6 +1627,9 @@ impl Directives {
                 tmp_mb: self.tmp,
                 prefer: self.prefer,
                 nodelist: self.nodelist,
+                oversubscribe: self.oversubscribe,
+                gres_flags: self.gres_flags,
+                acctg_freq: self.acctg_freq,
             },
             ..JobRequest::default()
         };
@@ -1584,6 +1641,7 @@ impl Directives {
             test_only: self.test_only,
             notes,
             propagate: self.propagate,
+            get_user_env: self.get_user_env,
         })
     }
 }

@@ -1,7 +1,8 @@
 //! [`SlurmOptions`]: sbatch options that change how Slurm runs a job but not what it costs
 //! (`--signal`, `--requeue`, `--open-mode`, `--nice`, `--reservation`, `--wckey`, `--exclude`,
 //! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`, `--begin`, `--deadline`,
-//! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced). They are
+//! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced,
+//! `-s/--oversubscribe`, `--gres-flags`, `--acctg-freq`). They are
 //! forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
@@ -88,6 +89,80 @@ pub struct SlurmOptions {
     /// job gets at least that many nodes ([`super::hostlist`]), and is priced so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodelist: Option<String>,
+    /// `-s/--oversubscribe`: the job may share its CPUs with other jobs where the partition
+    /// lets it (`OverSubscribe=YES`). Slurm allocates and charges it the same; not with
+    /// `--exclusive`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oversubscribe: bool,
+    /// `--gres-flags`: whether the job's CPUs must be those bound to its GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gres_flags: Option<GresFlags>,
+    /// `--acctg-freq`: how often the job's usage is sampled, as sbatch takes it (`30`,
+    /// `task=30,energy=60`; [`check_acctg_freq`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acctg_freq: Option<String>,
+}
+
+/// `--gres-flags`: the GRES binding sbatch takes on every version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GresFlags {
+    /// The job's CPUs are those bound to its GPUs (`GresEnforceBind=Yes`).
+    EnforceBinding,
+    /// Any CPUs, whatever the GPUs' binding (the cluster may enforce it by default).
+    DisableBinding,
+}
+
+impl GresFlags {
+    /// As sbatch reads it, any case. 23.11.2 and later also take `one-task-per-sharing` and
+    /// `multiple-tasks-per-sharing` (in a list), which not every slurmrestd version can send.
+    pub fn parse(text: &str) -> Result<GresFlags, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "enforce-binding" => Ok(GresFlags::EnforceBinding),
+            "disable-binding" => Ok(GresFlags::DisableBinding),
+            lower if lower.contains("sharing") => Err(
+                "bursar takes enforce-binding or disable-binding; the sharing flags of Slurm \
+                 23.11 and later cannot be sent to every version"
+                    .into(),
+            ),
+            _ => Err("use enforce-binding or disable-binding".into()),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GresFlags::EnforceBinding => "enforce-binding",
+            GresFlags::DisableBinding => "disable-binding",
+        }
+    }
+}
+
+/// `--acctg-freq` as sbatch's `validate_acctg_freq` checks it, stricter: comma-separated
+/// entries, each seconds (the task sampling interval) or `task=`, `energy=`, `network=`,
+/// `filesystem=` seconds (names in any case). Slurm finds the names anywhere in an entry
+/// (`xtask=5` is task's 5); bursar refuses what is not exactly one of them.
+pub fn check_acctg_freq(text: &str) -> Result<(), String> {
+    let seconds = |digits: &str| {
+        !digits.is_empty() && digits.len() <= 9 && digits.bytes().all(|b| b.is_ascii_digit())
+    };
+    for entry in text.split(',') {
+        let ok = match entry.split_once('=') {
+            None => seconds(entry),
+            Some((kind, value)) => {
+                ["task", "energy", "network", "filesystem"]
+                    .iter()
+                    .any(|k| kind.eq_ignore_ascii_case(k))
+                    && seconds(value)
+            }
+        };
+        if !ok {
+            return Err(format!(
+                "{entry:?} is not an interval: use seconds, or task=, energy=, network=, \
+                 filesystem= seconds, comma-separated"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A Unix time in JSON: whole seconds, or RFC 3339 text (`2026-12-01T18:00:00+01:00`).
@@ -144,6 +219,9 @@ impl SlurmOptions {
         note(self.tmp_mb.is_some(), "--tmp");
         note(self.prefer.is_some(), "--prefer");
         note(self.nodelist.is_some(), "--nodelist");
+        note(self.oversubscribe, "--oversubscribe");
+        note(self.gres_flags.is_some(), "--gres-flags");
+        note(self.acctg_freq.is_some(), "--acctg-freq");
         given
     }
 
@@ -164,6 +242,10 @@ impl SlurmOptions {
         }
         if let Some(nice) = self.nice {
             check_nice(i64::from(nice)).map_err(RequestError::Invalid)?;
+        }
+        if let Some(freq) = &self.acctg_freq {
+            check_acctg_freq(freq)
+                .map_err(|why| RequestError::invalid_value("--acctg-freq", freq, why))?;
         }
         // slurmctld keeps it in 32 bits, the top two values reserved.
         if self.tmp_mb.is_some_and(|mb| mb >= u64::from(u32::MAX - 1)) {
