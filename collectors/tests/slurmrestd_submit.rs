@@ -7,9 +7,9 @@ mod common;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bursar_collectors::slurmrestd::{
-    argv_breaks, mail_events, min_cpus_allocated, submit_body, unsupported_at, ApiSelection,
-    ApiVersion, GpuRequest, JobSubmission, KillWarning, RestError, SlurmAuth, SlurmClaims,
-    SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
+    argv_breaks, gres_disable_misspelt, mail_events, min_cpus_allocated, submit_body,
+    unsupported_at, ApiSelection, ApiVersion, GpuRequest, JobSubmission, KillWarning, RestError,
+    SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
 };
 use common::*;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -705,18 +705,28 @@ fn sharing_binding_and_sampling_go_as_each_version_takes_them() {
             gres_flags: Some("disable-binding".into()),
             ..fixture_job()
         };
-        let refused_here = matches!(version, ApiVersion::V0_0_40 | ApiVersion::V0_0_41);
-        assert_eq!(
-            unsupported_at(version, &disable).is_some(),
-            refused_here,
-            "{version}"
-        );
-        if version.is_data_parser() && !refused_here {
+        assert_eq!(unsupported_at(version, &disable), None, "{version}");
+        if version.is_data_parser() {
             let body = submit_body(version, &disable).unwrap();
             assert_eq!(
                 body["job"]["flags"],
                 json!(["GRES_BINDING_DISABLED"]),
                 "{version}"
+            );
+        }
+        // misspelt by 23.11's and 24.05.0 – 24.05.2's v0.0.40 and v0.0.41 parsers
+        let older = matches!(version, ApiVersion::V0_0_40 | ApiVersion::V0_0_41);
+        for (release, misspelt) in [
+            (Some("23.11.10"), older),
+            (Some("24.05.2"), older),
+            (Some("24.05.3"), false),
+            (Some("24.11.5"), false),
+            (None, older),
+        ] {
+            assert_eq!(
+                gres_disable_misspelt(version, release),
+                misspelt,
+                "{version} {release:?}"
             );
         }
         for bad in [

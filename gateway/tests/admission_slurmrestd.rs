@@ -933,3 +933,49 @@ async fn tasks_that_do_not_fill_whole_cores_are_pinned_to_their_nodes() {
         }
     }
 }
+
+/// `--gres-flags=disable-binding` at v0.0.40: not eligible where slurmrestd misspells that flag
+/// (Slurm 23.11, 24.05.0 – 24.05.2) or its release is not known yet; eligible from 24.05.3.
+#[tokio::test]
+async fn disable_binding_is_kept_from_a_slurmrestd_that_misspells_it() {
+    for (release, eligible) in [("24.05.2", false), ("24.05.3", true), ("23.11.10", false)] {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/slurm/v0.0.40/ping/"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "pings": [{"hostname": "ctl", "pinged": "UP", "responding": true,
+                    "latency": 300, "mode": "primary", "primary": true}],
+                "meta": {"slurm": {"release": release}}, "errors": [], "warnings": []})))
+            .mount(&server)
+            .await;
+        let f = fixture_at(&server.uri(), "v0.0.40").await;
+        let forwarders = forwarders_from_config(&f.app.config).unwrap();
+        let forwarder = forwarders["onprem"].clone();
+        let admission = Admission::new(f.app.clone(), forwarders);
+        let request: JobRequest = serde_json::from_value(json!({"script": "#!/bin/sh\ntrue\n",
+            "slurm": {"gres_flags": "disable-binding"}}))
+        .unwrap();
+        let reasons = |admission: &Admission| {
+            let (admission, request) = (admission.clone(), request.clone());
+            async move {
+                let quote = admission.quote(&alice(), &request).await.unwrap();
+                quote.cluster("onprem").unwrap().reasons.clone()
+            }
+        };
+        // the version is known from the configuration, the release only once asked
+        let unknown = reasons(&admission).await;
+        assert!(
+            unknown.iter().any(|r| r.contains("of an unknown release")),
+            "{unknown:?}"
+        );
+        forwarder.prepare().await;
+        let known = reasons(&admission).await;
+        assert_eq!(known.is_empty(), eligible, "{release}: {known:?}");
+        if !eligible {
+            assert!(
+                known[0].contains(&format!("Slurm {release}")) && known[0].contains("misspells"),
+                "{known:?}"
+            );
+        }
+    }
+}

@@ -809,8 +809,9 @@ async fn invoked_as_sbatch_the_binary_submits() {
     );
 }
 
-/// `--get-user-env` (and `SBATCH_GET_USER_ENV`, whatever its value): slurmd loads the login
-/// environment (`SLURM_GET_USER_ENV=1`), and none of the shell's limits are sent, as sbatch.
+/// `--get-user-env` (and `SBATCH_GET_USER_ENV=1`): slurmd loads the login environment
+/// (`SLURM_GET_USER_ENV=1`), and none of the shell's limits are sent, as sbatch. A value that
+/// sbatch versions read differently (`0`: on before 25.05, off after) is refused.
 #[tokio::test]
 async fn get_user_env_asks_for_the_login_environment_and_sends_no_limits() {
     let server = accepting_server().await;
@@ -830,10 +831,22 @@ async fn get_user_env_asks_for_the_login_environment_and_sends_no_limits() {
         &bursar_exe(),
         &["submit", "-t", "5", "job.sh"],
         &home,
-        &[("BURSAR_URL", url.as_str()), ("SBATCH_GET_USER_ENV", "0")],
+        &[("BURSAR_URL", url.as_str()), ("SBATCH_GET_USER_ENV", "1")],
     )
     .await;
     assert_eq!(from_env.code, 0, "{from_env:?}");
+    let unclear = run_program(
+        &bursar_exe(),
+        &["submit", "-t", "5", "job.sh"],
+        &home,
+        &[("BURSAR_URL", url.as_str()), ("SBATCH_GET_USER_ENV", "0")],
+    )
+    .await;
+    assert_eq!(unclear.code, 1, "{unclear:?}");
+    assert!(
+        unclear.stderr.contains("SBATCH_GET_USER_ENV=\"0\""),
+        "{unclear:?}"
+    );
     let sent = bodies(&server, "POST", "/v1/jobs").await;
     let limits = |body: &Value| {
         body["environment"]

@@ -1605,6 +1605,11 @@ fn sharing_binding_sampling_and_the_login_environment() {
         (&["--acctg-freq=xtask=5"], "is not an interval"),
         (&["--acctg-freq=30s"], "is not an interval"),
         (&["--acctg-freq=task=30,"], "is not an interval"),
+        (&["--acctg-freq=0"], "refuses a task interval of 0"),
+        (
+            &["--acctg-freq=energy=5,Task=00"],
+            "refuses a task interval of 0",
+        ),
         (
             &["--get-user-env=10x"],
             "use seconds, optionally followed by S or L",
@@ -2113,7 +2118,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 Just(GresFlags::DisableBinding)
             ]),
             proptest::option::of(
-                "[0-9]{1,4}|(task|energy|network|filesystem)=[0-9]{1,3}(,energy=[0-9])?",
+                "[1-9][0-9]{0,3}|(task|energy|network|filesystem)=[1-9][0-9]{0,2}(,energy=[0-9])?",
             ),
         ),
     );

@@ -109,8 +109,9 @@ pub use auth::{mint_token, SlurmAuth, SlurmClaims};
 pub use error::RestError;
 pub use jobs::RawQuarantine;
 pub use submit::{
-    argv_breaks, argv_refusal, mail_events, min_cpus_allocated, submit_body, unsupported_at,
-    ControllerPing, GpuRequest, JobSubmission, KillWarning, LiveJob, Ping, SubmittedJob,
+    argv_breaks, argv_refusal, gres_disable_misspelt, mail_events, min_cpus_allocated, submit_body,
+    unsupported_at, ControllerPing, GpuRequest, JobSubmission, KillWarning, LiveJob, Ping,
+    SubmittedJob,
 };
 pub use version::{ApiSelection, ApiVersion, UnknownApiVersion};
 pub use window::{LegacyTimes, ServerTimeZone, UnknownServerZone, Window};
@@ -500,6 +501,16 @@ impl SlurmRestClient {
     }
 
     /// [`SlurmRestClient::argv_refusal`] when known without asking; `None` until then.
+    /// Why `--gres-flags=disable-binding` cannot be sent here
+    /// ([`submit::gres_disable_misspelt`]), once the version is known; while the release is
+    /// not, as if it were one that misspells the flag.
+    pub fn known_gres_disable_refusal(&self) -> Option<String> {
+        let version = self.known_api_version()?;
+        let release = self.release.get().cloned().flatten();
+        submit::gres_disable_misspelt(version, release.as_deref())
+            .then(|| submit::gres_disable_refusal(version, release.as_deref()))
+    }
+
     pub fn known_argv_refusal(&self) -> Option<String> {
         let version = self.known_api_version()?;
         let release = self.release.get()?;

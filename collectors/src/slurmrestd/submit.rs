@@ -136,11 +136,12 @@ pub struct JobSubmission {
     pub oversubscribe: bool,
     /// `--gres-flags`: `enforce-binding` or `disable-binding` (`gres_flags` at v0.0.38, the
     /// `GRES_BINDING_ENFORCED`/`GRES_BINDING_DISABLED` job flag later; the latter is spelled
-    /// otherwise by some 23.11 and 24.05 releases at v0.0.40 and v0.0.41, which are refused it:
-    /// [`unsupported_at`]).
+    /// otherwise at v0.0.40 and v0.0.41 by Slurm 23.11 and 24.05.0 – 24.05.2:
+    /// [`gres_disable_misspelt`]).
     pub gres_flags: Option<String>,
     /// `--acctg-freq` as given (`account_gather_frequency`, every version), and the job's
-    /// `SLURM_ACCTG_FREQ`, as sbatch (or, from 24.05.5, slurmctld) sets it.
+    /// `SLURM_ACCTG_FREQ`, as sbatch sets it (v0.0.38's slurmrestd, and from 24.05.2
+    /// slurmctld at launch, set the same value again).
     pub acctg_freq: Option<String>,
 }
 
@@ -822,22 +823,39 @@ pub fn argv_refusal(release: Option<&str>) -> String {
 /// What `version` cannot carry of `job`, in words for the user; `None` when it carries all.
 pub fn unsupported_at(version: ApiVersion, job: &JobSubmission) -> Option<String> {
     let batch_only = job.warn_signal.as_ref().is_some_and(|w| w.batch_only);
-    if batch_only && !version.is_data_parser() {
-        return Some(
-            "--signal=B:… (to the batch shell only) cannot reach this cluster: slurmrestd's \
-             OpenAPI v0.0.38 (Slurm 22.05 and 23.02) reads the B flag only in sbatch itself; \
-             leave B: out to signal every step, or use a cluster on Slurm 23.11 or later"
-                .to_string(),
-        );
-    }
-    let disable = job.gres_flags.as_deref() == Some("disable-binding");
-    (disable && matches!(version, ApiVersion::V0_0_40 | ApiVersion::V0_0_41)).then(|| {
-        format!(
-            "--gres-flags=disable-binding cannot reach this cluster at OpenAPI {version}, \
-             whose flag Slurm 23.11 and 24.05.0 – 24.05.2 misspell; submit to it at v0.0.38 \
-             or v0.0.42 and later (submit.slurmrestd.api_version)"
-        )
+    (batch_only && !version.is_data_parser()).then(|| {
+        "--signal=B:… (to the batch shell only) cannot reach this cluster: slurmrestd's \
+         OpenAPI v0.0.38 (Slurm 22.05 and 23.02) reads the B flag only in sbatch itself; \
+         leave B: out to signal every step, or use a cluster on Slurm 23.11 or later"
+            .to_string()
     })
+}
+
+/// Whether `--gres-flags=disable-binding` cannot be sent at `version` to a slurmrestd of
+/// `release`: its v0.0.40 and v0.0.41 parsers spell the flag `GRED_BINDING_DISABLED` in Slurm
+/// 23.11 and 24.05.0 – 24.05.2 (fixed in 24.05.3), and would refuse the right name. An
+/// unknown release is taken as one of those.
+pub fn gres_disable_misspelt(version: ApiVersion, release: Option<&str>) -> bool {
+    if !matches!(version, ApiVersion::V0_0_40 | ApiVersion::V0_0_41) {
+        return false;
+    }
+    match release.and_then(release_numbers) {
+        Some((major, minor, micro)) => {
+            (major, minor) == (23, 11) || ((major, minor) == (24, 5) && micro <= 2)
+        }
+        None => true,
+    }
+}
+
+/// Why [`gres_disable_misspelt`] keeps a job from a cluster.
+pub fn gres_disable_refusal(version: ApiVersion, release: Option<&str>) -> String {
+    format!(
+        "--gres-flags=disable-binding cannot reach this cluster: its slurmrestd (Slurm {}) \
+         misspells that flag at OpenAPI {version}; leave it out (binding is then the \
+         cluster's default), or submit at v0.0.38 where the cluster offers it \
+         (submit.slurmrestd.api_version; Slurm 24.05.3 and later spell it right)",
+        release.unwrap_or("of an unknown release")
+    )
 }
 
 fn validate(job: &JobSubmission) -> Result<(), RestError> {

@@ -24,7 +24,7 @@ use bursar_collectors::slurmrestd::{
 use serde_json::Value;
 
 use crate::config::{ClusterKind, Config};
-use crate::request::{GpuPer, JobRequest, MemoryRequest, OpenMode};
+use crate::request::{GpuPer, GresFlags, JobRequest, MemoryRequest, OpenMode};
 
 /// Limit of one submit or cancel call when `submit.timeout` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -484,6 +484,11 @@ impl Forwarder for SlurmForwarder {
         }
         if !request.script_args.is_empty() {
             if let Some(reason) = self.client.known_argv_refusal() {
+                return Err(reason);
+            }
+        }
+        if request.slurm.gres_flags == Some(GresFlags::DisableBinding) {
+            if let Some(reason) = self.client.known_gres_disable_refusal() {
                 return Err(reason);
             }
         }

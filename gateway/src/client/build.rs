@@ -212,6 +212,7 @@ pub fn read_command_line(
         if let Some(missing) = job
             .propagate
             .iter()
+            .filter(|_| !job.get_user_env)
             .flatten()
             .find(|name| !shell.limits.contains_key(*name))
         {
@@ -228,9 +229,9 @@ pub fn read_command_line(
             shell,
         );
         if job.get_user_env {
-            // The login environment under the job's, and its limits rather than the shell's,
-            // as sbatch's --get-user-env (it sends none of SLURM_RLIMIT_*, --propagate's
-            // included).
+            // The login environment under the job's, and none of the shell's limits (the job
+            // gets the node's), as sbatch's --get-user-env (none of SLURM_RLIMIT_*,
+            // --propagate's included).
             let env = &mut job.request.environment;
             env.insert("SLURM_GET_USER_ENV".into(), "1".into());
             env.retain(|k, _| !k.starts_with("SLURM_RLIMIT_"));
@@ -290,9 +291,11 @@ const SBATCH_ENV: &[(&str, &str)] = &[
 /// sbatch's input variables for on/off options, in sbatch's order (a later one wins). As
 /// sbatch's `slurm_process_option` reads them, one stands for its option when it is empty,
 /// `yes` or a number other than 0, and for nothing otherwise (sbatch then resets the option,
-/// which bursar does not: the script's own setting stays); `SBATCH_NO_KILL`'s and
-/// `SBATCH_GET_USER_ENV`'s values, when they have one, are their options' (`set`, `off`;
-/// `10L`), and either stands for its option whatever it says, as sbatch passes it on.
+/// which bursar does not: the script's own setting stays); `SBATCH_NO_KILL`'s value, when it
+/// has one, is `--no-kill`'s (`set`, `off`). `SBATCH_GET_USER_ENV` turns `--get-user-env` on
+/// when empty, `yes` or a number other than 0, as every sbatch reads it; any other value is
+/// refused: sbatch before 25.05 turns the option on for it (`0`, `10L`: its timeout and mode),
+/// 25.05 and later off.
 const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
     ("SBATCH_GET_USER_ENV", "--get-user-env"),
     ("SBATCH_NO_KILL", "--no-kill"),
@@ -303,7 +306,7 @@ const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
 
 /// An on/off input variable whose value is its option's (see [`SBATCH_ENV_FLAGS`]).
 fn valued(name: &str) -> bool {
-    matches!(name, "SBATCH_NO_KILL" | "SBATCH_GET_USER_ENV")
+    name == "SBATCH_NO_KILL"
 }
 
 /// An on/off input variable's value that turns its option on (see [`SBATCH_ENV_FLAGS`]).
@@ -385,6 +388,10 @@ pub fn sbatch_env_options(
             Some(value) if valued(name) || turns_on(value) => {
                 words.push((name.to_string(), option.to_string()))
             }
+            Some(value) if *name == "SBATCH_GET_USER_ENV" => bail!(
+                "SBATCH_GET_USER_ENV={value:?}: sbatch before 25.05 reads it as --get-user-env's \
+                 timeout (on), 25.05 and later as off; set it to 1, or unset it"
+            ),
             Some(_) | None => {}
         }
     }

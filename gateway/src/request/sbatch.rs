@@ -196,7 +196,8 @@ pub struct SbatchCommand {
     pub propagate: Option<Vec<String>>,
     /// `--get-user-env[=SECONDS[S|L]]`: slurmd loads the user's login environment under the
     /// job's (the client sends `SLURM_GET_USER_ENV=1`), and, as sbatch, none of the shell's
-    /// resource limits: slurmd takes them from the login too.
+    /// resource limits: the job gets the node's. The timeout and mode (gone in Slurm 25.05)
+    /// are checked and, as in Slurm, not used.
     pub get_user_env: bool,
 }
 

@@ -122,7 +122,8 @@ impl GresFlags {
             "disable-binding" => Ok(GresFlags::DisableBinding),
             lower if lower.contains("sharing") => Err(
                 "bursar takes enforce-binding or disable-binding; the sharing flags of Slurm \
-                 23.11 and later cannot be sent to every version"
+                 23.11 and later cannot be sent to every version (and allow-task-sharing is \
+                 srun's)"
                     .into(),
             ),
             _ => Err("use enforce-binding or disable-binding".into()),
@@ -146,6 +147,17 @@ pub fn check_acctg_freq(text: &str) -> Result<(), String> {
         !digits.is_empty() && digits.len() <= 9 && digits.bytes().all(|b| b.is_ascii_digit())
     };
     for entry in text.split(',') {
+        let zero = |digits: &str| !digits.is_empty() && digits.bytes().all(|b| b == b'0');
+        let task_zero = match entry.split_once('=') {
+            None => zero(entry),
+            Some((kind, value)) => kind.eq_ignore_ascii_case("task") && zero(value),
+        };
+        if task_zero {
+            return Err(format!(
+                "{entry:?}: slurmctld refuses a task interval of 0 for a job with a memory \
+                 limit (every job with memory asked or defaulted)"
+            ));
+        }
         let ok = match entry.split_once('=') {
             None => seconds(entry),
             Some((kind, value)) => {
