@@ -1573,6 +1573,16 @@ fn sharing_binding_sampling_and_the_login_environment() {
     let script = "#!/bin/sh\n#SBATCH --exclusive\nsrun ./app\n";
     let cli = parse_sbatch(&args(&["--oversubscribe"]), Some(script)).unwrap();
     assert!(!cli.exclusive && cli.slurm.oversubscribe);
+    // in one place the later one wins, as sbatch sets one field with both
+    let last = parse_ok(&["--exclusive", "-s"]);
+    assert!(!last.exclusive && last.slurm.oversubscribe);
+    let last = parse_ok(&["-s", "--exclusive"]);
+    assert!(last.exclusive && !last.slurm.oversubscribe);
+    // in JSON, both is a contradiction
+    let both: JobRequest =
+        serde_json::from_str(r#"{"exclusive": true, "slurm": {"oversubscribe": true}}"#).unwrap();
+    let error = both.validate().unwrap_err().to_string();
+    assert!(error.contains("--exclusive and --oversubscribe"), "{error}");
     // --get-user-env: for the client; its value checked as sbatch's strtol reads it
     for words in [
         &["--get-user-env"][..],
@@ -1590,11 +1600,7 @@ fn sharing_binding_sampling_and_the_login_environment() {
     );
     for (words, has) in [
         (
-            &["--exclusive", "-s"][..],
-            "--exclusive and --oversubscribe",
-        ),
-        (
-            &["--gres-flags=enforce"],
+            &["--gres-flags=enforce"][..],
             "use enforce-binding or disable-binding",
         ),
         (&["--gres-flags=one-task-per-sharing"], "sharing flags"),

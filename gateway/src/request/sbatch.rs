@@ -35,7 +35,7 @@
 //! | `--time-min=TIME` | the `--time` formats; the shortest limit Slurm may cut the job's to (backfill). Priced and held at the full limit; longer than the limit (given, or the partition's default) is refused, as slurmctld refuses it; `0`/`UNLIMITED` too (slurmctld reads them as no limit, above any) |
 //! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on the nodes it names (one task per node without `-n`; a `-N` minimum below their count raised to it, a maximum below it refused: Slurm 22.05 refuses it and later versions pick some of the names), and is priced and pinned for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch 22.05 keeps them (with a note; later sbatch leaves Slurm to pick among them, so bursar's pick is one Slurm could make). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
-//! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. `--exclusive` with `--oversubscribe` is refused in one place; across places the command line's wins |
+//! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive` and `--oversubscribe` the later in one place wins, and the command line's over the script's, as in sbatch |
 //! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
@@ -1191,6 +1191,7 @@ impl Directives {
                     });
                 }
                 self.exclusive = true;
+                self.oversubscribe = false;
             }
             Opt::Signal => {
                 self.signal = Some(
@@ -1235,7 +1236,11 @@ impl Directives {
                 })
             }
             Opt::Propagate => self.propagate = Some(parse_propagate(typed, value)?),
-            Opt::Oversubscribe => self.oversubscribe = true,
+            // As sbatch: both set how the job shares its nodes, the later one winning.
+            Opt::Oversubscribe => {
+                self.oversubscribe = true;
+                self.exclusive = false;
+            }
             Opt::GresFlags => {
                 self.gres_flags = Some(
                     GresFlags::parse(v)
