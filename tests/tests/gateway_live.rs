@@ -91,6 +91,24 @@ fn settled_at_sacct_cost(gw: &Gateway, sub: &Submission) -> (Vec<String>, i64, V
     (done, expected, settled)
 }
 
+/// [`settled_at_sacct_cost`], with slurmdbd recording each of `allocated` (`cpu=3`) in the
+/// job's AllocTRES; prints what it ran with, its estimate and its charge. The final record.
+fn settled_recording(gw: &Gateway, sub: &Submission, allocated: &[&str]) -> Vec<String> {
+    let (done, _, settled) = settled_at_sacct_cost(gw, sub);
+    for kv in allocated {
+        assert!(
+            done[4].split(',').any(|recorded| recorded == *kv),
+            "slurmdbd records {kv} for job {}: {done:?}",
+            sub.cluster_job_id
+        );
+    }
+    println!(
+        "settled: job {} ran {} s with {}; estimate {} su, charge {} su",
+        sub.cluster_job_id, done[3], done[4], settled["estimate"], settled["charge"]
+    );
+    done
+}
+
 /// `cpu=1,mem=1000M,node=1,billing=1` (sacct --noconvert) → (cpus, MB, GPUs).
 fn tres_counts(alloc_tres: &str) -> (u128, u128, u128) {
     let mut counts = (0, 0, 0);
@@ -909,17 +927,7 @@ fn licenses_and_cpus_per_node_reach_slurm_as_sbatch_s_and_are_held_and_charged_a
         micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
         estimate
     );
-    let (done, _, settled) = settled_at_sacct_cost(&gw, &sub);
-    for allocated in ["license/matlab=2", "cpu=3", "mem=3000M"] {
-        assert!(
-            done[4].split(',').any(|kv| kv == allocated),
-            "slurmdbd records {allocated}: {done:?}"
-        );
-    }
-    println!(
-        "settled: job {} ran {} s with {}; estimate {estimate} µsu, charge {} su",
-        sub.cluster_job_id, done[3], done[4], settled["charge"]
-    );
+    settled_recording(&gw, &sub, &["license/matlab=2", "cpu=3", "mem=3000M"]);
 
     // Fewer tasks than --ntasks-per-node × nodes: 22.05 lays out (and charges) the latter.
     let sub = gw.submit(&["-N", "2", "-n", "2", "--ntasks-per-node=2", script]);
@@ -928,15 +936,7 @@ fn licenses_and_cpus_per_node_reach_slurm_as_sbatch_s_and_are_held_and_charged_a
         micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
         estimate
     );
-    let (done, _, settled) = settled_at_sacct_cost(&gw, &sub);
-    assert!(
-        done[4].split(',').any(|kv| kv == "cpu=4"),
-        "4 CPUs for 2 tasks: {done:?}"
-    );
-    println!(
-        "settled: job {} ran {} s with {}; estimate {estimate} µsu, charge {} su",
-        sub.cluster_job_id, done[3], done[4], settled["charge"]
-    );
+    settled_recording(&gw, &sub, &["cpu=4"]);
 }
 
 /// Nodes of two threads per core (the dev stack's `smt` partition: op-t1, 4 cores × 2 threads,
@@ -1014,17 +1014,7 @@ fn whole_cores_are_held_and_charged_as_slurm_allocates_them_on_hyperthreaded_nod
             estimate,
             "{cpus} CPUs, {mem} MB"
         );
-        let (done, _, settled) = settled_at_sacct_cost(&gw, sub);
-        for allocated in [format!("cpu={cpus}"), format!("mem={mem}M")] {
-            assert!(
-                done[4].split(',').any(|kv| kv == allocated),
-                "slurmdbd records {allocated}: {done:?}"
-            );
-        }
-        println!(
-            "settled: job {} ran {} s with {}; estimate {estimate} µsu, charge {} su",
-            sub.cluster_job_id, done[3], done[4], settled["charge"]
-        );
+        settled_recording(&gw, sub, &[&format!("cpu={cpus}"), &format!("mem={mem}M")]);
     }
     let path = output.replace("%j", &hinted.cluster_job_id);
     let env = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -1069,17 +1059,13 @@ fn sharing_binding_sampling_and_the_login_environment_reach_slurm_as_sbatch_s() 
         cost_micros(&ONPREM, 1, 1000, 0, 60),
         "priced as without them"
     );
-    let (done, _, settled) = settled_at_sacct_cost(&gw, &sub);
+    settled_recording(&gw, &sub, &["cpu=1", "mem=1000M"]);
     let path = output.replace("%j", &sub.cluster_job_id);
     let env = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let _ = std::fs::remove_file(&path);
     for var in ["SLURM_GET_USER_ENV=1", "SLURM_ACCTG_FREQ=2"] {
         assert!(env.lines().any(|l| l == var), "{var} in {env}");
     }
-    println!(
-        "settled: job {} ran {} s with {}; charge {} su",
-        sub.cluster_job_id, done[3], done[4], settled["charge"]
-    );
 }
 
 /// The quote of `cluster` in `bursar quote --format json`'s answer.
