@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bursar_collectors::slurmrestd::{
     argv_breaks, gres_disable_misspelt, mail_events, min_cpus_allocated, submit_body,
-    unsupported_at, ApiSelection, ApiVersion, GpuRequest, JobSubmission, KillWarning, RestError,
-    SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
+    unsupported_at, ApiSelection, ApiVersion, GpuRequest, JobSubmission, KillWarning, MemBinding,
+    RestError, SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
 };
 use common::*;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -745,6 +745,104 @@ fn sharing_binding_and_sampling_go_as_each_version_takes_them() {
     }
 }
 
+/// `-m`: `distribution` from v0.0.41 (v0.0.38 and v0.0.40 drop it), `SLURM_DISTRIBUTION` and
+/// `SLURM_DIST_PLANESIZE` in every version; `--mem-bind` only as the variables sbatch sets;
+/// `--gpu-bind` as `gpu_binding` with `SLURM_GPU_BIND` at v0.0.38, as `tres_bind` with
+/// `SLURM_TRES_BIND` later, in place of the binding `--gpus-per-task` implies.
+#[test]
+fn layouts_and_bindings_go_as_each_version_takes_them() {
+    let job = JobSubmission {
+        distribution: Some("block:cyclic".into()),
+        mem_bind: Some(MemBinding {
+            binding: "verbose,local".into(),
+            verbose: true,
+            sort: false,
+        }),
+        gpu_bind: Some("closest".into()),
+        gpus_per_node: None,
+        gpus_per_task: Some(GpuRequest {
+            count: 1,
+            kind: None,
+        }),
+        ..fixture_job()
+    };
+    let plane = JobSubmission {
+        distribution: Some("plane".into()),
+        plane_size: Some(4),
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &job).unwrap();
+        let env = environment_of(&body);
+        let var = |name: &str| env.get(name).map(String::as_str);
+        assert_eq!(var("SLURM_DISTRIBUTION"), Some("block:cyclic"), "{version}");
+        assert_eq!(var("SLURM_DIST_PLANESIZE"), None, "{version}");
+        assert_eq!(var("SLURM_MEM_BIND"), Some("verbose,local"), "{version}");
+        assert_eq!(var("SLURM_MEM_BIND_VERBOSE"), Some("verbose"), "{version}");
+        assert_eq!(var("SLURM_MEM_BIND_SORT"), None, "{version}");
+        for field in ["memory_binding", "memory_binding_type"] {
+            assert_eq!(
+                body["job"].get(field),
+                None,
+                "{version}: slurmctld keeps none"
+            );
+        }
+        let sent = body["job"].get("distribution").cloned();
+        let planed = submit_body(version, &plane).unwrap();
+        let plane_env = environment_of(&planed);
+        assert_eq!(
+            plane_env.get("SLURM_DISTRIBUTION").map(String::as_str),
+            Some("plane")
+        );
+        assert_eq!(
+            plane_env.get("SLURM_DIST_PLANESIZE").map(String::as_str),
+            Some("4")
+        );
+        if version >= ApiVersion::V0_0_41 {
+            assert_eq!(sent, Some(json!("block:cyclic")), "{version}");
+            assert_eq!(planed["job"]["distribution"], json!("plane=4"), "{version}");
+        } else {
+            assert_eq!(sent, None, "{version}: dropped by slurmrestd");
+            assert_eq!(planed["job"].get("distribution"), None, "{version}");
+        }
+        if version.is_data_parser() {
+            assert_eq!(
+                body["job"]["tres_bind"],
+                json!("gres/gpu:closest"),
+                "{version}"
+            );
+            assert_eq!(
+                var("SLURM_TRES_BIND"),
+                Some("gres/gpu:closest"),
+                "{version}"
+            );
+            assert_eq!(var("SLURM_GPU_BIND"), None, "{version}");
+            assert_eq!(body["job"].get("gpu_binding"), None, "{version}");
+        } else {
+            assert_eq!(body["job"]["gpu_binding"], json!("closest"));
+            assert_eq!(var("SLURM_GPU_BIND"), Some("closest"));
+            assert_eq!(body["job"].get("tres_bind"), None);
+        }
+    }
+    // the shell's own verbosity stays, as in sbatch; sorting is its own variable
+    let mut shell = fixture_job();
+    shell
+        .environment
+        .push(("SLURM_MEM_BIND_VERBOSE".into(), "verbose".into()));
+    let sorted = JobSubmission {
+        mem_bind: Some(MemBinding {
+            binding: "sort,local".into(),
+            verbose: false,
+            sort: true,
+        }),
+        ..shell
+    };
+    let env = environment_of(&submit_body(ApiVersion::V0_0_42, &sorted).unwrap());
+    assert_eq!(env["SLURM_MEM_BIND_VERBOSE"], "verbose");
+    assert_eq!(env["SLURM_MEM_BIND_SORT"], "sort");
+    assert_eq!(env["SLURM_MEM_BIND"], "sort,local");
+}
+
 /// A body's environment as a map: an object at v0.0.38, `K=V` strings later.
 fn environment_of(body: &Value) -> std::collections::BTreeMap<String, String> {
     match &body["job"]["environment"] {
@@ -883,6 +981,9 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         hint: Some("nomultithread".into()),
         gres_flags: Some("enforce-binding".into()),
         acctg_freq: Some("30".into()),
+        distribution: Some("plane".into()),
+        plane_size: Some(4),
+        gpu_bind: Some("closest".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -923,7 +1024,9 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         assert!(fields.is_object(), "{version} is in the fixture");
         let body = submit_body(version, &everything).unwrap();
         let job = body["job"].as_object().unwrap();
-        assert_eq!(job.len(), 48, "{version}: {job:?}");
+        // `distribution` from v0.0.41
+        let layout = usize::from(version >= ApiVersion::V0_0_41);
+        assert_eq!(job.len(), 49 + layout, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -931,7 +1034,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             .flat_map(|body| body["job"].as_object().unwrap().iter())
             .filter(|(k, _)| !job.contains_key(*k))
             .collect();
-        assert_eq!(extra.len(), 5, "{version}: {extra:?}");
+        assert_eq!(extra.len(), 4, "{version}: {extra:?}");
         for (key, value) in job.iter().chain(extra) {
             assert_eq!(
                 fields[key].as_str(),
@@ -957,7 +1060,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 53 * 6);
+    assert_eq!(checked, 53 * 6 + 5);
 }
 
 #[tokio::test]

@@ -484,6 +484,47 @@ async fn threads_per_core_price_whole_cores_and_decide_eligibility() {
         quote.cluster("onprem").unwrap().reasons,
         ["the job asks for 4 threads per core; the nodes of partition batch on onprem have 2"]
     );
+    // A plane layout: priced as any layout, and run on the one node priced; over two nodes
+    // its planes could round up to more cores than priced, unless each node's tasks are set.
+    let plane = |extra: serde_json::Value| {
+        let mut job = json!({"ntasks": 4, "slurm": {"distribution": "plane=3"},
+            "clusters": ["onprem"]});
+        job.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        job_with(job)
+    };
+    let one_node = f
+        .admission
+        .quote(&alice(), &plane(json!({})))
+        .await
+        .unwrap();
+    let onprem = one_node.cluster("onprem").unwrap();
+    assert!(onprem.eligible() && onprem.pin_nodes, "{onprem:?}");
+    let plain_four = job_with(json!({"ntasks": 4, "clusters": ["onprem"]}));
+    let unlaid = f.admission.quote(&alice(), &plain_four).await.unwrap();
+    assert_eq!(onprem.estimate, unlaid.cluster("onprem").unwrap().estimate);
+    assert!(!unlaid.cluster("onprem").unwrap().pin_nodes);
+    let two_nodes = f
+        .admission
+        .quote(&alice(), &plane(json!({"nodes": 2})))
+        .await
+        .unwrap();
+    let reasons = &two_nodes.cluster("onprem").unwrap().reasons;
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(
+        reasons[0].starts_with("-m plane lays tasks out"),
+        "{reasons:?}"
+    );
+    let per_node = plane(json!({"nodes": 2, "ntasks_per_node": 2}));
+    assert!(f
+        .admission
+        .quote(&alice(), &per_node)
+        .await
+        .unwrap()
+        .cluster("onprem")
+        .unwrap()
+        .eligible());
 
     // Not declared: CPUs as asked (3 + 2.9296875 × 0.25), and the hint has no price.
     let f = fixture().await;

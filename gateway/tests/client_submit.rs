@@ -249,6 +249,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             ("SBATCH_NO_REQUEUE", ""),
             ("SBATCH_NO_KILL", "off"),
             ("SBATCH_ARRAY_INX", "0-3%2"),
+            ("SBATCH_DISTRIBUTION", "cyclic:block"),
+            ("SBATCH_GPU_BIND", "closest"),
         ],
     )
     .await;
@@ -256,7 +258,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
     let body = &bodies(&server, "POST", "/v1/jobs").await[3];
     assert_eq!(
         body["slurm"],
-        json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false})
+        json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false,
+            "distribution": "cyclic:block", "gpu_bind": "closest"})
     );
     assert_eq!(body["array"], "0-3%2");
 
@@ -264,9 +267,10 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
     // on/off option on for an empty one); a bad value names its variable.
     for (var, value, says) in [
         (
-            "SBATCH_DISTRIBUTION",
-            "block",
-            "SBATCH_DISTRIBUTION is set in the environment",
+            "SBATCH_MEM_BIND",
+            "local",
+            "SBATCH_MEM_BIND is set in the environment, and sbatch then leaves the job's steps \
+             without the binding",
         ),
         (
             "SBATCH_EXCLUSIVE",

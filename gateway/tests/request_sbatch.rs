@@ -1531,6 +1531,18 @@ fn core_threads_are_priced_as_slurmctld_allocates_whole_cores() {
     assert!(error.contains("do not apply to a dstack task"), "{error}");
 }
 
+/// `r`'s Slurm options: named by `given`, written back as `#SBATCH` lines that read the same,
+/// and in JSON `json`, which reads back as `r`.
+fn slurm_options_round_trip(r: &JobRequest, given: &[&str], json: serde_json::Value) {
+    assert_eq!(r.slurm.given(), given);
+    let lines = r.to_sbatch_lines();
+    let back = parse_sbatch(&[], Some(&format!("#!/bin/sh\n{}\n", lines.join("\n")))).unwrap();
+    assert_eq!(back.slurm, r.slurm, "{lines:?}");
+    let value = serde_json::to_value(r).unwrap();
+    assert_eq!(value["slurm"], json);
+    assert_eq!(&serde_json::from_value::<JobRequest>(value).unwrap(), r);
+}
+
 /// `-s/--oversubscribe`, `--gres-flags`, `--acctg-freq`, `--get-user-env`: read as sbatch
 /// reads them, not priced; `--exclusive` with `--oversubscribe` refused in one place, the
 /// command line's winning over the script's.
@@ -1545,20 +1557,12 @@ fn sharing_binding_sampling_and_the_login_environment() {
     assert_eq!(r.slurm.gres_flags, Some(GresFlags::EnforceBinding));
     assert_eq!(r.slurm.acctg_freq.as_deref(), Some("task=30,Energy=60"));
     assert_eq!(r.alloc(), parse_ok(&[]).alloc(), "not priced");
-    assert_eq!(
-        r.slurm.given(),
-        ["--oversubscribe", "--gres-flags", "--acctg-freq"]
-    );
-    let lines = r.to_sbatch_lines();
-    let back = parse_sbatch(&[], Some(&format!("#!/bin/sh\n{}\n", lines.join("\n")))).unwrap();
-    assert_eq!(back.slurm, r.slurm, "{lines:?}");
-    let json = serde_json::to_value(&r).unwrap();
-    assert_eq!(
-        json["slurm"],
+    slurm_options_round_trip(
+        &r,
+        &["--oversubscribe", "--gres-flags", "--acctg-freq"],
         serde_json::json!({"oversubscribe": true, "gres_flags": "enforce-binding",
-            "acctg_freq": "task=30,Energy=60"})
+            "acctg_freq": "task=30,Energy=60"}),
     );
-    assert_eq!(serde_json::from_value::<JobRequest>(json).unwrap(), r);
     assert_eq!(
         parse_ok(&["--acctg-freq", "30"])
             .slurm
@@ -1630,6 +1634,79 @@ fn sharing_binding_sampling_and_the_login_environment() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("is not an interval"), "{error}");
+}
+
+/// `-m/--distribution`, `--mem-bind`, `--gpu-bind`: read as sbatch reads them (checked, kept
+/// as given), not priced; the command line's over the script's; sbatch's plane check.
+#[test]
+fn layouts_and_bindings_are_read_as_sbatch_reads_them_and_not_priced() {
+    let r = parse_ok(&[
+        "-m",
+        "Block:*",
+        "--mem-bind=v,local",
+        "--gpu-bind=closest",
+        "-G",
+        "1",
+    ]);
+    assert_eq!(r.slurm.distribution.as_deref(), Some("Block:*"));
+    assert_eq!(r.slurm.mem_bind.as_deref(), Some("v,local"));
+    assert_eq!(r.slurm.gpu_bind.as_deref(), Some("closest"));
+    assert_eq!(r.alloc(), parse_ok(&["-G", "1"]).alloc(), "not priced");
+    slurm_options_round_trip(
+        &r,
+        &["--distribution", "--mem-bind", "--gpu-bind"],
+        serde_json::json!({"distribution": "Block:*", "mem_bind": "v,local",
+            "gpu_bind": "closest"}),
+    );
+    // the command line's over the script's
+    let script = "#!/bin/sh\n#SBATCH --distribution=cyclic\n#SBATCH --mem-bind=none\nsrun ./app\n";
+    let both = parse_sbatch(&args(&["--distribution=plane=2", "-n", "4"]), Some(script)).unwrap();
+    assert_eq!(both.slurm.distribution.as_deref(), Some("plane=2"));
+    assert_eq!(both.slurm.mem_bind.as_deref(), Some("none"));
+    assert_eq!(both.plane_size(), Some(2));
+    for (words, has) in [
+        (&["-m", "arbitrary"][..], "host file"),
+        (&["-m", "plane"], "plane=N"),
+        (&["--distribution=fcyclic"], "is not a layout"),
+        (&["-m", "pack,nopack"], "one of pack and nopack"),
+        (&["-m", "block,pack,nopack"], "is not a layout"),
+        // sbatch: "Too few processes for the requested {plane,node} distribution"
+        (&["-N", "2", "-n", "4", "-m", "plane=4"], "too few tasks"),
+        (&["--mem-bind=help"], "the memory bindings are"),
+        (&["--mem-bind=map_mem"], "give the list"),
+        (&["--mem-bind=bind"], "is not a memory binding"),
+        (&["--gpu-bind=verbose"], "is not a GPU binding"),
+        (&["--gpu-bind=map:0,1"], "is not a GPU binding"),
+    ] {
+        let error = parse(words).unwrap_err().to_string();
+        assert!(error.contains(has), "{words:?}: {error}");
+    }
+    assert!(parse(&["-N", "2", "-n", "6", "-m", "plane=4"]).is_ok());
+    for (json, has) in [
+        (
+            r#"{"slurm": {"distribution": "sideways"}}"#,
+            "is not a layout",
+        ),
+        (
+            r#"{"nodes": 3, "ntasks": 3, "slurm": {"distribution": "plane=2"}}"#,
+            "too few tasks",
+        ),
+        (
+            r#"{"slurm": {"mem_bind": "tight"}}"#,
+            "is not a memory binding",
+        ),
+        (
+            r#"{"slurm": {"gpu_bind": "nearest"}}"#,
+            "is not a GPU binding",
+        ),
+    ] {
+        let error = serde_json::from_str::<JobRequest>(json)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(has), "{json}: {error}");
+    }
 }
 
 #[test]
@@ -2126,6 +2203,11 @@ fn request() -> impl Strategy<Value = JobRequest> {
             proptest::option::of(
                 "[1-9][0-9]{0,3}|(task|energy|network|filesystem)=[1-9][0-9]{0,2}(,energy=[0-9])?",
             ),
+            proptest::option::of(
+                "(block|cyclic|\\*)(:(block|cyclic|fcyclic|\\*))?(,(pack|NoPack))?",
+            ),
+            proptest::option::of("(v,)?(local|none|rank|map_mem:[0-3](,[0-3])?)"),
+            proptest::option::of("(verbose,)?(closest|none|single:[1-4]|map_gpu:[0-3](,[0-3])?)"),
         ),
     );
     let slurm = (slurm, times).prop_map(
@@ -2150,7 +2232,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 tmp_mb,
                 prefer,
                 on_n1,
-                (oversubscribe, gres_flags, acctg_freq),
+                (oversubscribe, gres_flags, acctg_freq, distribution, mem_bind, gpu_bind),
             ),
         )| SlurmOptions {
             signal,
@@ -2175,6 +2257,9 @@ fn request() -> impl Strategy<Value = JobRequest> {
             oversubscribe,
             gres_flags,
             acctg_freq,
+            distribution,
+            mem_bind,
+            gpu_bind,
         },
     );
     (shape, names, texts, slurm).prop_map(

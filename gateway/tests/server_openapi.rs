@@ -173,7 +173,8 @@ fn the_job_request_schema_lists_every_field() {
             "no_kill": true, "dependency": "afterok:1", "kill_on_invalid_dep": false,
             "begin": 1_796_144_400, "deadline": "2026-12-02T18:00:00+01:00", "time_min": 30,
             "tmp_mb": 2048, "prefer": "skylake", "nodelist": "op-n[1-2]",
-            "oversubscribe": true, "gres_flags": "enforce-binding", "acctg_freq": "30"
+            "oversubscribe": true, "gres_flags": "enforce-binding", "acctg_freq": "30",
+            "distribution": "block:cyclic", "mem_bind": "local", "gpu_bind": "closest"
         }))
         .unwrap(),
         dstack: dstack.dstack,

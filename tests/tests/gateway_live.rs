@@ -1068,6 +1068,76 @@ fn sharing_binding_sampling_and_the_login_environment_reach_slurm_as_sbatch_s() 
     }
 }
 
+/// `-m`, `--mem-bind`, `--gpu-bind` reach the job as sbatch's do, unpriced: slurmctld keeps
+/// sbatch's GPU binding (22.05's slurmrestd drops the layout, as documented), and the job's
+/// steps get the variables sbatch sets for all three.
+#[test]
+fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+    let options = [
+        "-m",
+        "block:cyclic",
+        "--mem-bind=v,local",
+        "--gpu-bind=closest",
+        "--gres=gpu:1",
+    ];
+    let keys = ["TresBind", "TRES", "MinMemoryCPU"];
+    let (held, ours) = same_as_sbatch(&gw, &options, script, &keys);
+    assert_eq!(field(&ours, "TresBind"), "gpu:closest", "{ours:?}");
+    gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+
+    // Both ways, printing their environments.
+    let layout = ["-m", "Cyclic:*", "--mem-bind=v,local", "--gpu-bind=closest"];
+    let pid = std::process::id();
+    let ours = format!("/tmp/bursar-live-layout-{pid}-%j.out");
+    let theirs = format!("/tmp/bursar-live-layout-sbatch-{pid}-%j.out");
+    let mut args = layout.to_vec();
+    args.extend(["-t", "1", "-o", &ours, "--wrap", "env"]);
+    let sub = gw.submit(&args);
+    assert_eq!(
+        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        cost_micros(&ONPREM, 1, 1000, 0, 60),
+        "priced as without them"
+    );
+    let mut args = vec!["-A", "physics", "-t", "1", "--chdir", "/tmp", "-o", &theirs];
+    args.extend(layout);
+    args.extend(["--wrap", "env"]);
+    let out = gw.dev.sbatch_as("alice", "onprem", &args);
+    assert!(out.status.success(), "{out:?}");
+    let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    settled_recording(&gw, &sub, &["cpu=1", "mem=1000M"]);
+    gw.sacct("onprem", &direct, true);
+    let read = |pattern: &str, job: &str| {
+        let path = pattern.replace("%j", job);
+        let env = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let _ = std::fs::remove_file(&path);
+        env.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<String, String>>()
+    };
+    let (ours, theirs) = (read(&ours, &sub.cluster_job_id), read(&theirs, &direct));
+    for (var, value) in [
+        ("SLURM_DISTRIBUTION", "cyclic:cyclic"),
+        ("SLURM_MEM_BIND", "verbose,local"),
+        ("SLURM_MEM_BIND_VERBOSE", "verbose"),
+        ("SLURM_GPU_BIND", "closest"),
+    ] {
+        assert_eq!(ours.get(var).map(String::as_str), Some(value), "{var}");
+        assert_eq!(
+            ours.get(var),
+            theirs.get(var),
+            "{var}: bursar's against sbatch's"
+        );
+    }
+    println!(
+        "job {} and sbatch's {direct}: SLURM_DISTRIBUTION, SLURM_MEM_BIND, \
+         SLURM_MEM_BIND_VERBOSE, SLURM_GPU_BIND the same",
+        sub.cluster_job_id
+    );
+}
+
 /// The quote of `cluster` in `bursar quote --format json`'s answer.
 fn cluster_quote<'q>(quote: &'q Value, cluster: &str) -> &'q Value {
     quote

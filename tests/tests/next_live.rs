@@ -649,7 +649,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let (begin_day, deadline_day) = (day(10), day(11));
     let begin = format!("--begin={begin_day}T10:00");
     let deadline = format!("--deadline={deadline_day}T10:00");
-    let cases: [&[&str]; 16] = [
+    let cases: [&[&str]; 17] = [
         &["-t", "5"],
         &[
             "-N",
@@ -726,6 +726,17 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "--gres=gpu:1",
             "--gres-flags=enforce-binding",
             "--acctg-freq=2",
+            "-t",
+            "5",
+        ],
+        // the layout goes at v0.0.41 and later (not seen in scontrol), the GPU binding in
+        // every version: `TresBind=gres/gpu:closest`
+        &[
+            "-m",
+            "block:cyclic",
+            "--mem-bind=v,local",
+            "--gpu-bind=closest",
+            "--gres=gpu:1",
             "-t",
             "5",
         ],
@@ -880,7 +891,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             std::fs::write(&env_script, env_text).unwrap();
             // The CPU options, then the GPU ones (their variables, as sbatch sets them), then
             // the ones about cores' threads.
-            let option_sets: [(&[&str], usize); 5] = [
+            let option_sets: [(&[&str], usize); 6] = [
                 (&["-c", "2", "--ntasks-per-node=1", "-t", "5"], 10),
                 (&["--acctg-freq=2", "-t", "5"], 8),
                 (
@@ -908,6 +919,20 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                         "5",
                     ],
                     11,
+                ),
+                // the layout's and bindings' variables, for the job's steps
+                (
+                    &[
+                        "-n",
+                        "2",
+                        "-m",
+                        "plane=2",
+                        "--mem-bind=v,local",
+                        "--gpu-bind=closest",
+                        "-t",
+                        "5",
+                    ],
+                    12,
                 ),
             ];
             let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
@@ -947,6 +972,12 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                                 "SLURM_THREADS_PER_CORE=",
                                 "SLURM_NTASKS_PER_CORE=",
                                 "SLURM_ACCTG_FREQ=",
+                                "SLURM_DISTRIBUTION=",
+                                "SLURM_DIST_PLANESIZE=",
+                                "SLURM_MEM_BIND=",
+                                "SLURM_MEM_BIND_VERBOSE=",
+                                "SLURM_MEM_BIND_SORT=",
+                                "SLURM_GPU_BIND=",
                                 "HYDRA_BOOTSTRAP=",
                                 "HYDRA_LAUNCHER_EXTRA_ARGS=",
                                 "I_MPI_HYDRA_BOOTSTRAP=",

@@ -110,8 +110,8 @@ pub use error::RestError;
 pub use jobs::RawQuarantine;
 pub use submit::{
     argv_breaks, argv_refusal, gres_disable_misspelt, mail_events, min_cpus_allocated, submit_body,
-    unsupported_at, ControllerPing, GpuRequest, JobSubmission, KillWarning, LiveJob, Ping,
-    SubmittedJob,
+    unsupported_at, ControllerPing, GpuRequest, JobSubmission, KillWarning, LiveJob, MemBinding,
+    Ping, SubmittedJob,
 };
 pub use version::{ApiSelection, ApiVersion, UnknownApiVersion};
 pub use window::{LegacyTimes, ServerTimeZone, UnknownServerZone, Window};

@@ -143,6 +143,32 @@ pub struct JobSubmission {
     /// `SLURM_ACCTG_FREQ`, as sbatch sets it (v0.0.38's slurmrestd, and from 24.05.2
     /// slurmctld at launch, set the same value again).
     pub acctg_freq: Option<String>,
+    /// `-m/--distribution` as sbatch exports it (`block:cyclic`, `plane`, `cyclic,pack`): the
+    /// job's `SLURM_DISTRIBUTION`, and `distribution` from v0.0.41 (v0.0.38 and v0.0.40 drop
+    /// the layout; the job's steps still follow the variable).
+    pub distribution: Option<String>,
+    /// A plane layout's size: `plane=N` in `distribution`, and the job's
+    /// `SLURM_DIST_PLANESIZE`.
+    pub plane_size: Option<u32>,
+    /// `--mem-bind`: only the variables sbatch sets for the job's steps (slurmctld keeps no
+    /// memory binding, and slurmrestd sets none of them).
+    pub mem_bind: Option<MemBinding>,
+    /// `--gpu-bind` (`closest`, `verbose,map_gpu:0,1`): `gpu_binding` at v0.0.38, which sbatch
+    /// 22.05 exports as `SLURM_GPU_BIND`; later `tres_bind` `gres/gpu:…`, in place of the
+    /// binding `--gpus-per-task` implies, and `SLURM_TRES_BIND`, as sbatch 23.11 and later.
+    pub gpu_bind: Option<String>,
+}
+
+/// The variables sbatch sets for `--mem-bind` (`SLURM_MEM_BIND`, `SLURM_MEM_BIND_VERBOSE`,
+/// `SLURM_MEM_BIND_SORT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemBinding {
+    /// `SLURM_MEM_BIND`: `local`, `verbose,map_mem:0,1`.
+    pub binding: String,
+    /// `SLURM_MEM_BIND_VERBOSE`: `verbose`, else `quiet`.
+    pub verbose: bool,
+    /// `SLURM_MEM_BIND_SORT=sort`.
+    pub sort: bool,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -351,11 +377,23 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
         if let Some(tres) = tres_per_task(job) {
             put("tres_per_task", json!(tres));
         }
-        if let Some(gpus) = &job.gpus_per_task {
-            put("tres_bind", json!(gpu_task_binding(gpus)));
+        if let Some(binding) = tres_binding(job) {
+            put("tres_bind", json!(binding));
         }
     } else if let Some(gpus) = &job.gpus_per_task {
         put("gpus_per_task", json!(gpus.typed_count()));
+    }
+    if let (false, Some(binding)) = (modern, &job.gpu_bind) {
+        put("gpu_binding", json!(binding));
+    }
+    if let (true, Some(layout)) = (version >= ApiVersion::V0_0_41, &job.distribution) {
+        put(
+            "distribution",
+            json!(match job.plane_size {
+                Some(size) => format!("{layout}={size}"),
+                None => layout.clone(),
+            }),
+        );
     }
     if let Some(cpus) = job.cpus_per_gpu {
         put(
@@ -655,10 +693,15 @@ fn tres_per_task(job: &JobSubmission) -> Option<String> {
     (!tres.is_empty()).then(|| tres.join(","))
 }
 
-/// The GPU binding sbatch 23.11+ gives `--gpus-per-task` when the user names none
-/// (`_implicitly_bind_tres_per_task`): each task its own GPUs.
-fn gpu_task_binding(gpus: &GpuRequest) -> String {
-    format!("gres/gpu:per_task:{}", gpus.count)
+/// The job's `tres_bind` as sbatch 23.11+ sends it: `--gpu-bind`'s, else the binding it gives
+/// `--gpus-per-task` when the user names none (`_implicitly_bind_tres_per_task`): each task
+/// its own GPUs.
+fn tres_binding(job: &JobSubmission) -> Option<String> {
+    match (&job.gpu_bind, &job.gpus_per_task) {
+        (Some(binding), _) => Some(format!("gres/gpu:{binding}")),
+        (None, Some(gpus)) => Some(format!("gres/gpu:per_task:{}", gpus.count)),
+        (None, None) => None,
+    }
 }
 
 /// The Hydra launchers (MPICH, Intel MPI): each bootstrap variable with the one carrying its
@@ -711,11 +754,31 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
         if let Some(tres) = tres_per_task(job) {
             overwrite(env, "SLURM_TRES_PER_TASK", tres);
         }
-        if let Some(gpus) = &job.gpus_per_task {
-            overwrite(env, "SLURM_TRES_BIND", gpu_task_binding(gpus));
+        if let Some(binding) = tres_binding(job) {
+            overwrite(env, "SLURM_TRES_BIND", binding);
         }
-    } else if let Some(gpus) = &job.gpus_per_task {
-        overwrite(env, "SLURM_GPUS_PER_TASK", gpus.typed_count());
+    } else {
+        if let Some(gpus) = &job.gpus_per_task {
+            overwrite(env, "SLURM_GPUS_PER_TASK", gpus.typed_count());
+        }
+        if let Some(binding) = &job.gpu_bind {
+            overwrite(env, "SLURM_GPU_BIND", binding.clone());
+        }
+    }
+    if let Some(layout) = &job.distribution {
+        overwrite(env, "SLURM_DISTRIBUTION", layout.clone());
+    }
+    if let Some(size) = job.plane_size {
+        overwrite(env, "SLURM_DIST_PLANESIZE", size.to_string());
+    }
+    if let Some(mem) = &job.mem_bind {
+        overwrite(env, "SLURM_MEM_BIND", mem.binding.clone());
+        // As sbatch: the shell's own verbosity and sorting, when exported, stay.
+        let verbose = if mem.verbose { "verbose" } else { "quiet" };
+        append(env, "SLURM_MEM_BIND_VERBOSE", verbose);
+        if mem.sort {
+            append(env, "SLURM_MEM_BIND_SORT", "sort");
+        }
     }
     if let Some(per_node) = job.tasks_per_node {
         overwrite(env, "SLURM_NTASKS_PER_NODE", per_node.to_string());

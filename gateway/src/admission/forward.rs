@@ -19,12 +19,12 @@ use bursar_collectors::dstack::{
 };
 use bursar_collectors::slurmrestd::{
     mail_events, unsupported_at, ApiSelection, GpuRequest as SlurmGpus, JobSubmission, KillWarning,
-    RestError, SlurmAuth, SlurmRestClient, SlurmRestConfig,
+    MemBinding, RestError, SlurmAuth, SlurmRestClient, SlurmRestConfig,
 };
 use serde_json::Value;
 
 use crate::config::{ClusterKind, Config};
-use crate::request::{GpuPer, GresFlags, JobRequest, MemoryRequest, OpenMode};
+use crate::request::{layout, GpuPer, GresFlags, JobRequest, MemoryRequest, OpenMode};
 
 /// Limit of one submit or cancel call when `submit.timeout` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -312,6 +312,16 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         Some(types) => mail_events(types).map_err(|why| format!("--mail-type: {why}"))?,
         None => Vec::new(),
     };
+    // Checked when the request was read.
+    fn read<T>(
+        text: &Option<String>,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, String> {
+        text.as_deref().map(parse).transpose()
+    }
+    let distribution = read(&r.slurm.distribution, layout::parse_distribution)?;
+    let mem_bind = read(&r.slurm.mem_bind, layout::parse_mem_bind)?;
+    let gpu_bind = read(&r.slurm.gpu_bind, layout::parse_gpu_bind)?;
     Ok(JobSubmission {
         script,
         argv: script_argv(r),
@@ -340,6 +350,16 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         oversubscribe: r.slurm.oversubscribe,
         gres_flags: r.slurm.gres_flags.map(|f| f.as_str().to_string()),
         acctg_freq: r.slurm.acctg_freq.clone(),
+        distribution: distribution.as_ref().map(|d| d.text.clone()),
+        plane_size: distribution.and_then(|d| d.plane_size),
+        mem_bind: mem_bind.and_then(|m| {
+            m.binding.map(|binding| MemBinding {
+                binding,
+                verbose: m.verbose,
+                sort: m.sort,
+            })
+        }),
+        gpu_bind,
         memory_per_gpu_mb,
         other_gres: r.other_gres.clone(),
         mail_type,

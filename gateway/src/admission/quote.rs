@@ -359,6 +359,13 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
             _ => {}
         }
     }
+    if request.plane_may_cost_more(&defaults) {
+        quote.reasons.push(format!(
+            "-m plane lays tasks out over the nodes of partition {partition} on {name} a plane \
+             at a time, rounding each node up to whole cores of its threads, which can take more \
+             CPUs than bursar prices for more than one node; pass -N 1, or --ntasks-per-node"
+        ));
+    }
     if let Some(max) = limits.max_nodes {
         if request.nodes > max {
             quote.reasons.push(format!(

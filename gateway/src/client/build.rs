@@ -278,6 +278,8 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SBATCH_THREADS_PER_CORE", "--threads-per-core"),
     ("SBATCH_GRES_FLAGS", "--gres-flags"),
     ("SBATCH_ACCTG_FREQ", "--acctg-freq"),
+    ("SBATCH_DISTRIBUTION", "--distribution"),
+    ("SBATCH_GPU_BIND", "--gpu-bind"),
     ("SBATCH_CONSTRAINT", "--constraint"),
     ("SBATCH_EXPORT", "--export"),
     ("SBATCH_SIGNAL", "--signal"),
@@ -328,9 +330,7 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_CORE_SPEC",
     "SBATCH_CPU_FREQ_REQ",
     "SBATCH_DELAY_BOOT",
-    "SBATCH_DISTRIBUTION",
     "SBATCH_EXCLUSIVE",
-    "SBATCH_GPU_BIND",
     "SBATCH_GPU_FREQ",
     "SBATCH_GPUS_PER_SOCKET",
     "SBATCH_MEM_BIND",
@@ -364,6 +364,13 @@ pub fn sbatch_env_options(
         .iter()
         .find(|name| vars.contains_key(**name))
     {
+        if *name == "SBATCH_MEM_BIND" {
+            bail!(
+                "SBATCH_MEM_BIND is set in the environment, and sbatch then leaves the job's \
+                 steps without the binding (it sets no SLURM_MEM_BIND); unset it and pass \
+                 --mem-bind instead"
+            );
+        }
         bail!(
             "{name} is set in the environment, and bursar does not carry what it asks for; \
              unset it to submit through bursar"

@@ -42,6 +42,7 @@ pub mod dstack;
 mod error;
 mod gpu;
 pub mod hostlist;
+pub mod layout;
 pub mod licenses;
 pub mod sbatch;
 mod slurm;
@@ -643,13 +644,33 @@ impl JobRequest {
 
     /// The job must run on the node count it was priced for, on nodes of several threads per
     /// core: tasks of `-c` CPUs that do not fill whole cores round up on each node they land
-    /// on, so spread over more nodes (as Slurm may spread a job without `-N`) they cost more.
+    /// on, so spread over more nodes (as Slurm may spread a job without `-N`) they cost more;
+    /// so do planes of tasks ([`plane_may_cost_more`](Self::plane_may_cost_more)).
     pub fn needs_pinned_nodes(&self, defaults: &PartitionDefaults) -> bool {
         let Some(threads) = defaults.threads_per_core.filter(|t| *t > 1) else {
             return false;
         };
         let used = self.core_shape(0).threads_used(threads);
-        self.ntasks > 1 && self.cpus_per_task > 1 && u64::from(self.cpus_per_task) % used != 0
+        (self.ntasks > 1 && self.cpus_per_task > 1 && u64::from(self.cpus_per_task) % used != 0)
+            || self.plane_size().is_some()
+    }
+
+    /// The plane size of a `-m plane=N` layout.
+    pub fn plane_size(&self) -> Option<u32> {
+        let text = self.slurm.distribution.as_deref()?;
+        layout::parse_distribution(text).ok()?.plane_size
+    }
+
+    /// Whether slurmctld's plane layout could take more whole cores than bursar prices on
+    /// nodes of several threads per core: each plane is rounded up to whole cores on its node,
+    /// where bursar spreads the tasks evenly. On one node, or with `--ntasks-per-node` fixing
+    /// each node's tasks (and no GPUs, for which slurmctld does not cap a node's tasks by it),
+    /// the layout cannot change a node's count.
+    pub fn plane_may_cost_more(&self, defaults: &PartitionDefaults) -> bool {
+        defaults.threads_per_core.is_some_and(|t| t > 1)
+            && self.plane_size().is_some()
+            && self.nodes > 1
+            && (self.ntasks_per_node.is_none() || self.total_gpus() > 0)
     }
 
     /// The CPUs of a node of `cpus` CPUs the job can use: on nodes of several threads per
@@ -1046,6 +1067,10 @@ impl JobRequest {
                 .map_err(|why| RequestError::invalid_value("--mail-type", types, &why))?;
         }
         self.slurm.validate()?;
+        if let Some(plane) = self.plane_size() {
+            layout::check_plane(plane, self.ntasks, self.nodes)
+                .map_err(|why| RequestError::invalid_value("--distribution", "plane", why))?;
+        }
         if self.slurm.dependency.is_some() && self.clusters.len() != 1 {
             return invalid(
                 "--dependency names jobs of one cluster, and bursar may send this job to \
@@ -1307,6 +1332,9 @@ impl JobRequest {
             slurm.gres_flags.map(|f| f.as_str().to_string()),
         );
         put("acctg-freq", slurm.acctg_freq.clone());
+        put("distribution", slurm.distribution.clone());
+        put("mem-bind", slurm.mem_bind.clone());
+        put("gpu-bind", slurm.gpu_bind.clone());
         put(
             "kill-on-invalid-dep",
             slurm

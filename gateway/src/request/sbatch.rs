@@ -36,6 +36,7 @@
 //! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on the nodes it names (one task per node without `-n`; a `-N` minimum below their count raised to it, a maximum below it refused: Slurm 22.05 refuses it and later versions pick some of the names), and is priced and pinned for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch 22.05 keeps them (with a note; later sbatch leaves Slurm to pick among them, so bursar's pick is one Slurm could make). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
 //! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive` and `--oversubscribe` the later in one place wins, and the command line's over the script's, as in sbatch |
+//! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GPUs |
 //! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
@@ -78,6 +79,7 @@
 use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::hostlist;
+use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind};
 use super::slurm::{check_acctg_freq, parse_nice, GresFlags};
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
@@ -156,6 +158,9 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
   -s, --oversubscribe           let the job share CPUs where the partition allows
       --gres-flags=enforce-binding|disable-binding  CPUs bound to the job's GPUs or not
       --acctg-freq=LIST         usage sampling intervals (30, task=30,energy=60)
+  -m, --distribution=LAYOUT     how tasks are laid out (block, cyclic:cyclic, plane=4)
+      --mem-bind=BINDING        how steps bind memory (local, map_mem:0,1)
+      --gpu-bind=BINDING        how steps bind GPUs (closest, single:1, map_gpu:0,1)
   -H, --hold                    submit the job held (release it with scontrol release)
   -a, --array=LIST[%MAX]        a job array: indexes N, N-M, N-M:STEP, comma-separated;
                                 %MAX runs at most MAX tasks at once (Slurm clusters)
@@ -666,6 +671,9 @@ enum Opt {
     Oversubscribe,
     GresFlags,
     AcctgFreq,
+    Distribution,
+    MemBind,
+    GpuBind,
     GetUserEnv,
     Hold,
     Array,
@@ -763,6 +771,9 @@ const OPTIONS: &[Spec] = &[
     spec("oversubscribe", Some('s'), Opt::Oversubscribe, Arg::Flag),
     spec("gres-flags", None, Opt::GresFlags, Arg::Required),
     spec("acctg-freq", None, Opt::AcctgFreq, Arg::Required),
+    spec("distribution", Some('m'), Opt::Distribution, Arg::Required),
+    spec("mem-bind", None, Opt::MemBind, Arg::Required),
+    spec("gpu-bind", None, Opt::GpuBind, Arg::Required),
     spec("get-user-env", None, Opt::GetUserEnv, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
@@ -893,6 +904,9 @@ struct Directives {
     oversubscribe: bool,
     gres_flags: Option<GresFlags>,
     acctg_freq: Option<String>,
+    distribution: Option<String>,
+    mem_bind: Option<String>,
+    gpu_bind: Option<String>,
     get_user_env: bool,
     hold: bool,
     array: Option<ArraySpec>,
@@ -1252,6 +1266,21 @@ impl Directives {
                     .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
                 self.acctg_freq = Some(v.to_string());
             }
+            Opt::Distribution => {
+                parse_distribution(v)
+                    .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
+                self.distribution = Some(v.to_string());
+            }
+            Opt::MemBind => {
+                parse_mem_bind(v)
+                    .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
+                self.mem_bind = Some(v.to_string());
+            }
+            Opt::GpuBind => {
+                parse_gpu_bind(v)
+                    .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
+                self.gpu_bind = Some(v.to_string());
+            }
             Opt::GetUserEnv => {
                 // sbatch's strtol: seconds, then S or L (the login shell's mode); slurmd
                 // ignores both and loads the environment its own way.
@@ -1391,6 +1420,9 @@ impl Directives {
             oversubscribe: cli.oversubscribe || (script.oversubscribe && !cli.exclusive),
             gres_flags: cli.gres_flags.or(script.gres_flags),
             acctg_freq: cli.acctg_freq.or(script.acctg_freq),
+            distribution: cli.distribution.or(script.distribution),
+            mem_bind: cli.mem_bind.or(script.mem_bind),
+            gpu_bind: cli.gpu_bind.or(script.gpu_bind),
             get_user_env: cli.get_user_env || script.get_user_env,
             signal: cli.signal.or(script.signal),
             requeue: cli.requeue.or(script.requeue),
@@ -1636,6 +1668,9 @@ impl Directives {
                 oversubscribe: self.oversubscribe,
                 gres_flags: self.gres_flags,
                 acctg_freq: self.acctg_freq,
+                distribution: self.distribution,
+                mem_bind: self.mem_bind,
+                gpu_bind: self.gpu_bind,
             },
             ..JobRequest::default()
         };

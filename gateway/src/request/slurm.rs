@@ -2,7 +2,8 @@
 //! (`--signal`, `--requeue`, `--open-mode`, `--nice`, `--reservation`, `--wckey`, `--exclude`,
 //! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`, `--begin`, `--deadline`,
 //! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced,
-//! `-s/--oversubscribe`, `--gres-flags`, `--acctg-freq`). They are
+//! `-s/--oversubscribe`, `--gres-flags`, `--acctg-freq`, `-m/--distribution`, `--mem-bind`,
+//! `--gpu-bind`: [`super::layout`]). They are
 //! forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
@@ -10,6 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind};
 use super::{RequestError, MAX_TIME_LIMIT_MIN};
 
 /// The range of Unix times bursar sends for `--begin` and `--deadline`: from the least Slurm's
@@ -101,6 +103,18 @@ pub struct SlurmOptions {
     /// `task=30,energy=60`; [`check_acctg_freq`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acctg_freq: Option<String>,
+    /// `-m/--distribution`: how the job's tasks are laid out over nodes, sockets and cores
+    /// (`block:cyclic`, `plane=4`; [`parse_distribution`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<String>,
+    /// `--mem-bind`: how the job's steps bind memory (`local`, `map_mem:0,1`;
+    /// [`parse_mem_bind`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_bind: Option<String>,
+    /// `--gpu-bind`: how the job's steps bind tasks to GPUs (`closest`, `single:1`;
+    /// [`parse_gpu_bind`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_bind: Option<String>,
 }
 
 /// `--gres-flags`: the GRES binding sbatch takes on every version.
@@ -234,6 +248,9 @@ impl SlurmOptions {
         note(self.oversubscribe, "--oversubscribe");
         note(self.gres_flags.is_some(), "--gres-flags");
         note(self.acctg_freq.is_some(), "--acctg-freq");
+        note(self.distribution.is_some(), "--distribution");
+        note(self.mem_bind.is_some(), "--mem-bind");
+        note(self.gpu_bind.is_some(), "--gpu-bind");
         given
     }
 
@@ -258,6 +275,18 @@ impl SlurmOptions {
         if let Some(freq) = &self.acctg_freq {
             check_acctg_freq(freq)
                 .map_err(|why| RequestError::invalid_value("--acctg-freq", freq, why))?;
+        }
+        if let Some(text) = &self.distribution {
+            parse_distribution(text)
+                .map_err(|why| RequestError::invalid_value("--distribution", text, why))?;
+        }
+        if let Some(text) = &self.mem_bind {
+            parse_mem_bind(text)
+                .map_err(|why| RequestError::invalid_value("--mem-bind", text, why))?;
+        }
+        if let Some(text) = &self.gpu_bind {
+            parse_gpu_bind(text)
+                .map_err(|why| RequestError::invalid_value("--gpu-bind", text, why))?;
         }
         // slurmctld keeps it in 32 bits, the top two values reserved.
         if self.tmp_mb.is_some_and(|mb| mb >= u64::from(u32::MAX - 1)) {
