@@ -756,7 +756,6 @@ fn layouts_and_bindings_go_as_each_version_takes_them() {
         mem_bind: Some(MemBinding {
             binding: "verbose,local".into(),
             verbose: true,
-            sort: false,
         }),
         gpu_bind: Some("closest".into()),
         gpus_per_node: None,
@@ -824,23 +823,36 @@ fn layouts_and_bindings_go_as_each_version_takes_them() {
             assert_eq!(body["job"].get("tres_bind"), None);
         }
     }
-    // the shell's own verbosity stays, as in sbatch; sorting is its own variable
+    // a lone pack flag breaks v0.0.41's parser: sent from v0.0.42, in the variable everywhere
+    let packed = JobSubmission {
+        distribution: Some("pack".into()),
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &packed).unwrap();
+        let sent = body["job"].get("distribution").cloned();
+        assert_eq!(sent.is_some(), version >= ApiVersion::V0_0_42, "{version}");
+        assert_eq!(
+            environment_of(&body)["SLURM_DISTRIBUTION"],
+            "pack",
+            "{version}"
+        );
+    }
+    // the shell's own verbosity stays, as in sbatch
     let mut shell = fixture_job();
     shell
         .environment
         .push(("SLURM_MEM_BIND_VERBOSE".into(), "verbose".into()));
-    let sorted = JobSubmission {
+    let quiet = JobSubmission {
         mem_bind: Some(MemBinding {
-            binding: "sort,local".into(),
+            binding: "local".into(),
             verbose: false,
-            sort: true,
         }),
         ..shell
     };
-    let env = environment_of(&submit_body(ApiVersion::V0_0_42, &sorted).unwrap());
+    let env = environment_of(&submit_body(ApiVersion::V0_0_42, &quiet).unwrap());
     assert_eq!(env["SLURM_MEM_BIND_VERBOSE"], "verbose");
-    assert_eq!(env["SLURM_MEM_BIND_SORT"], "sort");
-    assert_eq!(env["SLURM_MEM_BIND"], "sort,local");
+    assert_eq!(env["SLURM_MEM_BIND"], "local");
 }
 
 /// A body's environment as a map: an object at v0.0.38, `K=V` strings later.

@@ -525,6 +525,14 @@ async fn threads_per_core_price_whole_cores_and_decide_eligibility() {
         .cluster("onprem")
         .unwrap()
         .eligible());
+    // with GRES slurmctld does not cap a node's tasks by --ntasks-per-node
+    let gres = plane(json!({"nodes": 2, "ntasks_per_node": 2, "other_gres": ["shard:1"]}));
+    let quote = f.admission.quote(&alice(), &gres).await.unwrap();
+    let reasons = &quote.cluster("onprem").unwrap().reasons;
+    assert!(
+        reasons.iter().any(|r| r.ends_with("; pass -N 1")),
+        "{reasons:?}"
+    );
 
     // Not declared: CPUs as asked (3 + 2.9296875 × 0.25), and the hint has no price.
     let f = fixture().await;

@@ -1664,6 +1664,17 @@ fn layouts_and_bindings_are_read_as_sbatch_reads_them_and_not_priced() {
     assert_eq!(both.slurm.distribution.as_deref(), Some("plane=2"));
     assert_eq!(both.slurm.mem_bind.as_deref(), Some("none"));
     assert_eq!(both.plane_size(), Some(2));
+    // --mem-bind again: sbatch keeps the flags and takes the later binding
+    let script = "#!/bin/sh\n#SBATCH --mem-bind=v,local\n#SBATCH --mem-bind=p\nsrun ./app\n";
+    let twice = parse_sbatch(&args(&["--mem-bind=rank"]), Some(script)).unwrap();
+    assert_eq!(twice.slurm.mem_bind.as_deref(), Some("v,local,p,rank"));
+    assert_eq!(
+        bursar_gateway::request::layout::parse_mem_bind("v,local,p,rank")
+            .unwrap()
+            .binding
+            .as_deref(),
+        Some("verbose,prefer,rank")
+    );
     for (words, has) in [
         (&["-m", "arbitrary"][..], "host file"),
         (&["-m", "plane"], "plane=N"),
@@ -1671,10 +1682,19 @@ fn layouts_and_bindings_are_read_as_sbatch_reads_them_and_not_priced() {
         (&["-m", "pack,nopack"], "one of pack and nopack"),
         (&["-m", "block,pack,nopack"], "is not a layout"),
         // sbatch: "Too few processes for the requested {plane,node} distribution"
-        (&["-N", "2", "-n", "4", "-m", "plane=4"], "too few tasks"),
+        (
+            &["-N", "2", "-n", "4", "-m", "plane=4"],
+            "leave a node of the 2 without tasks",
+        ),
         (&["--mem-bind=help"], "the memory bindings are"),
         (&["--mem-bind=map_mem"], "give the list"),
         (&["--mem-bind=bind"], "is not a memory binding"),
+        (&["--mem-bind=sort,local"], "gone from Slurm 25.11"),
+        // from 24.05 a node takes at most a plane of a GRES job's tasks
+        (
+            &["-n", "4", "-G", "1", "-m", "plane=2"],
+            "need 2 nodes; pass -N 2",
+        ),
         (&["--gpu-bind=verbose"], "is not a GPU binding"),
         (&["--gpu-bind=map:0,1"], "is not a GPU binding"),
     ] {
@@ -1682,6 +1702,7 @@ fn layouts_and_bindings_are_read_as_sbatch_reads_them_and_not_priced() {
         assert!(error.contains(has), "{words:?}: {error}");
     }
     assert!(parse(&["-N", "2", "-n", "6", "-m", "plane=4"]).is_ok());
+    assert!(parse(&["-N", "2", "-n", "4", "-G", "2", "-m", "plane=2"]).is_ok());
     for (json, has) in [
         (
             r#"{"slurm": {"distribution": "sideways"}}"#,
@@ -1689,7 +1710,7 @@ fn layouts_and_bindings_are_read_as_sbatch_reads_them_and_not_priced() {
         ),
         (
             r#"{"nodes": 3, "ntasks": 3, "slurm": {"distribution": "plane=2"}}"#,
-            "too few tasks",
+            "leave a node of the 3 without tasks",
         ),
         (
             r#"{"slurm": {"mem_bind": "tight"}}"#,

@@ -159,16 +159,14 @@ pub struct JobSubmission {
     pub gpu_bind: Option<String>,
 }
 
-/// The variables sbatch sets for `--mem-bind` (`SLURM_MEM_BIND`, `SLURM_MEM_BIND_VERBOSE`,
-/// `SLURM_MEM_BIND_SORT`).
+/// The variables sbatch sets for `--mem-bind` (`SLURM_MEM_BIND`, `SLURM_MEM_BIND_VERBOSE`;
+/// `sort`, which would add `SLURM_MEM_BIND_SORT`, is refused before: Slurm 25.11 dropped it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemBinding {
     /// `SLURM_MEM_BIND`: `local`, `verbose,map_mem:0,1`.
     pub binding: String,
     /// `SLURM_MEM_BIND_VERBOSE`: `verbose`, else `quiet`.
     pub verbose: bool,
-    /// `SLURM_MEM_BIND_SORT=sort`.
-    pub sort: bool,
 }
 
 /// sbatch's `--signal=[{R|B}:]SIG[@SECONDS]`.
@@ -386,7 +384,14 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let (false, Some(binding)) = (modern, &job.gpu_bind) {
         put("gpu_binding", json!(binding));
     }
-    if let (true, Some(layout)) = (version >= ApiVersion::V0_0_41, &job.distribution) {
+    // v0.0.41's parser breaks on a lone `pack`/`nopack` (it appends to the request's own text
+    // and frees it; fixed in v0.0.42): the steps still get it in SLURM_DISTRIBUTION.
+    let flag_only = |layout: &str| matches!(layout, "pack" | "nopack");
+    let layout = job
+        .distribution
+        .as_ref()
+        .filter(|l| version > ApiVersion::V0_0_41 || !flag_only(l));
+    if let (true, Some(layout)) = (version >= ApiVersion::V0_0_41, layout) {
         put(
             "distribution",
             json!(match job.plane_size {
@@ -773,12 +778,9 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     }
     if let Some(mem) = &job.mem_bind {
         overwrite(env, "SLURM_MEM_BIND", mem.binding.clone());
-        // As sbatch: the shell's own verbosity and sorting, when exported, stay.
+        // As sbatch: the shell's own verbosity, when exported, stays.
         let verbose = if mem.verbose { "verbose" } else { "quiet" };
         append(env, "SLURM_MEM_BIND_VERBOSE", verbose);
-        if mem.sort {
-            append(env, "SLURM_MEM_BIND_SORT", "sort");
-        }
     }
     if let Some(per_node) = job.tasks_per_node {
         overwrite(env, "SLURM_NTASKS_PER_NODE", per_node.to_string());

@@ -356,7 +356,6 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
             m.binding.map(|binding| MemBinding {
                 binding,
                 verbose: m.verbose,
-                sort: m.sort,
             })
         }),
         gpu_bind,

@@ -360,10 +360,15 @@ fn fit(ctx: &QuoteContext<'_>, name: &str, cluster: &ClusterConfig, quote: &mut 
         }
     }
     if request.plane_may_cost_more(&defaults) {
+        let instead = if request.has_gres() {
+            "pass -N 1"
+        } else {
+            "pass -N 1, or --ntasks-per-node"
+        };
         quote.reasons.push(format!(
             "-m plane lays tasks out over the nodes of partition {partition} on {name} a plane \
              at a time, rounding each node up to whole cores of its threads, which can take more \
-             CPUs than bursar prices for more than one node; pass -N 1, or --ntasks-per-node"
+             CPUs than bursar prices for more than one node; {instead}"
         ));
     }
     if let Some(max) = limits.max_nodes {

@@ -152,16 +152,17 @@ fn parse_plane(arg: &str) -> Result<Distribution, String> {
 }
 
 /// sbatch's own check of a plane layout against the job's tasks and nodes ("Too few
-/// processes for the requested {plane,node} distribution"): each node but the last must be
-/// able to get a whole plane.
+/// processes for the requested {plane,node} distribution"), on the nodes the job runs on
+/// (bursar's count, which may be more than the `-N` sbatch checks): each node but the last
+/// must be able to get a whole plane.
 pub fn check_plane(plane_size: u32, ntasks: u32, min_nodes: u32) -> Result<(), String> {
     let few_planes = min_nodes == 0 || ntasks / plane_size < min_nodes;
     if few_planes
         && u64::from(min_nodes.saturating_sub(1)) * u64::from(plane_size) >= u64::from(ntasks)
     {
         return Err(format!(
-            "too few tasks ({ntasks}) for planes of {plane_size} over {min_nodes} nodes; sbatch \
-             refuses the layout"
+            "planes of {plane_size} tasks leave a node of the {min_nodes} without tasks ({ntasks} \
+             tasks); use a smaller plane, more tasks or fewer nodes"
         ));
     }
     Ok(())
@@ -172,31 +173,36 @@ pub fn check_plane(plane_size: u32, ntasks: u32, min_nodes: u32) -> Result<(), S
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemBinding {
     /// `SLURM_MEM_BIND`: the flags and the binding (`verbose,local`, `map_mem:0,1`); `None`
-    /// when the option sets nothing (`quiet`, `nosort`), and then no variable is set.
+    /// when the option sets nothing (`quiet`), and then no variable is set.
     pub binding: Option<String>,
     /// `SLURM_MEM_BIND_VERBOSE`: `verbose` or `quiet`.
     pub verbose: bool,
-    /// `SLURM_MEM_BIND_SORT=sort`.
-    pub sort: bool,
 }
 
 const MEM_BINDINGS: &str = "none, rank, local, map_mem:LIST or mask_mem:LIST, with verbose, \
-                            quiet, prefer, sort or nosort";
+                            quiet or prefer";
 
 /// Reads `--mem-bind` as Slurm's `slurm_verify_mem_bind`: comma-separated words, any case
-/// (`v`/`verbose`, `q`/`quiet`, `p`/`prefer`, `sort`, `nosort`, and the last of `no`/`none`,
-/// `rank`, `local`, `map_mem:LIST`, `mask_mem:LIST`), lists of decimal (map) or hexadecimal
-/// (mask, `0x` dropped) numbers, `N*K` for K of them. `help` is refused.
+/// (`v`/`verbose`, `q`/`quiet`, `p`/`prefer`, and the last of `no`/`none`, `rank`, `local`,
+/// `map_mem:LIST`, `mask_mem:LIST`), lists of decimal (map) or hexadecimal (mask, `0x`
+/// dropped) numbers, `N*K` for K of them. `help` is refused, and so are `sort` and `nosort`:
+/// Slurm 25.11 dropped them, and its `srun` would refuse every step of a job given them.
+/// Several `--mem-bind` options are one text joined by commas ([`then_mem_bind`]).
 pub fn parse_mem_bind(arg: &str) -> Result<MemBinding, String> {
-    let (mut verbose, mut prefer, mut sort) = (false, false, false);
+    let (mut verbose, mut prefer) = (false, false);
     let mut binding: Option<String> = None;
     for token in mem_bind_tokens(arg) {
         let lower = token.to_ascii_lowercase();
         match lower.as_str() {
             "help" => return Err(format!("the memory bindings are {MEM_BINDINGS}")),
             "p" | "prefer" => prefer = true,
-            "nosort" => sort = false,
-            "sort" => sort = true,
+            "sort" | "nosort" => {
+                return Err(
+                    "sort and nosort are gone from Slurm 25.11, whose srun would refuse the \
+                     job's steps; leave them out"
+                        .into(),
+                )
+            }
             "q" | "quiet" => verbose = false,
             "v" | "verbose" => verbose = true,
             "no" | "none" => binding = Some("none".into()),
@@ -215,7 +221,7 @@ pub fn parse_mem_bind(arg: &str) -> Result<MemBinding, String> {
             }
         }
     }
-    let words: Vec<&str> = [(verbose, "verbose"), (prefer, "prefer"), (sort, "sort")]
+    let words: Vec<&str> = [(verbose, "verbose"), (prefer, "prefer")]
         .iter()
         .filter(|(set, _)| *set)
         .map(|(_, word)| *word)
@@ -224,8 +230,14 @@ pub fn parse_mem_bind(arg: &str) -> Result<MemBinding, String> {
     Ok(MemBinding {
         binding: (!words.is_empty()).then(|| words.join(",")),
         verbose,
-        sort,
     })
+}
+
+/// `--mem-bind` given again after `earlier`: as sbatch reads the script's, then the command
+/// line's, the flags (`verbose`, `quiet`, `prefer`) carry over and the binding is the later
+/// one (`v,local` then `rank` is `verbose,rank`), which is reading both texts as one.
+pub fn then_mem_bind(earlier: &str, later: &str) -> String {
+    format!("{earlier},{later}")
 }
 
 /// `slurm_verify_mem_bind`'s split: at each `;`, and at each comma not followed by a number
@@ -344,8 +356,9 @@ pub fn parse_gpu_bind(arg: &str) -> Result<String, String> {
                         b.is_ascii_digit()
                     }
                 };
+                // Slurm refuses what overflows a signed 64-bit number.
                 !number.is_empty()
-                    && number.len() <= 16
+                    && number.len() <= 15
                     && number.bytes().all(digit)
                     && !count.is_empty()
                     && count.len() <= 9
@@ -462,36 +475,41 @@ mod tests {
         assert!(check_plane(2, 4, 3).is_err());
     }
 
-    /// sbatch's `SLURM_MEM_BIND` and `SLURM_MEM_BIND_VERBOSE`/`_SORT` (`slurm_xstr_mem_bind_type`
+    /// sbatch's `SLURM_MEM_BIND` and `SLURM_MEM_BIND_VERBOSE` (`slurm_xstr_mem_bind_type`
     /// and `_expand_mult`).
     #[test]
     fn memory_bindings_give_the_variables_sbatch_sets() {
         let binding = |arg: &str| parse_mem_bind(arg).unwrap_or_else(|e| panic!("{arg}: {e}"));
-        for (arg, text, verbose, sort) in [
-            ("local", "local", false, false),
-            ("verbose,map_mem:0,1", "verbose,map_mem:0,1", true, false),
-            ("none", "none", false, false),
-            ("no", "none", false, false),
-            ("v,local", "verbose,local", true, false),
-            ("prefer,mask_mem:0x1", "prefer,mask_mem:1", false, false),
-            ("sort", "sort", false, true),
-            ("rank,v,p,sort", "verbose,prefer,sort,rank", true, true),
-            ("LOCAL,Verbose", "verbose,local", true, false),
-            ("map_mem:0*2,1", "map_mem:0,0,1", false, false),
-            ("mapmem=3", "map_mem:3", false, false),
-            ("mask_mem:0x3,0xf*2", "mask_mem:3,f,f", false, false),
-            ("mask_mem:3,f", "mask_mem:3,f", false, false),
-            ("map_mem:0,1,local", "local", false, false),
-            ("local;verbose", "verbose,local", true, false),
-            ("v", "verbose", true, false),
+        for (arg, text, verbose) in [
+            ("local", "local", false),
+            ("verbose,map_mem:0,1", "verbose,map_mem:0,1", true),
+            ("none", "none", false),
+            ("no", "none", false),
+            ("v,local", "verbose,local", true),
+            ("prefer,mask_mem:0x1", "prefer,mask_mem:1", false),
+            ("rank,v,p", "verbose,prefer,rank", true),
+            ("LOCAL,Verbose", "verbose,local", true),
+            ("map_mem:0*2,1", "map_mem:0,0,1", false),
+            ("mapmem=3", "map_mem:3", false),
+            ("mask_mem:0x3,0xf*2", "mask_mem:3,f,f", false),
+            ("mask_mem:3,f", "mask_mem:3,f", false),
+            ("map_mem:0,1,local", "local", false),
+            ("local;verbose", "verbose,local", true),
+            ("v", "verbose", true),
         ] {
             let m = binding(arg);
             assert_eq!(m.binding.as_deref(), Some(text), "{arg}");
-            assert_eq!((m.verbose, m.sort), (verbose, sort), "{arg}");
+            assert_eq!(m.verbose, verbose, "{arg}");
         }
-        for arg in ["q", "nosort", "v,quiet", "sort,nosort"] {
+        for arg in ["q", "v,quiet"] {
             assert_eq!(binding(arg).binding, None, "{arg}: sbatch sets nothing");
         }
+        // given twice: the flags carry over, the binding is the later one
+        let twice = binding(&then_mem_bind("v,local", "rank"));
+        assert_eq!(twice.binding.as_deref(), Some("verbose,rank"));
+        assert!(twice.verbose);
+        let twice = binding(&then_mem_bind("map_mem:0,1", "q"));
+        assert_eq!(twice.binding.as_deref(), Some("map_mem:0,1"));
         for arg in [
             "help",
             "",
@@ -505,6 +523,8 @@ mod tests {
             "map_mem:1*x",
             "map_mem:1*5000",
             "local,,verbose",
+            "sort",
+            "nosort,local",
             // a comma before a word is a new word for Slurm too
             "mask_mem:0x3,f*2",
         ] {
@@ -522,6 +542,7 @@ mod tests {
             ("Verbose,map_gpu:0,1", "verbose,map_gpu:0,1"),
             ("map_gpu:0*2,1", "map_gpu:0*2,1"),
             ("mask_gpu:0x3,0xC", "mask_gpu:0x3,0xC"),
+            ("mask_gpu:0xfffffffffffffff", "mask_gpu:0xfffffffffffffff"),
             ("per_task:2", "per_task:2"),
             ("single:1", "single:1"),
         ] {
@@ -543,6 +564,7 @@ mod tests {
             "per_task:-1",
             "single:x",
             "verbose,verbose,closest",
+            "mask_gpu:7fffffffffffffff",
         ] {
             assert!(parse_gpu_bind(arg).is_err(), "{arg:?} is refused");
         }

@@ -664,13 +664,18 @@ impl JobRequest {
     /// Whether slurmctld's plane layout could take more whole cores than bursar prices on
     /// nodes of several threads per core: each plane is rounded up to whole cores on its node,
     /// where bursar spreads the tasks evenly. On one node, or with `--ntasks-per-node` fixing
-    /// each node's tasks (and no GPUs, for which slurmctld does not cap a node's tasks by it),
+    /// each node's tasks (and no GRES, for which slurmctld does not cap a node's tasks by it),
     /// the layout cannot change a node's count.
     pub fn plane_may_cost_more(&self, defaults: &PartitionDefaults) -> bool {
         defaults.threads_per_core.is_some_and(|t| t > 1)
             && self.plane_size().is_some()
             && self.nodes > 1
-            && (self.ntasks_per_node.is_none() || self.total_gpus() > 0)
+            && (self.ntasks_per_node.is_none() || self.has_gres())
+    }
+
+    /// GPUs or other GRES.
+    pub fn has_gres(&self) -> bool {
+        self.total_gpus() > 0 || !self.other_gres.is_empty()
     }
 
     /// The CPUs of a node of `cpus` CPUs the job can use: on nodes of several threads per
@@ -1070,6 +1075,21 @@ impl JobRequest {
         if let Some(plane) = self.plane_size() {
             layout::check_plane(plane, self.ntasks, self.nodes)
                 .map_err(|why| RequestError::invalid_value("--distribution", "plane", why))?;
+            // From 24.05 slurmctld offers a GRES job no more of a node's GRES than a plane of
+            // tasks uses, so a node takes at most a plane of them.
+            let needed = self.ntasks.div_ceil(plane);
+            if self.has_gres() && needed > self.nodes {
+                return Err(RequestError::invalid_value(
+                    "--distribution",
+                    &format!("plane={plane}"),
+                    format!(
+                        "with GPUs or other GRES, Slurm 24.05 and later put at most a plane of \
+                         tasks on each node: {} tasks need {needed} nodes; pass -N {needed}, \
+                         or a larger plane",
+                        self.ntasks
+                    ),
+                ));
+            }
         }
         if self.slurm.dependency.is_some() && self.clusters.len() != 1 {
             return invalid(

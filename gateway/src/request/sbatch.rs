@@ -36,7 +36,7 @@
 //! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on the nodes it names (one task per node without `-n`; a `-N` minimum below their count raised to it, a maximum below it refused: Slurm 22.05 refuses it and later versions pick some of the names), and is priced and pinned for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch 22.05 keeps them (with a note; later sbatch leaves Slurm to pick among them, so bursar's pick is one Slurm could make). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
 //! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive` and `--oversubscribe` the later in one place wins, and the command line's over the script's, as in sbatch |
-//! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GPUs |
+//! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GRES; with GRES the job needs a node per plane of tasks (Slurm 24.05 and later). `--mem-bind` given again keeps the earlier flags, as in sbatch |
 //! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
@@ -79,7 +79,7 @@
 use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::hostlist;
-use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind};
+use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind, then_mem_bind};
 use super::slurm::{check_acctg_freq, parse_nice, GresFlags};
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
@@ -1274,7 +1274,10 @@ impl Directives {
             Opt::MemBind => {
                 parse_mem_bind(v)
                     .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
-                self.mem_bind = Some(v.to_string());
+                self.mem_bind = Some(match self.mem_bind.take() {
+                    Some(earlier) => then_mem_bind(&earlier, v),
+                    None => v.to_string(),
+                });
             }
             Opt::GpuBind => {
                 parse_gpu_bind(v)
@@ -1421,7 +1424,10 @@ impl Directives {
             gres_flags: cli.gres_flags.or(script.gres_flags),
             acctg_freq: cli.acctg_freq.or(script.acctg_freq),
             distribution: cli.distribution.or(script.distribution),
-            mem_bind: cli.mem_bind.or(script.mem_bind),
+            mem_bind: match (script.mem_bind, cli.mem_bind) {
+                (Some(script), Some(cli)) => Some(then_mem_bind(&script, &cli)),
+                (script, cli) => cli.or(script),
+            },
             gpu_bind: cli.gpu_bind.or(script.gpu_bind),
             get_user_env: cli.get_user_env || script.get_user_env,
             signal: cli.signal.or(script.signal),
