@@ -748,7 +748,9 @@ fn sharing_binding_and_sampling_go_as_each_version_takes_them() {
 /// `-m`: `distribution` from v0.0.41 (v0.0.38 and v0.0.40 drop it), `SLURM_DISTRIBUTION` and
 /// `SLURM_DIST_PLANESIZE` in every version; `--mem-bind` only as the variables sbatch sets;
 /// `--gpu-bind` as `gpu_binding` with `SLURM_GPU_BIND` at v0.0.38, as `tres_bind` with
-/// `SLURM_TRES_BIND` later, in place of the binding `--gpus-per-task` implies.
+/// `SLURM_TRES_BIND` later, in place of the binding `--gpus-per-task` implies; `--gpu-freq`
+/// as `gpu_frequency` at v0.0.38, `tres_freq` `gpu:…` later, and `SLURM_GPU_FREQ` in every
+/// version.
 #[test]
 fn layouts_and_bindings_go_as_each_version_takes_them() {
     let job = JobSubmission {
@@ -758,6 +760,7 @@ fn layouts_and_bindings_go_as_each_version_takes_them() {
             verbose: true,
         }),
         gpu_bind: Some("closest".into()),
+        gpu_freq: Some("medium,memory=high".into()),
         gpus_per_node: None,
         gpus_per_task: Some(GpuRequest {
             count: 1,
@@ -778,7 +781,11 @@ fn layouts_and_bindings_go_as_each_version_takes_them() {
         assert_eq!(var("SLURM_DIST_PLANESIZE"), None, "{version}");
         assert_eq!(var("SLURM_MEM_BIND"), Some("verbose,local"), "{version}");
         assert_eq!(var("SLURM_MEM_BIND_VERBOSE"), Some("verbose"), "{version}");
-        assert_eq!(var("SLURM_MEM_BIND_SORT"), None, "{version}");
+        assert_eq!(
+            var("SLURM_GPU_FREQ"),
+            Some("medium,memory=high"),
+            "{version}"
+        );
         for field in ["memory_binding", "memory_binding_type"] {
             assert_eq!(
                 body["job"].get(field),
@@ -817,10 +824,16 @@ fn layouts_and_bindings_go_as_each_version_takes_them() {
             );
             assert_eq!(var("SLURM_GPU_BIND"), None, "{version}");
             assert_eq!(body["job"].get("gpu_binding"), None, "{version}");
+            assert_eq!(
+                body["job"]["tres_freq"],
+                json!("gpu:medium,memory=high"),
+                "{version}"
+            );
         } else {
             assert_eq!(body["job"]["gpu_binding"], json!("closest"));
             assert_eq!(var("SLURM_GPU_BIND"), Some("closest"));
             assert_eq!(body["job"].get("tres_bind"), None);
+            assert_eq!(body["job"]["gpu_frequency"], json!("medium,memory=high"));
         }
     }
     // a lone pack flag breaks v0.0.41's parser: sent from v0.0.42, in the variable everywhere
@@ -996,6 +1009,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         distribution: Some("plane".into()),
         plane_size: Some(4),
         gpu_bind: Some("closest".into()),
+        gpu_freq: Some("medium".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -1038,7 +1052,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         let job = body["job"].as_object().unwrap();
         // `distribution` from v0.0.41
         let layout = usize::from(version >= ApiVersion::V0_0_41);
-        assert_eq!(job.len(), 49 + layout, "{version}: {job:?}");
+        assert_eq!(job.len(), 50 + layout, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -1072,7 +1086,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 53 * 6 + 5);
+    assert_eq!(checked, 54 * 6 + 5);
 }
 
 #[tokio::test]

@@ -251,6 +251,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             ("SBATCH_ARRAY_INX", "0-3%2"),
             ("SBATCH_DISTRIBUTION", "cyclic:block"),
             ("SBATCH_GPU_BIND", "closest"),
+            ("SBATCH_GPU_FREQ", "high"),
         ],
     )
     .await;
@@ -259,7 +260,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
     assert_eq!(
         body["slurm"],
         json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false,
-            "distribution": "cyclic:block", "gpu_bind": "closest"})
+            "distribution": "cyclic:block", "gpu_bind": "closest", "gpu_freq": "high"})
     );
     assert_eq!(body["array"], "0-3%2");
 

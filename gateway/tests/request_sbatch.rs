@@ -1697,11 +1697,27 @@ fn layouts_and_bindings_are_read_as_sbatch_reads_them_and_not_priced() {
         ),
         (&["--gpu-bind=verbose"], "is not a GPU binding"),
         (&["--gpu-bind=map:0,1"], "is not a GPU binding"),
+        (&["--gpu-freq=Medium"], "is not a GPU frequency"),
+        (&["--gpu-freq=450MHz"], "is not a GPU frequency"),
+        (&["--gpu-freq=graphics=1000"], "is not a GPU frequency"),
+        (&["--gpu-freq=memory="], "is not a GPU frequency"),
+        (&["--gpu-freq=medium,,verbose"], "is not a GPU frequency"),
+        (&["--gpu-freq=verbose=1"], "is not a GPU frequency"),
+        (
+            &["--gres=gpu:1,shard:2", "--gpu-freq=high"],
+            "cannot set the clocks of GPUs a job shares",
+        ),
     ] {
         let error = parse(words).unwrap_err().to_string();
         assert!(error.contains(has), "{words:?}: {error}");
     }
     assert!(parse(&["-N", "2", "-n", "6", "-m", "plane=4"]).is_ok());
+    let freq = parse_ok(&["--gpu-freq=1410,memory=highm1,verbose", "-G", "1"]);
+    assert_eq!(
+        freq.slurm.gpu_freq.as_deref(),
+        Some("1410,memory=highm1,verbose")
+    );
+    assert_eq!(freq.alloc(), parse_ok(&["-G", "1"]).alloc(), "not priced");
     assert!(parse(&["-N", "2", "-n", "4", "-G", "2", "-m", "plane=2"]).is_ok());
     for (json, has) in [
         (
@@ -2229,6 +2245,9 @@ fn request() -> impl Strategy<Value = JobRequest> {
             ),
             proptest::option::of("(v,)?(local|none|rank|map_mem:[0-3](,[0-3])?)"),
             proptest::option::of("(verbose,)?(closest|none|single:[1-4]|map_gpu:[0-3](,[0-3])?)"),
+            proptest::option::of(
+                "(low|medium|high|[1-9][0-9]{2,3})(,memory=(high|[1-9][0-9]{2,3}))?(,verbose)?",
+            ),
         ),
     );
     let slurm = (slurm, times).prop_map(
@@ -2253,7 +2272,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 tmp_mb,
                 prefer,
                 on_n1,
-                (oversubscribe, gres_flags, acctg_freq, distribution, mem_bind, gpu_bind),
+                (oversubscribe, gres_flags, acctg_freq, distribution, mem_bind, gpu_bind, gpu_freq),
             ),
         )| SlurmOptions {
             signal,
@@ -2281,6 +2300,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
             distribution,
             mem_bind,
             gpu_bind,
+            gpu_freq,
         },
     );
     (shape, names, texts, slurm).prop_map(
@@ -2348,7 +2368,6 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 cpus_per_task: cpus,
                 memory,
                 gpus: gpu.map(|(count, per, kind, _)| GpuRequest { count, per, kind }),
-                other_gres,
                 licenses,
                 min_cpus_per_node,
                 hint,
@@ -2368,7 +2387,12 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 exclusive: excl,
                 hold,
                 array,
-                slurm,
+                // slurmctld refuses GPU clocks for shared GPUs
+                slurm: SlurmOptions {
+                    gpu_freq: slurm.gpu_freq.filter(|_| other_gres.is_empty()),
+                    ..slurm
+                },
+                other_gres,
                 ..JobRequest::default()
             }
         },

@@ -174,7 +174,8 @@ fn the_job_request_schema_lists_every_field() {
             "begin": 1_796_144_400, "deadline": "2026-12-02T18:00:00+01:00", "time_min": 30,
             "tmp_mb": 2048, "prefer": "skylake", "nodelist": "op-n[1-2]",
             "oversubscribe": true, "gres_flags": "enforce-binding", "acctg_freq": "30",
-            "distribution": "block:cyclic", "mem_bind": "local", "gpu_bind": "closest"
+            "distribution": "block:cyclic", "mem_bind": "local", "gpu_bind": "closest",
+            "gpu_freq": "medium,memory=high"
         }))
         .unwrap(),
         dstack: dstack.dstack,

@@ -1080,15 +1080,27 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
         "block:cyclic",
         "--mem-bind=v,local",
         "--gpu-bind=closest",
+        "--gpu-freq=medium,memory=high",
         "--gres=gpu:1",
     ];
-    let keys = ["TresBind", "TRES", "MinMemoryCPU"];
+    let keys = ["TresBind", "TresFreq", "TRES", "MinMemoryCPU"];
     let (held, ours) = same_as_sbatch(&gw, &options, script, &keys);
     assert_eq!(field(&ours, "TresBind"), "gpu:closest", "{ours:?}");
+    assert_eq!(
+        field(&ours, "TresFreq"),
+        "gpu:medium,memory=high",
+        "{ours:?}"
+    );
     gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
 
     // Both ways, printing their environments.
-    let layout = ["-m", "Cyclic:*", "--mem-bind=v,local", "--gpu-bind=closest"];
+    let layout = [
+        "-m",
+        "Cyclic:*",
+        "--mem-bind=v,local",
+        "--gpu-bind=closest",
+        "--gpu-freq=high",
+    ];
     let pid = std::process::id();
     let ours = format!("/tmp/bursar-live-layout-{pid}-%j.out");
     let theirs = format!("/tmp/bursar-live-layout-sbatch-{pid}-%j.out");
@@ -1123,6 +1135,7 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
         ("SLURM_MEM_BIND", "verbose,local"),
         ("SLURM_MEM_BIND_VERBOSE", "verbose"),
         ("SLURM_GPU_BIND", "closest"),
+        ("SLURM_GPU_FREQ", "high"),
     ] {
         assert_eq!(ours.get(var).map(String::as_str), Some(value), "{var}");
         assert_eq!(
@@ -1133,7 +1146,7 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
     }
     println!(
         "job {} and sbatch's {direct}: SLURM_DISTRIBUTION, SLURM_MEM_BIND, \
-         SLURM_MEM_BIND_VERBOSE, SLURM_GPU_BIND the same",
+         SLURM_MEM_BIND_VERBOSE, SLURM_GPU_BIND, SLURM_GPU_FREQ the same",
         sub.cluster_job_id
     );
 }

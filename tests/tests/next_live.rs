@@ -569,7 +569,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 36] = [
+const SHAPE: [&str; 37] = [
     "UserId",
     "Account",
     "QOS",
@@ -591,6 +591,8 @@ const SHAPE: [&str; 36] = [
     "StdIn",
     "TresPerJob",
     "TresBind",
+    // --gpu-freq: `TresFreq=gpu:medium,memory=high`.
+    "TresFreq",
     "MemPerTres",
     "CpusPerTres",
     "MinMemoryTRES",
@@ -736,6 +738,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "block:cyclic",
             "--mem-bind=v,local",
             "--gpu-bind=closest",
+            "--gpu-freq=medium,memory=high",
             "--gres=gpu:1",
             "-t",
             "5",
@@ -929,10 +932,11 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                         "plane=2",
                         "--mem-bind=v,local",
                         "--gpu-bind=closest",
+                        "--gpu-freq=high",
                         "-t",
                         "5",
                     ],
-                    12,
+                    13,
                 ),
             ];
             let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
@@ -978,6 +982,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                                 "SLURM_MEM_BIND_VERBOSE=",
                                 "SLURM_MEM_BIND_SORT=",
                                 "SLURM_GPU_BIND=",
+                                "SLURM_GPU_FREQ=",
                                 "HYDRA_BOOTSTRAP=",
                                 "HYDRA_LAUNCHER_EXTRA_ARGS=",
                                 "I_MPI_HYDRA_BOOTSTRAP=",

@@ -157,6 +157,10 @@ pub struct JobSubmission {
     /// 22.05 exports as `SLURM_GPU_BIND`; later `tres_bind` `gres/gpu:…`, in place of the
     /// binding `--gpus-per-task` implies, and `SLURM_TRES_BIND`, as sbatch 23.11 and later.
     pub gpu_bind: Option<String>,
+    /// `--gpu-freq` (`medium,memory=high`): `gpu_frequency` at v0.0.38, `tres_freq` `gpu:…`
+    /// later, and the job's `SLURM_GPU_FREQ` in every version (the steps read it; slurmrestd
+    /// sets it in none).
+    pub gpu_freq: Option<String>,
 }
 
 /// The variables sbatch sets for `--mem-bind` (`SLURM_MEM_BIND`, `SLURM_MEM_BIND_VERBOSE`;
@@ -383,6 +387,13 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let (false, Some(binding)) = (modern, &job.gpu_bind) {
         put("gpu_binding", json!(binding));
+    }
+    if let Some(freq) = &job.gpu_freq {
+        if modern {
+            put("tres_freq", json!(format!("gpu:{freq}")));
+        } else {
+            put("gpu_frequency", json!(freq));
+        }
     }
     // v0.0.41's parser breaks on a lone `pack`/`nopack` (it appends to the request's own text
     // and frees it; fixed in v0.0.42): the steps still get it in SLURM_DISTRIBUTION.
@@ -769,6 +780,9 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
         if let Some(binding) = &job.gpu_bind {
             overwrite(env, "SLURM_GPU_BIND", binding.clone());
         }
+    }
+    if let Some(freq) = &job.gpu_freq {
+        overwrite(env, "SLURM_GPU_FREQ", freq.clone());
     }
     if let Some(layout) = &job.distribution {
         overwrite(env, "SLURM_DISTRIBUTION", layout.clone());

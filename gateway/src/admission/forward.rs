@@ -359,6 +359,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
             })
         }),
         gpu_bind,
+        gpu_freq: r.slurm.gpu_freq.clone(),
         memory_per_gpu_mb,
         other_gres: r.other_gres.clone(),
         mail_type,

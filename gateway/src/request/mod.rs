@@ -67,7 +67,7 @@ pub use sbatch::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
     split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
-pub use slurm::{check_acctg_freq, GresFlags, OpenMode, SlurmOptions, WarnSignal};
+pub use slurm::{check_acctg_freq, check_gpu_freq, GresFlags, OpenMode, SlurmOptions, WarnSignal};
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
     format_slurm_megabytes, parse_dstack_megabytes, parse_slurm_megabytes, CountRange, SizeRange,
@@ -1072,6 +1072,18 @@ impl JobRequest {
                 .map_err(|why| RequestError::invalid_value("--mail-type", types, &why))?;
         }
         self.slurm.validate()?;
+        // slurmctld refuses a GPU frequency for a job that shares GPUs.
+        let shared = |g: &String| {
+            let name = g.split(':').next().unwrap_or_default();
+            name.eq_ignore_ascii_case("shard") || name.eq_ignore_ascii_case("mps")
+        };
+        if self.slurm.gpu_freq.is_some() && self.other_gres.iter().any(shared) {
+            return invalid(
+                "--gpu-freq cannot set the clocks of GPUs a job shares (shard or mps GRES): \
+                 Slurm refuses the job; leave one out"
+                    .into(),
+            );
+        }
         if let Some(plane) = self.plane_size() {
             layout::check_plane(plane, self.ntasks, self.nodes)
                 .map_err(|why| RequestError::invalid_value("--distribution", "plane", why))?;
@@ -1355,6 +1367,7 @@ impl JobRequest {
         put("distribution", slurm.distribution.clone());
         put("mem-bind", slurm.mem_bind.clone());
         put("gpu-bind", slurm.gpu_bind.clone());
+        put("gpu-freq", slurm.gpu_freq.clone());
         put(
             "kill-on-invalid-dep",
             slurm

@@ -37,6 +37,7 @@
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
 //! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive` and `--oversubscribe` the later in one place wins, and the command line's over the script's, as in sbatch |
 //! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GRES; with GRES the job needs a node per plane of tasks (Slurm 24.05 and later). `--mem-bind` given again keeps the earlier flags, as in sbatch |
+//! | `--gpu-freq=FREQ` | [`SlurmOptions::gpu_freq`]: the GPUs' clocks while the job's steps run, checked as Slurm's `tres_freq_verify_cmdline`; sent as `gpu:FREQ` (`gpu_frequency` at v0.0.38) with the `SLURM_GPU_FREQ` sbatch sets (steps read it); not priced, and refused with shard or mps GRES, as slurmctld refuses it |
 //! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
@@ -80,7 +81,7 @@ use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::hostlist;
 use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind, then_mem_bind};
-use super::slurm::{check_acctg_freq, parse_nice, GresFlags};
+use super::slurm::{check_acctg_freq, check_gpu_freq, parse_nice, GresFlags};
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
 use super::{
@@ -161,6 +162,7 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
   -m, --distribution=LAYOUT     how tasks are laid out (block, cyclic:cyclic, plane=4)
       --mem-bind=BINDING        how steps bind memory (local, map_mem:0,1)
       --gpu-bind=BINDING        how steps bind GPUs (closest, single:1, map_gpu:0,1)
+      --gpu-freq=FREQ           GPU clocks for the steps (medium, 1410,memory=high)
   -H, --hold                    submit the job held (release it with scontrol release)
   -a, --array=LIST[%MAX]        a job array: indexes N, N-M, N-M:STEP, comma-separated;
                                 %MAX runs at most MAX tasks at once (Slurm clusters)
@@ -674,6 +676,7 @@ enum Opt {
     Distribution,
     MemBind,
     GpuBind,
+    GpuFreq,
     GetUserEnv,
     Hold,
     Array,
@@ -774,6 +777,7 @@ const OPTIONS: &[Spec] = &[
     spec("distribution", Some('m'), Opt::Distribution, Arg::Required),
     spec("mem-bind", None, Opt::MemBind, Arg::Required),
     spec("gpu-bind", None, Opt::GpuBind, Arg::Required),
+    spec("gpu-freq", None, Opt::GpuFreq, Arg::Required),
     spec("get-user-env", None, Opt::GetUserEnv, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
@@ -907,6 +911,7 @@ struct Directives {
     distribution: Option<String>,
     mem_bind: Option<String>,
     gpu_bind: Option<String>,
+    gpu_freq: Option<String>,
     get_user_env: bool,
     hold: bool,
     array: Option<ArraySpec>,
@@ -1284,6 +1289,11 @@ impl Directives {
                     .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
                 self.gpu_bind = Some(v.to_string());
             }
+            Opt::GpuFreq => {
+                check_gpu_freq(v)
+                    .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
+                self.gpu_freq = Some(v.to_string());
+            }
             Opt::GetUserEnv => {
                 // sbatch's strtol: seconds, then S or L (the login shell's mode); slurmd
                 // ignores both and loads the environment its own way.
@@ -1429,6 +1439,7 @@ impl Directives {
                 (script, cli) => cli.or(script),
             },
             gpu_bind: cli.gpu_bind.or(script.gpu_bind),
+            gpu_freq: cli.gpu_freq.or(script.gpu_freq),
             get_user_env: cli.get_user_env || script.get_user_env,
             signal: cli.signal.or(script.signal),
             requeue: cli.requeue.or(script.requeue),
@@ -1677,6 +1688,7 @@ impl Directives {
                 distribution: self.distribution,
                 mem_bind: self.mem_bind,
                 gpu_bind: self.gpu_bind,
+                gpu_freq: self.gpu_freq,
             },
             ..JobRequest::default()
         };

@@ -3,7 +3,7 @@
 //! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`, `--begin`, `--deadline`,
 //! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced,
 //! `-s/--oversubscribe`, `--gres-flags`, `--acctg-freq`, `-m/--distribution`, `--mem-bind`,
-//! `--gpu-bind`: [`super::layout`]). They are
+//! `--gpu-bind`: [`super::layout`], `--gpu-freq`). They are
 //! forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
@@ -115,6 +115,10 @@ pub struct SlurmOptions {
     /// [`parse_gpu_bind`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_bind: Option<String>,
+    /// `--gpu-freq`: the clocks of the job's GPUs while its steps run (`medium`,
+    /// `1410,memory=high,verbose`; [`check_gpu_freq`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_freq: Option<String>,
 }
 
 /// `--gres-flags`: the GRES binding sbatch takes on every version.
@@ -191,6 +195,29 @@ pub fn check_acctg_freq(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `--gpu-freq` as Slurm's `tres_freq_verify_cmdline` checks it (the same from 22.05 to
+/// 25.11): comma-separated entries, each a frequency (MHz, or `low`, `medium`, `high`,
+/// `highm1`, in lower case), `memory=` one, or `verbose`. Empty entries are refused too.
+pub fn check_gpu_freq(text: &str) -> Result<(), String> {
+    let value = |v: &str| {
+        (!v.is_empty() && v.len() <= 18 && v.bytes().all(|b| b.is_ascii_digit()))
+            || matches!(v, "low" | "medium" | "high" | "highm1")
+    };
+    for entry in text.split(',') {
+        let ok = match entry.split_once('=') {
+            None => value(entry) || entry == "verbose",
+            Some((kind, v)) => kind == "memory" && value(v),
+        };
+        if !ok {
+            return Err(format!(
+                "{entry:?} is not a GPU frequency: use MHz or low, medium, high, highm1 (lower \
+                 case), memory= one of those, or verbose, comma-separated"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A Unix time in JSON: whole seconds, or RFC 3339 text (`2026-12-01T18:00:00+01:00`).
 fn unix_time<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<i64>, D::Error> {
     #[derive(Deserialize)]
@@ -251,6 +278,7 @@ impl SlurmOptions {
         note(self.distribution.is_some(), "--distribution");
         note(self.mem_bind.is_some(), "--mem-bind");
         note(self.gpu_bind.is_some(), "--gpu-bind");
+        note(self.gpu_freq.is_some(), "--gpu-freq");
         given
     }
 
@@ -287,6 +315,10 @@ impl SlurmOptions {
         if let Some(text) = &self.gpu_bind {
             parse_gpu_bind(text)
                 .map_err(|why| RequestError::invalid_value("--gpu-bind", text, why))?;
+        }
+        if let Some(text) = &self.gpu_freq {
+            check_gpu_freq(text)
+                .map_err(|why| RequestError::invalid_value("--gpu-freq", text, why))?;
         }
         // slurmctld keeps it in 32 bits, the top two values reserved.
         if self.tmp_mb.is_some_and(|mb| mb >= u64::from(u32::MAX - 1)) {
