@@ -761,6 +761,7 @@ fn layouts_and_bindings_go_as_each_version_takes_them() {
         }),
         gpu_bind: Some("closest".into()),
         gpu_freq: Some("medium,memory=high".into()),
+        cpu_freq: Some("High".into()),
         gpus_per_node: None,
         gpus_per_task: Some(GpuRequest {
             count: 1,
@@ -781,6 +782,8 @@ fn layouts_and_bindings_go_as_each_version_takes_them() {
         assert_eq!(var("SLURM_DIST_PLANESIZE"), None, "{version}");
         assert_eq!(var("SLURM_MEM_BIND"), Some("verbose,local"), "{version}");
         assert_eq!(var("SLURM_MEM_BIND_VERBOSE"), Some("verbose"), "{version}");
+        assert_eq!(var("SLURM_CPU_FREQ_REQ"), Some("High"), "{version}");
+        assert_eq!(body["job"]["cpu_frequency"], json!("High"), "{version}");
         assert_eq!(
             var("SLURM_GPU_FREQ"),
             Some("medium,memory=high"),
@@ -1010,6 +1013,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         plane_size: Some(4),
         gpu_bind: Some("closest".into()),
         gpu_freq: Some("medium".into()),
+        cpu_freq: Some("1800000-2400000:OnDemand".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -1052,7 +1056,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         let job = body["job"].as_object().unwrap();
         // `distribution` from v0.0.41
         let layout = usize::from(version >= ApiVersion::V0_0_41);
-        assert_eq!(job.len(), 50 + layout, "{version}: {job:?}");
+        assert_eq!(job.len(), 51 + layout, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -1086,7 +1090,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 54 * 6 + 5);
+    assert_eq!(checked, 55 * 6 + 5);
 }
 
 #[tokio::test]

@@ -252,6 +252,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             ("SBATCH_DISTRIBUTION", "cyclic:block"),
             ("SBATCH_GPU_BIND", "closest"),
             ("SBATCH_GPU_FREQ", "high"),
+            ("SBATCH_CPU_FREQ_REQ", "Performance"),
         ],
     )
     .await;
@@ -260,7 +261,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
     assert_eq!(
         body["slurm"],
         json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false,
-            "distribution": "cyclic:block", "gpu_bind": "closest", "gpu_freq": "high"})
+            "distribution": "cyclic:block", "gpu_bind": "closest", "gpu_freq": "high",
+            "cpu_freq": "Performance"})
     );
     assert_eq!(body["array"], "0-3%2");
 

@@ -673,7 +673,7 @@ fn refuses_what_it_cannot_carry() {
         }
         other => panic!("{words:?}: {other:?}"),
     };
-    unsupported(&["--cpu-freq=high"], "--cpu-freq", "not supported");
+    unsupported(&["--profile=all"], "--profile", "not supported");
     unsupported(&["-B", "2:4"], "-B", "not supported");
     unsupported(&["--bogus"], "--bogus", "not supported");
     unsupported(&["--accou=physics"], "--accou", "did you mean --account");
@@ -1698,6 +1698,23 @@ fn layouts_and_bindings_are_read_as_sbatch_reads_them_and_not_priced() {
         (&["--gpu-bind=verbose"], "is not a GPU binding"),
         (&["--gpu-bind=map:0,1"], "is not a GPU binding"),
         (&["--gpu-freq=Medium"], "is not a GPU frequency"),
+        (&["--cpu-freq=1800000-2400000"], "a range needs a governor"),
+        (
+            &["--cpu-freq=2400000:UserSpace"],
+            "means one thing to Slurm 22.05",
+        ),
+        (
+            &["--cpu-freq=1-2:UserSpace"],
+            "takes one frequency, not a range",
+        ),
+        (&["--cpu-freq=2-1:OnDemand"], "minimum is above its maximum"),
+        (
+            &["--cpu-freq=low-high:OnDemand"],
+            "a range is two frequencies in kHz",
+        ),
+        (&["--cpu-freq=0"], "is not a CPU frequency"),
+        (&["--cpu-freq=2.4GHz"], "is not a CPU frequency"),
+        (&["--cpu-freq=turbo"], "is not a CPU frequency"),
         (&["--gpu-freq=450MHz"], "is not a GPU frequency"),
         (&["--gpu-freq=graphics=1000"], "is not a GPU frequency"),
         (&["--gpu-freq=memory="], "is not a GPU frequency"),
@@ -1712,6 +1729,24 @@ fn layouts_and_bindings_are_read_as_sbatch_reads_them_and_not_priced() {
         assert!(error.contains(has), "{words:?}: {error}");
     }
     assert!(parse(&["-N", "2", "-n", "6", "-m", "plane=4"]).is_ok());
+    // --cpu-freq in Slurm's own spelling (cpu_freq_to_cmdline), as sent and exported
+    for (given, sent) in [
+        ("2400000", "2400000"),
+        ("high", "High"),
+        ("HIGHM1", "Highm1"),
+        ("userspace", "UserSpace"),
+        ("ondemand", "OnDemand"),
+        ("1800000-2400000:performance", "1800000-2400000:Performance"),
+        ("2400000-2400000:SchedUtil", "2400000-2400000:SchedUtil"),
+    ] {
+        let r = parse_ok(&["--cpu-freq", given]);
+        assert_eq!(r.slurm.cpu_freq.as_deref(), Some(given));
+        assert_eq!(
+            bursar_gateway::request::cpu_freq_request(given).as_deref(),
+            Ok(sent)
+        );
+        assert_eq!(r.alloc(), parse_ok(&[]).alloc(), "not priced");
+    }
     let freq = parse_ok(&["--gpu-freq=1410,memory=highm1,verbose", "-G", "1"]);
     assert_eq!(
         freq.slurm.gpu_freq.as_deref(),
@@ -1773,7 +1808,7 @@ fn splits_argv_like_sbatch() {
     assert_eq!(split.script_args, args(&["a"]));
 
     assert!(matches!(
-        split_sbatch_args(&args(&["--cpu-freq", "high", "job.sh"])),
+        split_sbatch_args(&args(&["--profile", "all", "job.sh"])),
         Err(RequestError::UnsupportedOption { .. })
     ));
     let split = split_sbatch_args(&args(&["--hint", "nomultithread", "job.sh"])).unwrap();
@@ -2248,6 +2283,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
             proptest::option::of(
                 "(low|medium|high|[1-9][0-9]{2,3})(,memory=(high|[1-9][0-9]{2,3}))?(,verbose)?",
             ),
+            proptest::option::of("[1-9][0-9]{5,6}|High|Performance|1000000-2000000:OnDemand"),
         ),
     );
     let slurm = (slurm, times).prop_map(
@@ -2272,7 +2308,16 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 tmp_mb,
                 prefer,
                 on_n1,
-                (oversubscribe, gres_flags, acctg_freq, distribution, mem_bind, gpu_bind, gpu_freq),
+                (
+                    oversubscribe,
+                    gres_flags,
+                    acctg_freq,
+                    distribution,
+                    mem_bind,
+                    gpu_bind,
+                    gpu_freq,
+                    cpu_freq,
+                ),
             ),
         )| SlurmOptions {
             signal,
@@ -2301,6 +2346,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
             mem_bind,
             gpu_bind,
             gpu_freq,
+            cpu_freq,
         },
     );
     (shape, names, texts, slurm).prop_map(

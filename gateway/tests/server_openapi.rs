@@ -175,7 +175,7 @@ fn the_job_request_schema_lists_every_field() {
             "tmp_mb": 2048, "prefer": "skylake", "nodelist": "op-n[1-2]",
             "oversubscribe": true, "gres_flags": "enforce-binding", "acctg_freq": "30",
             "distribution": "block:cyclic", "mem_bind": "local", "gpu_bind": "closest",
-            "gpu_freq": "medium,memory=high"
+            "gpu_freq": "medium,memory=high", "cpu_freq": "2400000"
         }))
         .unwrap(),
         dstack: dstack.dstack,

@@ -1081,9 +1081,17 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
         "--mem-bind=v,local",
         "--gpu-bind=closest",
         "--gpu-freq=medium,memory=high",
+        "--cpu-freq=1800000-2400000:ondemand",
         "--gres=gpu:1",
     ];
-    let keys = ["TresBind", "TresFreq", "TRES", "MinMemoryCPU"];
+    let keys = [
+        "TresBind",
+        "TresFreq",
+        "CPU_min_freq",
+        "CPU_max_freq",
+        "TRES",
+        "MinMemoryCPU",
+    ];
     let (held, ours) = same_as_sbatch(&gw, &options, script, &keys);
     assert_eq!(field(&ours, "TresBind"), "gpu:closest", "{ours:?}");
     assert_eq!(
@@ -1091,6 +1099,7 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
         "gpu:medium,memory=high",
         "{ours:?}"
     );
+    assert_eq!(field(&ours, "CPU_max_freq"), "2400000", "{ours:?}");
     gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
 
     // Both ways, printing their environments.
@@ -1100,6 +1109,7 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
         "--mem-bind=v,local",
         "--gpu-bind=closest",
         "--gpu-freq=high",
+        "--cpu-freq=Performance",
     ];
     let pid = std::process::id();
     let ours = format!("/tmp/bursar-live-layout-{pid}-%j.out");
@@ -1136,6 +1146,7 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
         ("SLURM_MEM_BIND_VERBOSE", "verbose"),
         ("SLURM_GPU_BIND", "closest"),
         ("SLURM_GPU_FREQ", "high"),
+        ("SLURM_CPU_FREQ_REQ", "Performance"),
     ] {
         assert_eq!(ours.get(var).map(String::as_str), Some(value), "{var}");
         assert_eq!(
@@ -1146,7 +1157,7 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
     }
     println!(
         "job {} and sbatch's {direct}: SLURM_DISTRIBUTION, SLURM_MEM_BIND, \
-         SLURM_MEM_BIND_VERBOSE, SLURM_GPU_BIND, SLURM_GPU_FREQ the same",
+         SLURM_MEM_BIND_VERBOSE, SLURM_GPU_BIND, SLURM_GPU_FREQ, SLURM_CPU_FREQ_REQ the same",
         sub.cluster_job_id
     );
 }

@@ -569,7 +569,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 37] = [
+const SHAPE: [&str; 39] = [
     "UserId",
     "Account",
     "QOS",
@@ -591,8 +591,10 @@ const SHAPE: [&str; 37] = [
     "StdIn",
     "TresPerJob",
     "TresBind",
-    // --gpu-freq: `TresFreq=gpu:medium,memory=high`.
+    // --gpu-freq: `TresFreq=gpu:medium,memory=high`; --cpu-freq's range.
     "TresFreq",
+    "CPU_min_freq",
+    "CPU_max_freq",
     "MemPerTres",
     "CpusPerTres",
     "MinMemoryTRES",
@@ -739,6 +741,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "--mem-bind=v,local",
             "--gpu-bind=closest",
             "--gpu-freq=medium,memory=high",
+            "--cpu-freq=1800000-2400000:OnDemand",
             "--gres=gpu:1",
             "-t",
             "5",
@@ -933,10 +936,11 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                         "--mem-bind=v,local",
                         "--gpu-bind=closest",
                         "--gpu-freq=high",
+                        "--cpu-freq=2400000",
                         "-t",
                         "5",
                     ],
-                    13,
+                    14,
                 ),
             ];
             let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
@@ -983,6 +987,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                                 "SLURM_MEM_BIND_SORT=",
                                 "SLURM_GPU_BIND=",
                                 "SLURM_GPU_FREQ=",
+                                "SLURM_CPU_FREQ_REQ=",
                                 "HYDRA_BOOTSTRAP=",
                                 "HYDRA_LAUNCHER_EXTRA_ARGS=",
                                 "I_MPI_HYDRA_BOOTSTRAP=",

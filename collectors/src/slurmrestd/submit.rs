@@ -161,6 +161,10 @@ pub struct JobSubmission {
     /// later, and the job's `SLURM_GPU_FREQ` in every version (the steps read it; slurmrestd
     /// sets it in none).
     pub gpu_freq: Option<String>,
+    /// `--cpu-freq` in Slurm's own spelling (`2400000`, `High`, `1800000-2400000:OnDemand`):
+    /// `cpu_frequency` in every version, and the job's `SLURM_CPU_FREQ_REQ`, as sbatch up to
+    /// 24.05 sets it (slurmctld from 24.05.2 sets it again at launch, alike).
+    pub cpu_freq: Option<String>,
 }
 
 /// The variables sbatch sets for `--mem-bind` (`SLURM_MEM_BIND`, `SLURM_MEM_BIND_VERBOSE`;
@@ -387,6 +391,9 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let (false, Some(binding)) = (modern, &job.gpu_bind) {
         put("gpu_binding", json!(binding));
+    }
+    if let Some(freq) = &job.cpu_freq {
+        put("cpu_frequency", json!(freq));
     }
     if let Some(freq) = &job.gpu_freq {
         if modern {
@@ -783,6 +790,9 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     }
     if let Some(freq) = &job.gpu_freq {
         overwrite(env, "SLURM_GPU_FREQ", freq.clone());
+    }
+    if let Some(freq) = &job.cpu_freq {
+        overwrite(env, "SLURM_CPU_FREQ_REQ", freq.clone());
     }
     if let Some(layout) = &job.distribution {
         overwrite(env, "SLURM_DISTRIBUTION", layout.clone());

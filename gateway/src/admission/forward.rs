@@ -24,7 +24,9 @@ use bursar_collectors::slurmrestd::{
 use serde_json::Value;
 
 use crate::config::{ClusterKind, Config};
-use crate::request::{layout, GpuPer, GresFlags, JobRequest, MemoryRequest, OpenMode};
+use crate::request::{
+    cpu_freq_request, layout, GpuPer, GresFlags, JobRequest, MemoryRequest, OpenMode,
+};
 
 /// Limit of one submit or cancel call when `submit.timeout` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -360,6 +362,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         }),
         gpu_bind,
         gpu_freq: r.slurm.gpu_freq.clone(),
+        cpu_freq: read(&r.slurm.cpu_freq, cpu_freq_request)?,
         memory_per_gpu_mb,
         other_gres: r.other_gres.clone(),
         mail_type,

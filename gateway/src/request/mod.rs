@@ -67,7 +67,10 @@ pub use sbatch::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
     split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
-pub use slurm::{check_acctg_freq, check_gpu_freq, GresFlags, OpenMode, SlurmOptions, WarnSignal};
+pub use slurm::{
+    check_acctg_freq, check_gpu_freq, cpu_freq_request, GresFlags, OpenMode, SlurmOptions,
+    WarnSignal,
+};
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
     format_slurm_megabytes, parse_dstack_megabytes, parse_slurm_megabytes, CountRange, SizeRange,
@@ -1368,6 +1371,7 @@ impl JobRequest {
         put("mem-bind", slurm.mem_bind.clone());
         put("gpu-bind", slurm.gpu_bind.clone());
         put("gpu-freq", slurm.gpu_freq.clone());
+        put("cpu-freq", slurm.cpu_freq.clone());
         put(
             "kill-on-invalid-dep",
             slurm

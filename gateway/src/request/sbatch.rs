@@ -38,6 +38,7 @@
 //! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive` and `--oversubscribe` the later in one place wins, and the command line's over the script's, as in sbatch |
 //! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GRES; with GRES the job needs a node per plane of tasks (Slurm 24.05 and later). `--mem-bind` given again keeps the earlier flags, as in sbatch |
 //! | `--gpu-freq=FREQ` | [`SlurmOptions::gpu_freq`]: the GPUs' clocks while the job's steps run, checked as Slurm's `tres_freq_verify_cmdline`; sent as `gpu:FREQ` (`gpu_frequency` at v0.0.38) with the `SLURM_GPU_FREQ` sbatch sets (steps read it); not priced, and refused with shard or mps GRES, as slurmctld refuses it |
+//! | `--cpu-freq=FREQ` | [`SlurmOptions::cpu_freq`]: the CPUs' frequency or governor for the job's steps, in the forms every release reads alike ([`cpu_freq_request`]: kHz, `low`…`highm1`, a governor, `MIN-MAX:GOVERNOR`); sent in Slurm's spelling as `cpu_frequency`, with the job's `SLURM_CPU_FREQ_REQ`; not priced |
 //! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
@@ -81,7 +82,7 @@ use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::hostlist;
 use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind, then_mem_bind};
-use super::slurm::{check_acctg_freq, check_gpu_freq, parse_nice, GresFlags};
+use super::slurm::{check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_nice, GresFlags};
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
 use super::{
@@ -163,6 +164,8 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --mem-bind=BINDING        how steps bind memory (local, map_mem:0,1)
       --gpu-bind=BINDING        how steps bind GPUs (closest, single:1, map_gpu:0,1)
       --gpu-freq=FREQ           GPU clocks for the steps (medium, 1410,memory=high)
+      --cpu-freq=FREQ           CPU frequency or governor for the steps (2400000, high,
+                                Performance, 1800000-2400000:OnDemand)
   -H, --hold                    submit the job held (release it with scontrol release)
   -a, --array=LIST[%MAX]        a job array: indexes N, N-M, N-M:STEP, comma-separated;
                                 %MAX runs at most MAX tasks at once (Slurm clusters)
@@ -677,6 +680,7 @@ enum Opt {
     MemBind,
     GpuBind,
     GpuFreq,
+    CpuFreq,
     GetUserEnv,
     Hold,
     Array,
@@ -778,6 +782,7 @@ const OPTIONS: &[Spec] = &[
     spec("mem-bind", None, Opt::MemBind, Arg::Required),
     spec("gpu-bind", None, Opt::GpuBind, Arg::Required),
     spec("gpu-freq", None, Opt::GpuFreq, Arg::Required),
+    spec("cpu-freq", None, Opt::CpuFreq, Arg::Required),
     spec("get-user-env", None, Opt::GetUserEnv, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
@@ -912,6 +917,7 @@ struct Directives {
     mem_bind: Option<String>,
     gpu_bind: Option<String>,
     gpu_freq: Option<String>,
+    cpu_freq: Option<String>,
     get_user_env: bool,
     hold: bool,
     array: Option<ArraySpec>,
@@ -1294,6 +1300,11 @@ impl Directives {
                     .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
                 self.gpu_freq = Some(v.to_string());
             }
+            Opt::CpuFreq => {
+                cpu_freq_request(v)
+                    .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
+                self.cpu_freq = Some(v.to_string());
+            }
             Opt::GetUserEnv => {
                 // sbatch's strtol: seconds, then S or L (the login shell's mode); slurmd
                 // ignores both and loads the environment its own way.
@@ -1440,6 +1451,7 @@ impl Directives {
             },
             gpu_bind: cli.gpu_bind.or(script.gpu_bind),
             gpu_freq: cli.gpu_freq.or(script.gpu_freq),
+            cpu_freq: cli.cpu_freq.or(script.cpu_freq),
             get_user_env: cli.get_user_env || script.get_user_env,
             signal: cli.signal.or(script.signal),
             requeue: cli.requeue.or(script.requeue),
@@ -1689,6 +1701,7 @@ impl Directives {
                 mem_bind: self.mem_bind,
                 gpu_bind: self.gpu_bind,
                 gpu_freq: self.gpu_freq,
+                cpu_freq: self.cpu_freq,
             },
             ..JobRequest::default()
         };

@@ -3,7 +3,7 @@
 //! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`, `--begin`, `--deadline`,
 //! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced,
 //! `-s/--oversubscribe`, `--gres-flags`, `--acctg-freq`, `-m/--distribution`, `--mem-bind`,
-//! `--gpu-bind`: [`super::layout`], `--gpu-freq`). They are
+//! `--gpu-bind`: [`super::layout`], `--gpu-freq`, `--cpu-freq`). They are
 //! forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
@@ -119,6 +119,10 @@ pub struct SlurmOptions {
     /// `1410,memory=high,verbose`; [`check_gpu_freq`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_freq: Option<String>,
+    /// `--cpu-freq`: the CPUs' frequency or governor for the job's steps (`2400000`, `high`,
+    /// `Performance`, `1800000-2400000:OnDemand`; [`cpu_freq_request`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_freq: Option<String>,
 }
 
 /// `--gres-flags`: the GRES binding sbatch takes on every version.
@@ -218,6 +222,74 @@ pub fn check_gpu_freq(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The `--cpu-freq` forms every Slurm release from 22.05 reads alike (23.11 changed what a
+/// range without a governor and a frequency with one mean), in the text Slurm writes them
+/// (`cpu_freq_to_cmdline`: the job's `SLURM_CPU_FREQ_REQ`, and what bursar sends):
+/// - a frequency in kHz (`2400000`), or `low`, `medium`, `high`, `highm1`;
+/// - a governor: `Conservative`, `OnDemand`, `Performance`, `PowerSave`, `UserSpace`,
+///   `SchedUtil` (the cluster's `CpuFreqGovernors` decide which it takes);
+/// - `MIN-MAX:GOVERNOR` in kHz, `MIN` ≤ `MAX`, with a governor other than `UserSpace`.
+///
+/// Words in any case. A range without a governor (22.05 takes it, 23.11 only with a
+/// `CpuFreqDef`) and a frequency with one (23.11 only) are refused.
+pub fn cpu_freq_request(text: &str) -> Result<String, String> {
+    const FORMS: &str = "use kHz (2400000), low, medium, high, highm1, a governor \
+                         (Conservative, OnDemand, Performance, PowerSave, UserSpace, SchedUtil) \
+                         or MIN-MAX:GOVERNOR in kHz";
+    let khz = |v: &str| -> Option<u32> {
+        v.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| v.parse::<u32>().ok())
+            .flatten()
+            .filter(|n| (1..0x8000_0000).contains(n))
+    };
+    let level = |v: &str| match v.to_ascii_lowercase().as_str() {
+        "low" => Some("Low"),
+        "medium" => Some("Medium"),
+        "high" => Some("High"),
+        "highm1" => Some("Highm1"),
+        _ => None,
+    };
+    let governor = |v: &str| match v.to_ascii_lowercase().as_str() {
+        "conservative" => Some("Conservative"),
+        "ondemand" => Some("OnDemand"),
+        "performance" => Some("Performance"),
+        "powersave" => Some("PowerSave"),
+        "userspace" => Some("UserSpace"),
+        "schedutil" => Some("SchedUtil"),
+        _ => None,
+    };
+    if let Some((range, gov)) = text.split_once(':') {
+        let (min, max) = range.split_once('-').ok_or_else(|| {
+            "a governor after a frequency means one thing to Slurm 22.05 and another to 23.11; \
+             give the governor alone, or MIN-MAX:GOVERNOR"
+                .to_string()
+        })?;
+        let gov = governor(gov).ok_or_else(|| format!("{gov:?} is not a governor ({FORMS})"))?;
+        if gov == "UserSpace" {
+            return Err("the UserSpace governor takes one frequency, not a range".into());
+        }
+        return match (khz(min), khz(max)) {
+            (Some(lo), Some(hi)) if lo <= hi => Ok(format!("{lo}-{hi}:{gov}")),
+            (Some(_), Some(_)) => Err("the range's minimum is above its maximum".into()),
+            _ => Err(format!(
+                "{range:?}: a range is two frequencies in kHz ({FORMS})"
+            )),
+        };
+    }
+    if text.contains('-') {
+        return Err(
+            "a range needs a governor (MIN-MAX:GOVERNOR): Slurm 23.11 and later refuse one \
+             without, unless the cluster sets a default"
+                .into(),
+        );
+    }
+    khz(text)
+        .map(|n| n.to_string())
+        .or_else(|| level(text).or_else(|| governor(text)).map(str::to_string))
+        .ok_or_else(|| format!("{text:?} is not a CPU frequency ({FORMS})"))
+}
+
 /// A Unix time in JSON: whole seconds, or RFC 3339 text (`2026-12-01T18:00:00+01:00`).
 fn unix_time<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<i64>, D::Error> {
     #[derive(Deserialize)]
@@ -279,6 +351,7 @@ impl SlurmOptions {
         note(self.mem_bind.is_some(), "--mem-bind");
         note(self.gpu_bind.is_some(), "--gpu-bind");
         note(self.gpu_freq.is_some(), "--gpu-freq");
+        note(self.cpu_freq.is_some(), "--cpu-freq");
         given
     }
 
@@ -319,6 +392,10 @@ impl SlurmOptions {
         if let Some(text) = &self.gpu_freq {
             check_gpu_freq(text)
                 .map_err(|why| RequestError::invalid_value("--gpu-freq", text, why))?;
+        }
+        if let Some(text) = &self.cpu_freq {
+            cpu_freq_request(text)
+                .map_err(|why| RequestError::invalid_value("--cpu-freq", text, why))?;
         }
         // slurmctld keeps it in 32 bits, the top two values reserved.
         if self.tmp_mb.is_some_and(|mb| mb >= u64::from(u32::MAX - 1)) {
