@@ -163,7 +163,9 @@ pub struct JobSubmission {
     pub gpu_freq: Option<String>,
     /// `--cpu-freq` in Slurm's own spelling (`2400000`, `High`, `1800000-2400000:OnDemand`):
     /// `cpu_frequency` in every version, and the job's `SLURM_CPU_FREQ_REQ`, as sbatch up to
-    /// 24.05 sets it (slurmctld from 24.05.2 sets it again at launch, alike).
+    /// 24.05 sets it. From 24.05.2 slurmctld sets it again at launch, alike, and sbatch 24.11
+    /// no longer sends it: there only the stored submission (`sacct --env-vars`) differs, and
+    /// v0.0.40/v0.0.41 do not tell 24.05 from 24.11.
     pub cpu_freq: Option<String>,
 }
 
@@ -738,7 +740,8 @@ const HYDRA_BOOTSTRAPS: [(&str, &str); 2] = [
 ];
 
 /// The variables sbatch itself adds to a job's environment from its options (slurmrestd adds
-/// none), as Slurm's `set_env_from_opts` and sbatch's option checks do:
+/// almost none: v0.0.38 sets `SLURM_CPU_FREQ_REQ`, v0.0.41 and later `SLURM_DISTRIBUTION`,
+/// alike), as Slurm's `set_env_from_opts` and sbatch's option checks do:
 /// - `SLURM_CPUS_PER_TASK`, `SLURM_NTASKS_PER_NODE`, `SLURM_CPUS_PER_GPU`,
 ///   `SLURM_MEM_PER_GPU` and `SLURM_GPUS` for `-c`, `--ntasks-per-node`, `--cpus-per-gpu`,
 ///   `--mem-per-gpu` and `--gpus` (not `SLURM_GPUS_PER_NODE`: a request does not tell

@@ -1075,11 +1075,9 @@ impl JobRequest {
                 .map_err(|why| RequestError::invalid_value("--mail-type", types, &why))?;
         }
         self.slurm.validate()?;
-        // slurmctld refuses a GPU frequency for a job that shares GPUs.
-        let shared = |g: &String| {
-            let name = g.split(':').next().unwrap_or_default();
-            name.eq_ignore_ascii_case("shard") || name.eq_ignore_ascii_case("mps")
-        };
+        // slurmctld refuses a GPU frequency for a job that shares GPUs (GRES names are
+        // case-sensitive).
+        let shared = |g: &String| matches!(g.split(':').next(), Some("shard" | "mps"));
         if self.slurm.gpu_freq.is_some() && self.other_gres.iter().any(shared) {
             return invalid(
                 "--gpu-freq cannot set the clocks of GPUs a job shares (shard or mps GRES): \

@@ -207,7 +207,14 @@ pub fn check_gpu_freq(text: &str) -> Result<(), String> {
         (!v.is_empty() && v.len() <= 18 && v.bytes().all(|b| b.is_ascii_digit()))
             || matches!(v, "low" | "medium" | "high" | "highm1")
     };
+    // slurmctld keeps at most 1024 characters of `gpu:FREQ`.
+    if text.len() > 1020 {
+        return Err("longer than the 1020 characters Slurm keeps".into());
+    }
     for entry in text.split(',') {
+        if entry.is_empty() {
+            return Err("an empty entry (a stray comma)".into());
+        }
         let ok = match entry.split_once('=') {
             None => value(entry) || entry == "verbose",
             Some((kind, v)) => kind == "memory" && value(v),
