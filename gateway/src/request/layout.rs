@@ -18,17 +18,6 @@ pub struct Distribution {
     pub plane_size: Option<u32>,
 }
 
-impl Distribution {
-    /// What slurmrestd takes as `distribution` (OpenAPI v0.0.41 and later): the text, with
-    /// the size for a plane (`plane=4`).
-    pub fn request_text(&self) -> String {
-        match self.plane_size {
-            Some(size) => format!("plane={size}"),
-            None => self.text.clone(),
-        }
-    }
-}
-
 const DISTRIBUTIONS: &str = "block, cyclic or plane=N for the nodes, then block, cyclic or \
                              fcyclic for sockets and for cores (block:cyclic), then ,pack or \
                              ,nopack";
@@ -420,7 +409,6 @@ mod tests {
             let d = parse_distribution(arg).unwrap_or_else(|e| panic!("{arg}: {e}"));
             assert_eq!(d.text, text, "{arg}");
             assert_eq!(d.plane_size, None, "{arg}");
-            assert_eq!(d.request_text(), text, "{arg}");
         }
         for (arg, size) in [("plane=4", 4), ("PLANE=16", 16), ("plane=65533", 65_533)] {
             let d = parse_distribution(arg).unwrap();
@@ -429,7 +417,6 @@ mod tests {
                 ("plane", Some(size)),
                 "{arg}"
             );
-            assert_eq!(d.request_text(), format!("plane={size}"));
         }
     }
 
