@@ -871,6 +871,41 @@ fn layouts_and_bindings_go_as_each_version_takes_them() {
     assert_eq!(env["SLURM_MEM_BIND"], "local");
 }
 
+/// `--ntasks-per-gpu`: the key each version's parser reads (v0.0.38's `ntasks_per_gpu`, in its
+/// option table though not in its spec; `ntasks_per_tres` later), and the job's
+/// `SLURM_NTASKS_PER_GPU` in every version; the GPUs only as given (none when slurmctld is to
+/// derive them from the tasks).
+#[test]
+fn tasks_per_gpu_go_as_each_version_reads_them_with_sbatch_s_variable() {
+    let derived = JobSubmission {
+        tasks: Some(8),
+        ntasks_per_gpu: Some(2),
+        gpus_per_node: None,
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &derived).unwrap();
+        let job = &body["job"];
+        let (key, other) = if version.is_data_parser() {
+            ("ntasks_per_tres", "ntasks_per_gpu")
+        } else {
+            ("ntasks_per_gpu", "ntasks_per_tres")
+        };
+        assert_eq!(job[key], json!(2), "{version}");
+        assert_eq!(job.get(other), None, "{version}");
+        assert_eq!(job["tasks"], json!(8), "{version}");
+        for gpus in ["gpus", "tres_per_job", "gres"] {
+            assert_eq!(job.get(gpus), None, "{version}: {gpus}");
+        }
+        let env = environment_of(&body);
+        assert_eq!(env["SLURM_NTASKS_PER_GPU"], "2", "{version}");
+        assert!(!env.contains_key("SLURM_GPUS"), "{version}: {env:?}");
+        let plain = submit_body(version, &fixture_job()).unwrap();
+        assert!(!environment_of(&plain).contains_key("SLURM_NTASKS_PER_GPU"));
+        assert_eq!(plain["job"].get(key), None, "{version}");
+    }
+}
+
 /// A body's environment as a map: an object at v0.0.38, `K=V` strings later.
 fn environment_of(body: &Value) -> std::collections::BTreeMap<String, String> {
     match &body["job"]["environment"] {
@@ -1025,6 +1060,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             count: 2,
             kind: None,
         }),
+        ntasks_per_gpu: Some(2),
         ..fixture_job()
     };
     // and the GPU-relative ones, in a third
@@ -1064,7 +1100,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             .flat_map(|body| body["job"].as_object().unwrap().iter())
             .filter(|(k, _)| !job.contains_key(*k))
             .collect();
-        assert_eq!(extra.len(), 4, "{version}: {extra:?}");
+        assert_eq!(extra.len(), 5, "{version}: {extra:?}");
         for (key, value) in job.iter().chain(extra) {
             assert_eq!(
                 fields[key].as_str(),
@@ -1090,7 +1126,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 55 * 6 + 5);
+    assert_eq!(checked, 56 * 6 + 5);
 }
 
 #[tokio::test]

@@ -664,6 +664,157 @@ fn a_node_list_runs_the_job_on_at_least_its_nodes_as_sbatch_does() {
     assert!(too_early.validate().is_err());
 }
 
+/// `--ntasks-per-gpu`: the tasks from the GPUs or the GPUs from the tasks, as slurmctld's
+/// `gres_job_state_validate` counts them (22.05.8 and 24.11.5 live: `--gpus=2
+/// --ntasks-per-gpu=2` runs 4 tasks; `-n 4 --ntasks-per-gpu=2` gets 2 GPUs; `-n 3` is refused).
+#[test]
+fn tasks_per_gpu_as_slurm_counts_them() {
+    let shape = |words: &[&str]| {
+        let r = parse_ok(words);
+        (r.ntasks, r.nodes, r.gpus.clone(), r.gpus_from_tasks)
+    };
+    let job_gpus = |count| gpus(count, GpuPer::PerJob, None);
+    // GPUs given: GPUs × N tasks
+    assert_eq!(
+        shape(&["--gpus=2", "--ntasks-per-gpu=2"]),
+        (4, 1, job_gpus(2), false)
+    );
+    assert_eq!(
+        shape(&["--gpus=a100:3", "--ntasks-per-gpu=1"]),
+        (3, 1, gpus(3, GpuPer::PerJob, Some("a100")), false)
+    );
+    assert_eq!(
+        shape(&["--gres=gpu:2", "--ntasks-per-gpu=3"]),
+        (6, 1, gpus(2, GpuPer::PerNode, None), false)
+    );
+    assert_eq!(
+        shape(&["-N", "2", "--gpus-per-node=2", "--ntasks-per-gpu=1"]),
+        (4, 2, gpus(2, GpuPer::PerNode, None), false)
+    );
+    // no GPUs: a GPU for every N tasks, from -n or -N × N
+    assert_eq!(
+        shape(&["-n", "8", "--ntasks-per-gpu=2"]),
+        (8, 1, job_gpus(4), true)
+    );
+    assert_eq!(
+        shape(&["-N", "2", "--ntasks-per-gpu=2"]),
+        (4, 2, job_gpus(2), true)
+    );
+    // -n beside GPUs is replaced, as Slurm replaces it, with a note
+    let command = parse_sbatch_command(
+        &args(&["-n", "1", "--gpus=2", "--ntasks-per-gpu=2"]),
+        Some(SCRIPT),
+    )
+    .unwrap();
+    assert_eq!(command.request.ntasks, 4);
+    assert!(
+        command
+            .notes
+            .iter()
+            .any(|n| n.contains("--ntasks=1") && n.contains("makes 4 tasks")),
+        "{:?}",
+        command.notes
+    );
+    // the script's value, the command line's over it
+    let script = "#!/bin/sh\n#SBATCH --ntasks-per-gpu=4\n#SBATCH --gpus=1\ntrue\n";
+    let r = parse_sbatch(&args(&["--ntasks-per-gpu=2"]), Some(script)).unwrap();
+    assert_eq!((r.ntasks, r.ntasks_per_gpu), (2, Some(2)));
+    // priced: a CPU per task (× -c) and the GPUs
+    let r = parse_ok(&["-c", "2", "--gpus=1", "--ntasks-per-gpu=2"]);
+    assert_eq!((r.cpus(), r.total_gpus()), (4, 1));
+    let r = parse_ok(&["-n", "8", "--ntasks-per-gpu=2"]);
+    assert_eq!((r.cpus(), r.total_gpus()), (8, 4));
+
+    let refused = |words: &[&str], has: &str| match parse(words) {
+        Err(e) => assert!(e.to_string().contains(has), "{words:?}: {e}"),
+        Ok(r) => panic!("{words:?} accepted: {r:?}"),
+    };
+    refused(&["--ntasks-per-gpu=2"], "needs GPUs");
+    refused(
+        &["-n", "3", "--ntasks-per-gpu=2"],
+        "multiple of --ntasks-per-gpu",
+    );
+    refused(
+        &["-n", "1", "--ntasks-per-gpu=2"],
+        "multiple of --ntasks-per-gpu",
+    );
+    refused(&["--ntasks-per-gpu=0", "--gpus=1"], "at least 1");
+    refused(&["--ntasks-per-gpu=65534", "--gpus=1"], "at most 65533");
+    refused(&["--ntasks-per-gpu=x", "--gpus=1"], "not a whole number");
+    refused(
+        &["--ntasks-per-gpu=1", "--gpus-per-task=1", "-n", "2"],
+        "mutually exclusive",
+    );
+    refused(
+        &["--ntasks-per-gpu=1", "--gpus=2", "--ntasks-per-node=1"],
+        "mutually exclusive",
+    );
+    refused(
+        &["--ntasks-per-gpu=1", "--gpus=2", "-N", "1-2"],
+        "without a range",
+    );
+
+    // JSON: the same derivation, and a task count that disagrees with the GPUs refused (the
+    // API takes what it is sent; sbatch's -n is replaced, as Slurm replaces it).
+    let json = |text: &str| serde_json::from_str::<JobRequest>(text).unwrap();
+    let r = json(r#"{"ntasks": 6, "ntasks_per_gpu": 3}"#);
+    assert_eq!((r.ntasks, r.total_gpus(), r.gpus_from_tasks), (6, 2, true));
+    assert!(r.validate().is_ok());
+    let r = json(r#"{"gpus": {"count": 2, "per": "job"}, "ntasks_per_gpu": 3}"#);
+    assert_eq!((r.ntasks, r.total_gpus(), r.gpus_from_tasks), (6, 2, false));
+    assert!(r.validate().is_ok());
+    let r = json(r#"{"nodes": 2, "gpus": {"count": 1}, "ntasks_per_gpu": 2}"#);
+    assert_eq!((r.ntasks, r.total_gpus()), (4, 2));
+    assert!(r.validate().is_ok());
+    for (text, has) in [
+        (
+            r#"{"ntasks": 3, "gpus": {"count": 2, "per": "job"}, "ntasks_per_gpu": 3}"#,
+            "makes 6 tasks, and -n asks for 3",
+        ),
+        (r#"{"ntasks_per_gpu": 3}"#, "needs GPUs"),
+        (r#"{"ntasks": 4, "ntasks_per_gpu": 3}"#, "multiple"),
+        (
+            r#"{"ntasks": 2, "gpus": {"count": 1, "per": "task"}, "ntasks_per_gpu": 2}"#,
+            "mutually exclusive",
+        ),
+    ] {
+        let error = json(text).validate().unwrap_err();
+        assert!(error.to_string().contains(has), "{text}: {error}");
+    }
+
+    // Both ways back: #SBATCH lines and JSON (derived GPUs left out of both).
+    for words in [
+        &["--gpus=2", "--ntasks-per-gpu=2"][..],
+        &["-n", "8", "--ntasks-per-gpu=2"],
+        &["-N", "2", "--gpus-per-node=1", "--ntasks-per-gpu=3"],
+        &["-N", "2", "--ntasks-per-gpu=2"],
+    ] {
+        let r = parse_ok(words);
+        let lines = r.to_sbatch_lines();
+        assert_eq!(
+            lines.iter().any(|l| l.starts_with("#SBATCH --gpus")),
+            !r.gpus_from_tasks,
+            "{lines:?}"
+        );
+        let script = format!("#!/bin/sh\n{}\n{}", lines.join("\n"), "true\n");
+        let again = parse_sbatch(&[], Some(&script)).unwrap();
+        assert_eq!(
+            (
+                again.ntasks,
+                again.nodes,
+                &again.gpus,
+                again.gpus_from_tasks
+            ),
+            (r.ntasks, r.nodes, &r.gpus, r.gpus_from_tasks),
+            "{words:?}: {lines:?}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json.get("gpus").is_some(), !r.gpus_from_tasks, "{json}");
+        let back: JobRequest = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, r, "{json}");
+    }
+}
+
 #[test]
 fn refuses_what_it_cannot_carry() {
     let unsupported = |words: &[&str], option: &str, reason_has: &str| match parse(words) {
@@ -679,7 +830,11 @@ fn refuses_what_it_cannot_carry() {
     unsupported(&["--accou=physics"], "--accou", "did you mean --account");
     // ambiguous (--account, --acctg-freq), as in sbatch
     unsupported(&["--acc=physics"], "--acc", "not supported");
-    unsupported(&["--ntasks-per-gpu=1"], "--ntasks-per-gpu", "GPU-relative");
+    unsupported(
+        &["--ntasks-per-tres=1"],
+        "--ntasks-per-tres",
+        "use --ntasks-per-gpu",
+    );
     unsupported(
         &["--gpus-per-socket=1"],
         "--gpus-per-socket",

@@ -144,6 +144,8 @@ fn the_job_request_schema_lists_every_field() {
         hint: Some(bursar_gateway::request::Hint::parse("nomultithread").unwrap()),
         threads_per_core: Some(1),
         ntasks_per_core: Some(1),
+        ntasks_per_gpu: Some(2),
+        gpus_from_tasks: false,
         memory: Some(MemoryRequest::PerCpu(1024)),
         gpus: Some(serde_json::from_value(json!({"count": 1})).unwrap()),
         other_gres: vec!["shard:1".into()],
@@ -196,6 +198,7 @@ fn the_job_request_schema_lists_every_field() {
         (parsed.threads_per_core, parsed.ntasks_per_core),
         (every.threads_per_core, every.ntasks_per_core)
     );
+    assert_eq!(parsed.ntasks_per_gpu, every.ntasks_per_gpu);
     // the GPU-relative branches (memory per GPU, GPUs per task), in a request that validates
     let gpu_relative: JobRequest = serde_json::from_value(json!({"ntasks": 2,
         "gpus": {"count": 1, "per": "task"}, "memory": {"per_gpu_mb": 500}, "cpus_per_gpu": 2}))

@@ -1130,16 +1130,10 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
     let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
     settled_recording(&gw, &sub, &["cpu=1", "mem=1000M"]);
     gw.sacct("onprem", &direct, true);
-    let read = |pattern: &str, job: &str| {
-        let path = pattern.replace("%j", job);
-        let env = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let _ = std::fs::remove_file(&path);
-        env.lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<BTreeMap<String, String>>()
-    };
-    let (ours, theirs) = (read(&ours, &sub.cluster_job_id), read(&theirs, &direct));
+    let (ours, theirs) = (
+        job_environment(&ours, &sub.cluster_job_id),
+        job_environment(&theirs, &direct),
+    );
     for (var, value) in [
         ("SLURM_DISTRIBUTION", "cyclic:cyclic"),
         ("SLURM_MEM_BIND", "verbose,local"),
@@ -1160,6 +1154,110 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
          SLURM_MEM_BIND_VERBOSE, SLURM_GPU_BIND, SLURM_GPU_FREQ, SLURM_CPU_FREQ_REQ the same",
         sub.cluster_job_id
     );
+}
+
+/// `--ntasks-per-gpu` shapes the job as sbatch's: the tasks from the GPUs, or the GPUs from
+/// the tasks, priced so; the job's steps get `SLURM_NTASKS_PER_GPU` as sbatch's. With `-c`,
+/// 22.05's sbatch job gets a CPU per task (its `min_cpus` counts one task), bursar's the CPUs
+/// of every task it was priced for.
+#[test]
+fn tasks_per_gpu_shape_the_job_as_sbatch_s() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+    // The GPUs asked for as each way keeps them; those derived from the tasks, nowhere.
+    for (options, tasks, gpus, kept) in [
+        (
+            &["--gpus=2", "--ntasks-per-gpu=2"][..],
+            4,
+            2,
+            Some("TresPerJob"),
+        ),
+        (&["-n", "4", "--ntasks-per-gpu=2"][..], 4, 2, None),
+        (
+            &["-N", "1", "--gpus-per-node=2", "--ntasks-per-gpu=1"][..],
+            2,
+            2,
+            Some("TresPerNode"),
+        ),
+    ] {
+        let mut keys = vec!["NumNodes", "NumTasks", "NumCPUs", "TRES", "NtasksPerTRES"];
+        keys.extend(kept);
+        let (held, ours) = same_as_sbatch(&gw, options, script, &keys);
+        assert_eq!(field(&ours, "NumTasks"), tasks.to_string(), "{ours:?}");
+        if kept.is_none() {
+            assert!(!ours.contains_key("TresPerJob"), "{ours:?}");
+        }
+        assert!(
+            field(&ours, "TRES").contains(&format!("gres/gpu={gpus}")),
+            "{ours:?}"
+        );
+        assert_eq!(
+            micros(gw.job(held.id)["estimate"].as_str().unwrap()),
+            cost_micros(&ONPREM, tasks, tasks * 1000, gpus, 600),
+            "{options:?}: a CPU per task and the GPUs, for 10 minutes"
+        );
+        gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+    }
+
+    let pid = std::process::id();
+    let ours = format!("/tmp/bursar-live-tasks-per-gpu-{pid}-%j.out");
+    let theirs = format!("/tmp/bursar-live-tasks-per-gpu-sbatch-{pid}-%j.out");
+    let options = ["--gpus=1", "--ntasks-per-gpu=2"];
+    let mut args = options.to_vec();
+    args.extend(["-t", "1", "-o", &ours, "--wrap", "env"]);
+    let sub = gw.submit(&args);
+    let mut args = vec!["-A", "physics", "-t", "1", "--chdir", "/tmp", "-o", &theirs];
+    args.extend(options);
+    args.extend(["--wrap", "env"]);
+    let out = gw.dev.sbatch_as("alice", "onprem", &args);
+    assert!(out.status.success(), "{out:?}");
+    let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    settled_recording(&gw, &sub, &["cpu=2", "mem=2000M", "gres/gpu=1"]);
+    gw.sacct("onprem", &direct, true);
+    let (ours, theirs) = (
+        job_environment(&ours, &sub.cluster_job_id),
+        job_environment(&theirs, &direct),
+    );
+    for (var, value) in [
+        ("SLURM_NTASKS_PER_GPU", "2"),
+        ("SLURM_NTASKS", "2"),
+        ("SLURM_GPUS", "1"),
+    ] {
+        assert_eq!(ours.get(var).map(String::as_str), Some(value), "{var}");
+        assert_eq!(
+            ours.get(var),
+            theirs.get(var),
+            "{var}: bursar's against sbatch's"
+        );
+    }
+
+    // -c 2: two tasks of two CPUs, as priced.
+    let sub = gw.submit(&[
+        "-c",
+        "2",
+        "--gpus=1",
+        "--ntasks-per-gpu=2",
+        "-t",
+        "1",
+        "--wrap",
+        "true",
+    ]);
+    assert_eq!(
+        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        cost_micros(&ONPREM, 4, 4000, 1, 60),
+    );
+    settled_recording(&gw, &sub, &["cpu=4", "mem=4000M", "gres/gpu=1"]);
+}
+
+/// The job's environment as `env` printed it to `pattern` (`%j`: `job`); the file is removed.
+fn job_environment(pattern: &str, job: &str) -> BTreeMap<String, String> {
+    let path = pattern.replace("%j", job);
+    let env = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let _ = std::fs::remove_file(&path);
+    env.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// The quote of `cluster` in `bursar quote --format json`'s answer.

@@ -569,7 +569,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 39] = [
+const SHAPE: [&str; 40] = [
     "UserId",
     "Account",
     "QOS",
@@ -621,6 +621,8 @@ const SHAPE: [&str; 39] = [
     "ReqB:S:C:T",
     // --gres-flags=enforce-binding: `GresEnforceBind=Yes` (-s is `OverSubscribe=YES`).
     "GresEnforceBind",
+    // --ntasks-per-gpu: `NtasksPerTRES=2`.
+    "NtasksPerTRES",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -653,7 +655,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let (begin_day, deadline_day) = (day(10), day(11));
     let begin = format!("--begin={begin_day}T10:00");
     let deadline = format!("--deadline={deadline_day}T10:00");
-    let cases: [&[&str]; 17] = [
+    let cases: [&[&str]; 20] = [
         &["-t", "5"],
         &[
             "-N",
@@ -743,6 +745,17 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "--gpu-freq=medium,memory=high",
             "--cpu-freq=1800000-2400000:OnDemand",
             "--gres=gpu:1",
+            "-t",
+            "5",
+        ],
+        // the tasks from the GPUs, the GPUs from the tasks (in ReqTRES only, as sbatch's)
+        &["--gpus=2", "--ntasks-per-gpu=2", "-t", "5"],
+        &["-n", "4", "--ntasks-per-gpu=2", "-t", "5"],
+        &[
+            "-N",
+            "1",
+            "--gpus-per-node=2",
+            "--ntasks-per-gpu=1",
             "-t",
             "5",
         ],
@@ -897,7 +910,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             std::fs::write(&env_script, env_text).unwrap();
             // The CPU options, then the GPU ones (their variables, as sbatch sets them), then
             // the ones about cores' threads.
-            let option_sets: [(&[&str], usize); 6] = [
+            let option_sets: [(&[&str], usize); 7] = [
                 (&["-c", "2", "--ntasks-per-node=1", "-t", "5"], 10),
                 (&["--acctg-freq=2", "-t", "5"], 8),
                 (
@@ -942,6 +955,8 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                     ],
                     14,
                 ),
+                // the steps' srun binds each task to its GPU by SLURM_NTASKS_PER_GPU
+                (&["--gpus=1", "--ntasks-per-gpu=2", "-t", "5"], 9),
             ];
             let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
             // Output files of this run alone: a wiped cluster hands job ids out again, and
@@ -979,6 +994,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                                 "SLURM_HINT=",
                                 "SLURM_THREADS_PER_CORE=",
                                 "SLURM_NTASKS_PER_CORE=",
+                                "SLURM_NTASKS_PER_GPU=",
                                 "SLURM_ACCTG_FREQ=",
                                 "SLURM_DISTRIBUTION=",
                                 "SLURM_DIST_PLANESIZE=",
@@ -1108,6 +1124,20 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                     script,
                 ],
                 "cpu=6,mem=3000M,node=1",
+            ),
+            // two tasks of two CPUs for the GPU (sbatch's own job here is refused, or pends
+            // for ever: 24.11's sbatch sends a minimum of one task's CPUs; fixed in 25.05.1)
+            (
+                &[
+                    "-c",
+                    "2",
+                    "--gpus=1",
+                    "--ntasks-per-gpu=2",
+                    "-t",
+                    "5",
+                    script,
+                ],
+                "cpu=4,mem=4000M,node=1,gres/gpu=1",
             ),
         ];
         let submitted: Vec<(String, i64)> = runs

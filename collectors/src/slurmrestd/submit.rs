@@ -27,6 +27,11 @@ pub struct JobSubmission {
     pub tasks: Option<u32>,
     /// `--ntasks-per-node`.
     pub tasks_per_node: Option<u32>,
+    /// `--ntasks-per-gpu`: tasks sharing each GPU (`ntasks_per_gpu` at v0.0.38, whose parser
+    /// takes it though its schema lists it not; `ntasks_per_tres` later), and the job's
+    /// `SLURM_NTASKS_PER_GPU`, from which the steps' `srun` binds each task to its GPU.
+    /// slurmctld derives the GPUs from `tasks` when none are sent, as for sbatch's job.
+    pub ntasks_per_gpu: Option<u32>,
     /// `-c/--cpus-per-task`, when given: also `tres_per_task` `cpu=N` from v0.0.40, and the
     /// job's `SLURM_CPUS_PER_TASK` (and `SLURM_TRES_PER_TASK`), as sbatch sets them.
     pub cpus_per_task: Option<u32>,
@@ -375,6 +380,14 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let Some(per_node) = job.tasks_per_node {
         put("tasks_per_node", json!(per_node));
+    }
+    if let Some(per_gpu) = job.ntasks_per_gpu {
+        let key = if modern {
+            "ntasks_per_tres"
+        } else {
+            "ntasks_per_gpu"
+        };
+        put(key, json!(per_gpu));
     }
     if let Some(cpus) = job.cpus_per_task {
         put("cpus_per_task", json!(cpus));
@@ -743,8 +756,8 @@ const HYDRA_BOOTSTRAPS: [(&str, &str); 2] = [
 /// almost none: v0.0.38 sets `SLURM_CPU_FREQ_REQ`, v0.0.41 and later `SLURM_DISTRIBUTION`,
 /// alike), as Slurm's `set_env_from_opts` and sbatch's option checks do:
 /// - `SLURM_CPUS_PER_TASK`, `SLURM_NTASKS_PER_NODE`, `SLURM_CPUS_PER_GPU`,
-///   `SLURM_MEM_PER_GPU` and `SLURM_GPUS` for `-c`, `--ntasks-per-node`, `--cpus-per-gpu`,
-///   `--mem-per-gpu` and `--gpus` (not `SLURM_GPUS_PER_NODE`: a request does not tell
+///   `SLURM_MEM_PER_GPU`, `SLURM_GPUS` and `SLURM_NTASKS_PER_GPU` for `-c`,
+///   `--ntasks-per-node`, `--cpus-per-gpu`, `--mem-per-gpu`, `--gpus` and `--ntasks-per-gpu` (not `SLURM_GPUS_PER_NODE`: a request does not tell
 ///   `--gpus-per-node` from `--gres=gpu:N`, which sets none),
 ///   replacing the user's (every version); `SLURM_GPUS_PER_TASK` for `--gpus-per-task` (v0.0.38:
 ///   later sbatch folds it into `SLURM_TRES_PER_TASK`, with `SLURM_TRES_BIND`);
@@ -811,6 +824,9 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     }
     if let Some(per_node) = job.tasks_per_node {
         overwrite(env, "SLURM_NTASKS_PER_NODE", per_node.to_string());
+    }
+    if let Some(per_gpu) = job.ntasks_per_gpu {
+        overwrite(env, "SLURM_NTASKS_PER_GPU", per_gpu.to_string());
     }
     if let Some(hint) = &job.hint {
         overwrite(env, "SLURM_HINT", hint.clone());

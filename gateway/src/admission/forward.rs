@@ -298,8 +298,11 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         Some(MemoryRequest::PerGpu(mb)) => (None, None, Some(mb)),
         None => (None, None, None),
     };
+    // GPUs derived from the tasks (--ntasks-per-gpu) are left for slurmctld to derive again,
+    // as for sbatch's job.
     let gpus = |per: GpuPer| {
-        r.gpus.as_ref().filter(|g| g.per == per).map(|g| SlurmGpus {
+        let sent = r.gpus.as_ref().filter(|_| !r.gpus_from_tasks);
+        sent.filter(|g| g.per == per).map(|g| SlurmGpus {
             count: g.count,
             kind: g.kind.clone(),
         })
@@ -334,6 +337,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         nodes: pinned_nodes(r),
         tasks: Some(r.ntasks),
         tasks_per_node: r.ntasks_per_node,
+        ntasks_per_gpu: r.ntasks_per_gpu,
         // Only a count asked for: sbatch without -c sends none (nor SLURM_CPUS_PER_TASK).
         cpus_per_task: (r.cpus_per_task_given || r.cpus_per_task > 1).then_some(r.cpus_per_task),
         memory_per_node_mb,

@@ -209,6 +209,13 @@ pub struct JobRequest {
     pub threads_per_core: Option<u32>,
     /// `--ntasks-per-core`: most tasks on one core (JSON: `ntasks_per_core`).
     pub ntasks_per_core: Option<u32>,
+    /// `--ntasks-per-gpu` (JSON: `ntasks_per_gpu`): that many tasks share each GPU. Slurm
+    /// derives the other count from the one given ([`ntasks_per_gpu_shape`]): the tasks from
+    /// the GPUs, or the GPUs from the tasks; both are already in `ntasks` and `gpus`.
+    pub ntasks_per_gpu: Option<u32>,
+    /// `gpus` was derived from the tasks (`-n 8 --ntasks-per-gpu=2`: 4 GPUs for the job), as
+    /// slurmctld derives it: priced, not sent (Slurm derives it again) nor serialized.
+    pub gpus_from_tasks: bool,
     pub memory: Option<MemoryRequest>,
     pub gpus: Option<GpuRequest>,
     /// Non-GPU `--gres` entries (`shard:1`), forwarded as given and not priced.
@@ -279,6 +286,8 @@ impl Default for JobRequest {
             hint: None,
             threads_per_core: None,
             ntasks_per_core: None,
+            ntasks_per_gpu: None,
+            gpus_from_tasks: false,
             memory: None,
             gpus: None,
             other_gres: Vec::new(),
@@ -342,6 +351,8 @@ struct JobRequestWire {
     threads_per_core: Option<u32>,
     #[serde(default)]
     ntasks_per_core: Option<u32>,
+    #[serde(default)]
+    ntasks_per_gpu: Option<u32>,
     #[serde(default)]
     memory: Option<MemoryRequest>,
     #[serde(default)]
@@ -439,8 +450,11 @@ impl Serialize for JobRequest {
         some!("hint", &self.hint);
         some!("threads_per_core", &self.threads_per_core);
         some!("ntasks_per_core", &self.ntasks_per_core);
+        some!("ntasks_per_gpu", &self.ntasks_per_gpu);
         some!("memory", &self.memory);
-        some!("gpus", &self.gpus);
+        if !self.gpus_from_tasks {
+            some!("gpus", &self.gpus);
+        }
         if !self.other_gres.is_empty() {
             put!("other_gres", &self.other_gres);
         }
@@ -503,7 +517,12 @@ impl From<JobRequestWire> for JobRequest {
             (None, Some(_), Some(threads)) => threads,
             _ => 1,
         };
-        let ntasks = w.ntasks.unwrap_or_else(|| nodes.saturating_mul(per_node));
+        let gpus = w.gpus.or(base.gpus);
+        let (ntasks, gpus, gpus_from_tasks) = match w.ntasks_per_gpu {
+            Some(per_gpu) => ntasks_per_gpu_shape(per_gpu, w.ntasks, w.nodes, gpus),
+            None => (w.ntasks, gpus, false),
+        };
+        let ntasks = ntasks.unwrap_or_else(|| nodes.saturating_mul(per_node));
         JobRequest {
             account: w.account,
             partition: w.partition,
@@ -520,8 +539,10 @@ impl From<JobRequestWire> for JobRequest {
             hint: w.hint,
             threads_per_core: w.threads_per_core,
             ntasks_per_core: w.ntasks_per_core,
+            ntasks_per_gpu: w.ntasks_per_gpu,
+            gpus_from_tasks,
             memory: w.memory.or(base.memory),
-            gpus: w.gpus.or(base.gpus),
+            gpus,
             other_gres: w.other_gres,
             licenses: w.licenses,
             time_limit_min: w.time_limit_min.or(base.time_limit_min),
@@ -962,6 +983,9 @@ impl JobRequest {
                 ));
             }
         }
+        if let Some(per_gpu) = self.ntasks_per_gpu {
+            self.check_ntasks_per_gpu(per_gpu)?;
+        }
         if self.exclusive && self.slurm.oversubscribe {
             return invalid(
                 "--exclusive and --oversubscribe ask for opposite things; give one".into(),
@@ -1256,6 +1280,65 @@ impl JobRequest {
         Ok(())
     }
 
+    /// `--ntasks-per-gpu` against the rest of the request, as sbatch and slurmctld check it, and
+    /// a `-n` that Slurm would silently replace.
+    fn check_ntasks_per_gpu(&self, per_gpu: u32) -> Result<(), RequestError> {
+        let invalid = |message: String| Err(RequestError::Invalid(message));
+        if per_gpu == 0 {
+            return invalid("--ntasks-per-gpu must be at least 1".into());
+        }
+        if per_gpu > MAX_COUNT16 {
+            return invalid(format!(
+                "--ntasks-per-gpu must be at most {MAX_COUNT16}, as in Slurm"
+            ));
+        }
+        if self.dstack.is_some() {
+            return invalid(
+                "ntasks_per_gpu does not apply to a dstack task: its resources name the GPUs"
+                    .into(),
+            );
+        }
+        if self.ntasks_per_node.is_some() {
+            return invalid(
+                "--ntasks-per-gpu and --ntasks-per-node are mutually exclusive, as in sbatch"
+                    .into(),
+            );
+        }
+        let Some(gpus) = &self.gpus else {
+            return invalid(
+                "--ntasks-per-gpu needs GPUs (--gpus, --gpus-per-node, --gres=gpu:N) or a task \
+                 count (-n, or -N without a range), as in Slurm"
+                    .into(),
+            );
+        };
+        if gpus.per == GpuPer::PerTask {
+            return invalid(
+                "--gpus-per-task and --ntasks-per-gpu are mutually exclusive, as in sbatch".into(),
+            );
+        }
+        if self.gpus_from_tasks {
+            if !self.ntasks.is_multiple_of(per_gpu) {
+                return invalid(format!(
+                    "-n/--ntasks ({}) has to be a multiple of --ntasks-per-gpu ({per_gpu}), as \
+                     Slurm requires: the job gets a GPU for every {per_gpu} tasks",
+                    self.ntasks
+                ));
+            }
+            return Ok(());
+        }
+        let total = self.total_gpus();
+        let tasks = total.saturating_mul(u64::from(per_gpu));
+        if u64::from(self.ntasks) != tasks {
+            return invalid(format!(
+                "--ntasks-per-gpu={per_gpu} with {total} GPU(s) makes {tasks} tasks, and -n asks \
+                 for {}: Slurm would run {tasks}; leave -n out, or give it without the GPUs for \
+                 Slurm to derive them",
+                self.ntasks
+            ));
+        }
+        Ok(())
+    }
+
     /// The request as `#SBATCH` lines that [`parse_sbatch`] reads back into the same request
     /// (everything but the script, `--wrap`, the environment and a dstack task, which are not
     /// sbatch options). Values that need it are double-quoted with `\` escapes, as sbatch's
@@ -1303,7 +1386,8 @@ impl JobRequest {
             "ntasks-per-core",
             self.ntasks_per_core.map(|n| n.to_string()),
         );
-        if let Some(g) = &self.gpus {
+        put("ntasks-per-gpu", self.ntasks_per_gpu.map(|n| n.to_string()));
+        if let Some(g) = self.gpus.as_ref().filter(|_| !self.gpus_from_tasks) {
             let value = match &g.kind {
                 Some(kind) => format!("{kind}:{}", g.count),
                 None => g.count.to_string(),
@@ -1393,6 +1477,45 @@ impl JobRequest {
 }
 
 /// The nodes `ntasks` tasks need at `per_node` each (at least one); `None` for `per_node` 0.
+/// `--ntasks-per-gpu=N` with the task count, node count (`-N`, when exact) and GPUs given, as
+/// slurmctld's `gres_job_state_validate` completes them: with GPUs, `GPUs × N` tasks (a given
+/// count is kept, for [`JobRequest::validate`] to hold against it); without, the tasks given
+/// (or `nodes × N`) and a GPU for every N of them, for the whole job and of no type. Returns
+/// the tasks (`None`: neither given), the GPUs, and whether they were derived.
+pub(crate) fn ntasks_per_gpu_shape(
+    per_gpu: u32,
+    ntasks: Option<u32>,
+    nodes: Option<u32>,
+    gpus: Option<GpuRequest>,
+) -> (Option<u32>, Option<GpuRequest>, bool) {
+    match gpus {
+        Some(g) => {
+            let total = match g.per {
+                GpuPer::PerJob => Some(g.count),
+                GpuPer::PerNode => g.count.checked_mul(nodes.unwrap_or(1)),
+                // refused beside --ntasks-per-gpu (validate)
+                GpuPer::PerTask => None,
+            };
+            let derived = total.map(|t| t.saturating_mul(per_gpu));
+            (ntasks.or(derived), Some(g), false)
+        }
+        None => {
+            let tasks = ntasks.or_else(|| nodes.map(|n| n.saturating_mul(per_gpu)));
+            // (fewer tasks than N: no GPU, which validate refuses as not a multiple)
+            let gpus = tasks
+                .filter(|_| per_gpu > 0)
+                .map(|t| t / per_gpu)
+                .map(|count| GpuRequest {
+                    count,
+                    per: GpuPer::PerJob,
+                    kind: None,
+                });
+            let derived = gpus.is_some();
+            (tasks, gpus, derived)
+        }
+    }
+}
+
 pub(crate) fn nodes_for_tasks(ntasks: u32, per_node: u32) -> Option<u32> {
     (per_node > 0).then(|| ntasks.div_ceil(per_node).max(1))
 }

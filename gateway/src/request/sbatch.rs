@@ -38,6 +38,7 @@
 //! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive` and `--oversubscribe` the later in one place wins, and the command line's over the script's, as in sbatch |
 //! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GRES; with GRES the job needs a node per plane of tasks (Slurm 24.05 and later). `--mem-bind` given again keeps the earlier flags, as in sbatch |
 //! | `--gpu-freq=FREQ` | [`SlurmOptions::gpu_freq`]: the GPUs' clocks while the job's steps run, checked as Slurm's `tres_freq_verify_cmdline`; sent as `gpu:FREQ` (`gpu_frequency` at v0.0.38) with the `SLURM_GPU_FREQ` sbatch sets (steps read it); not priced, and refused with shard or mps GRES, as slurmctld refuses it |
+//! | `--ntasks-per-gpu=N` | [`JobRequest::ntasks_per_gpu`]: N tasks share each GPU. As slurmctld counts them ([`ntasks_per_gpu_shape`]): with GPUs (`--gpus`, `--gpus-per-node`, `--gres=gpu`) the job runs `GPUs × N` tasks (a `-n` that says otherwise is refused, where Slurm would silently replace it); without, `-n` (or `-N` × N) tasks and a GPU of any type for every N of them, priced and left for Slurm to derive again. Refused with `--ntasks-per-node`, `--gpus-per-task` and a `-N` range, as sbatch refuses them or its man page calls them incompatible. Forwarded (`ntasks_per_gpu`, `ntasks_per_tres` from v0.0.40) with the job's `SLURM_NTASKS_PER_GPU`, which the steps' `srun` reads to bind each task to its GPU |
 //! | `--cpu-freq=FREQ` | [`SlurmOptions::cpu_freq`]: the CPUs' frequency or governor for the job's steps, in the forms every release reads alike ([`cpu_freq_request`]: kHz, `low`…`highm1`, a governor, `MIN-MAX:GOVERNOR`); sent in Slurm's spelling as `cpu_frequency`, with the job's `SLURM_CPU_FREQ_REQ`; not priced |
 //! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
@@ -54,8 +55,8 @@
 //! **Everything else is refused with an error naming the option**, never dropped: slurmrestd
 //! does not read `#SBATCH` lines, so an option bursar does not carry would be silently lost
 //! between the quote and the cluster. Refusals with their own explanation: heterogeneous jobs
-//! (`hetjob` lines), and the GPU-relative shapes (`--ntasks-per-gpu`, `--gpus-per-socket`)
-//! that bursar cannot price yet.
+//! (`hetjob` lines), `--gpus-per-socket`, which bursar cannot price yet, and
+//! `--ntasks-per-tres`, sbatch's undocumented spelling of `--ntasks-per-gpu`.
 //!
 //! ## The job script (as sbatch's `_opt_batch_script` and `_get_script_buffer`)
 //! - Refused when empty, only whitespace, not starting with `#!` (sbatch's own message), with
@@ -86,8 +87,8 @@ use super::slurm::{check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_nic
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
 use super::{
-    nodes_for_tasks, ArraySpec, GpuPer, GpuRequest, Hint, JobRequest, Licenses, MemoryRequest,
-    OpenMode, SlurmOptions, TimeLimit, WarnSignal,
+    nodes_for_tasks, ntasks_per_gpu_shape, ArraySpec, GpuPer, GpuRequest, Hint, JobRequest,
+    Licenses, MemoryRequest, OpenMode, SlurmOptions, TimeLimit, WarnSignal,
 };
 
 /// The options `bursar submit` understands, for `--help`.
@@ -117,6 +118,8 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
                                 compute_bound, memory_bound
       --threads-per-core=N      threads of each core the job uses
       --ntasks-per-core=N       most tasks on one core
+      --ntasks-per-gpu=N        N tasks share each GPU: the tasks from the GPUs
+                                (--gpus=2: 2N tasks), or the GPUs from -n or -N
   -L, --licenses=NAME[:N],...   licenses the job takes (matlab:2,ansys), priced
                                 where the cluster's weights charge for them
   -t, --time=TIME               time limit: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED
@@ -638,6 +641,7 @@ enum Opt {
     Hint,
     ThreadsPerCore,
     NtasksPerCore,
+    NtasksPerGpu,
     GpusPerTask,
     Gres,
     Gpus,
@@ -735,6 +739,7 @@ const OPTIONS: &[Spec] = &[
     spec("hint", None, Opt::Hint, Arg::Required),
     spec("threads-per-core", None, Opt::ThreadsPerCore, Arg::Required),
     spec("ntasks-per-core", None, Opt::NtasksPerCore, Arg::Required),
+    spec("ntasks-per-gpu", None, Opt::NtasksPerGpu, Arg::Required),
     spec("gpus-per-task", None, Opt::GpusPerTask, Arg::Required),
     spec("gres", None, Opt::Gres, Arg::Required),
     spec("gpus", Some('G'), Opt::Gpus, Arg::Required),
@@ -803,7 +808,8 @@ fn refusal(long: &str) -> Option<&'static str> {
             "heterogeneous jobs are not supported by bursar; submit the components as separate \
              jobs"
         }
-        "ntasks-per-gpu" | "gpus-per-socket" => {
+        "ntasks-per-tres" => "an undocumented spelling of --ntasks-per-gpu: use --ntasks-per-gpu",
+        "gpus-per-socket" => {
             "bursar cannot price this GPU-relative request yet; use --gpus-per-task, \
              --gpus-per-node or --gpus, with --cpus-per-gpu or --cpus-per-task"
         }
@@ -876,6 +882,7 @@ struct Directives {
     hint: Option<String>,
     threads_per_core: Option<u32>,
     ntasks_per_core: Option<u32>,
+    ntasks_per_gpu: Option<u32>,
     gpus_per_task: Option<(Option<String>, u32)>,
     gres: Option<GresList>,
     gpus: Option<(Option<String>, u32)>,
@@ -1157,6 +1164,7 @@ impl Directives {
             Opt::Hint => self.hint = Some(v.to_string()),
             Opt::ThreadsPerCore => self.threads_per_core = Some(count(typed, v)?),
             Opt::NtasksPerCore => self.ntasks_per_core = Some(count(typed, v)?),
+            Opt::NtasksPerGpu => self.ntasks_per_gpu = Some(count(typed, v)?),
             Opt::GpusPerTask => self.gpus_per_task = Some(parse_typed_count(typed, v)?),
             Opt::Gres => self.gres = Some(parse_gres_list(typed, v)?),
             Opt::Gpus => self.gpus = Some(parse_typed_count(typed, v)?),
@@ -1424,6 +1432,7 @@ impl Directives {
             hint: cli.hint.or(script.hint),
             threads_per_core: cli.threads_per_core.or(script.threads_per_core),
             ntasks_per_core: cli.ntasks_per_core.or(script.ntasks_per_core),
+            ntasks_per_gpu: cli.ntasks_per_gpu.or(script.ntasks_per_gpu),
             gpus_per_task: cli.gpus_per_task.or(script.gpus_per_task),
             gres: cli.gres.or(script.gres),
             gpus: cli.gpus.or(script.gpus),
@@ -1616,6 +1625,35 @@ impl Directives {
         let gpus = gpu
             .filter(|((_, count), _)| *count > 0)
             .map(|((kind, count), per)| GpuRequest { count, per, kind });
+        // Slurm derives the tasks from the GPUs, or the GPUs from the tasks.
+        let (ntasks, gpus, gpus_from_tasks) = match self.ntasks_per_gpu {
+            Some(per_gpu) => {
+                let exact = match self.nodes {
+                    Some((min, max)) if min == max => Some(min),
+                    Some((min, max)) => {
+                        return Err(RequestError::Invalid(format!(
+                            "--ntasks-per-gpu with --nodes={min}-{max}: Slurm counts the tasks \
+                             and GPUs on a node count it knows; give -N without a range"
+                        )))
+                    }
+                    None => None,
+                };
+                // As Slurm: with GPUs, their count × N tasks, whatever -n says.
+                let given = self.ntasks.filter(|_| gpus.is_none());
+                let (tasks, gpus, derived) = ntasks_per_gpu_shape(per_gpu, given, exact, gpus);
+                if let (Some(asked), Some(tasks)) = (self.ntasks, tasks) {
+                    if asked != tasks && !derived {
+                        notes.push(format!(
+                            "--ntasks={asked}: --ntasks-per-gpu={per_gpu} with the job's GPUs \
+                             makes {tasks} tasks, which Slurm runs in its place; bursar prices \
+                             and sends {tasks}"
+                        ));
+                    }
+                }
+                (tasks.unwrap_or(ntasks), gpus, derived)
+            }
+            None => (ntasks, gpus, false),
+        };
         if self.exclusive {
             notes.push(
                 "--exclusive: the job gets whole nodes and is priced for every CPU and GPU of \
@@ -1656,6 +1694,8 @@ impl Directives {
             hint,
             threads_per_core: self.threads_per_core,
             ntasks_per_core: self.ntasks_per_core,
+            ntasks_per_gpu: self.ntasks_per_gpu,
+            gpus_from_tasks,
             memory,
             gpus,
             other_gres,
