@@ -11,15 +11,26 @@ fn main() -> ExitCode {
     let cli = bursar_gateway::cli::Cli::from_args(std::env::args_os().collect());
     bursar_gateway::telemetry::init();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    // Named for `top -H` and `/proc/PID/task/*/comm` (its blocking threads too).
-    builder.thread_name("bursar-runtime");
-    if let bursar_gateway::cli::Command::Serve(bursar_gateway::cli::ServeArgs {
-        worker_threads: Some(threads),
-        ..
-    }) = &cli.command
-    {
-        builder.worker_threads(usize::from(*threads));
-    }
+    let workers = match &cli.command {
+        bursar_gateway::cli::Command::Serve(bursar_gateway::cli::ServeArgs {
+            worker_threads: Some(threads),
+            ..
+        }) => usize::from(*threads),
+        // tokio's own default
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    builder.worker_threads(workers);
+    // Named for `top -H` and `/proc/PID/task/*/comm`: the workers, which the runtime starts
+    // first, `bursar-runtime`; the blocking threads started later, `bursar-blocking`.
+    let started = std::sync::atomic::AtomicUsize::new(0);
+    builder.thread_name_fn(move || {
+        let n = started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n < workers {
+            "bursar-runtime".into()
+        } else {
+            "bursar-blocking".into()
+        }
+    });
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -98,7 +98,7 @@ async fn serve_listens_answers_and_stops_gracefully_on_sigterm() {
     }
 
     // `--worker-threads 1`: one runtime worker (`bursar-runtime`; the runtime's blocking
-    // threads have the same name, and nothing here uses them).
+    // threads, which a request may start, are `bursar-blocking`).
     let workers = std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
