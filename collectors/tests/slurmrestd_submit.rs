@@ -900,10 +900,95 @@ fn tasks_per_gpu_go_as_each_version_reads_them_with_sbatch_s_variable() {
         let env = environment_of(&body);
         assert_eq!(env["SLURM_NTASKS_PER_GPU"], "2", "{version}");
         assert!(!env.contains_key("SLURM_GPUS"), "{version}: {env:?}");
+        // -c's SLURM_TRES_PER_TASK would make 23.11's to 25.05.0's srun refuse every step
+        let with_c = JobSubmission {
+            cpus_per_task: Some(2),
+            ..derived.clone()
+        };
+        let body = submit_body(version, &with_c).unwrap();
+        let env = environment_of(&body);
+        assert_eq!(env["SLURM_CPUS_PER_TASK"], "2", "{version}");
+        assert!(
+            !env.contains_key("SLURM_TRES_PER_TASK"),
+            "{version}: {env:?}"
+        );
+        if version.is_data_parser() {
+            assert_eq!(body["job"]["tres_per_task"], json!("cpu=2"), "{version}");
+        }
         let plain = submit_body(version, &fixture_job()).unwrap();
         assert!(!environment_of(&plain).contains_key("SLURM_NTASKS_PER_GPU"));
         assert_eq!(plain["job"].get(key), None, "{version}");
     }
+}
+
+/// `--profile`, `--switches`, `--container[-id]` as each version takes them, with the variables
+/// sbatch sets; what v0.0.38 cannot carry is refused, naming it.
+#[test]
+fn profiles_switches_and_containers_go_as_each_version_takes_them() {
+    let job = JobSubmission {
+        profile: Some(vec!["Energy".into(), "Task".into()]),
+        container: Some("/srv/oci/py".into()),
+        ..fixture_job()
+    };
+    let v38 = submit_body(ApiVersion::V0_0_38, &job).unwrap();
+    assert_eq!(v38["job"]["profile"], json!("Energy,Task"));
+    assert_eq!(v38["job"]["container"], json!("/srv/oci/py"));
+    let env = environment_of(&v38);
+    assert_eq!(env["SLURM_PROFILE"], "Energy,Task");
+    assert_eq!(env["SLURM_CONTAINER"], "/srv/oci/py");
+    for (field, says) in [
+        (
+            JobSubmission {
+                required_switches: Some(2),
+                ..fixture_job()
+            },
+            "--switches cannot reach this cluster",
+        ),
+        (
+            JobSubmission {
+                container_id: Some("py-1".into()),
+                ..fixture_job()
+            },
+            "--container-id cannot reach this cluster",
+        ),
+    ] {
+        let why = unsupported_at(ApiVersion::V0_0_38, &field).unwrap();
+        assert!(why.contains(says), "{why}");
+        assert!(refused(ApiVersion::V0_0_38, &field));
+    }
+    let all = JobSubmission {
+        required_switches: Some(2),
+        wait_for_switch: Some(600),
+        container_id: Some("py-1".into()),
+        environment: vec![("SLURM_CONTAINER".into(), "/shell/own".into())],
+        ..job
+    };
+    for version in ApiVersion::ALL.into_iter().filter(|v| v.is_data_parser()) {
+        assert_eq!(unsupported_at(version, &all), None, "{version}");
+        let body = submit_body(version, &all).unwrap();
+        let sent = &body["job"];
+        assert_eq!(sent["profile"], json!(["ENERGY", "TASK"]), "{version}");
+        assert_eq!(
+            sent["required_switches"],
+            json!({"set": true, "infinite": false, "number": 2}),
+            "{version}"
+        );
+        assert_eq!(sent["wait_for_switch"], json!(600), "{version}");
+        assert_eq!(sent["container"], json!("/srv/oci/py"), "{version}");
+        assert_eq!(sent["container_id"], json!("py-1"), "{version}");
+        let env = environment_of(&body);
+        assert_eq!(env["SLURM_PROFILE"], "Energy,Task", "{version}");
+        // the shell's own, as sbatch keeps it
+        assert_eq!(env["SLURM_CONTAINER"], "/shell/own", "{version}");
+        assert_eq!(env["SLURM_CONTAINER_ID"], "py-1", "{version}");
+    }
+    let none = JobSubmission {
+        profile: Some(vec!["None".into()]),
+        ..fixture_job()
+    };
+    let body = submit_body(ApiVersion::V0_0_42, &none).unwrap();
+    assert_eq!(body["job"]["profile"], json!(["NONE"]));
+    assert_eq!(environment_of(&body)["SLURM_PROFILE"], "None");
 }
 
 /// A body's environment as a map: an object at v0.0.38, `K=V` strings later.
@@ -1049,6 +1134,11 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         gpu_bind: Some("closest".into()),
         gpu_freq: Some("medium".into()),
         cpu_freq: Some("1800000-2400000:OnDemand".into()),
+        profile: Some(vec!["Energy".into(), "Task".into()]),
+        required_switches: Some(2),
+        wait_for_switch: Some(600),
+        container: Some("/srv/oci/py".into()),
+        container_id: Some("py-1".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -1092,7 +1182,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         let job = body["job"].as_object().unwrap();
         // `distribution` from v0.0.41
         let layout = usize::from(version >= ApiVersion::V0_0_41);
-        assert_eq!(job.len(), 51 + layout, "{version}: {job:?}");
+        assert_eq!(job.len(), 56 + layout, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -1126,7 +1216,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 56 * 6 + 5);
+    assert_eq!(checked, 61 * 6 + 5);
 }
 
 #[tokio::test]

@@ -253,6 +253,9 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             ("SBATCH_GPU_BIND", "closest"),
             ("SBATCH_GPU_FREQ", "high"),
             ("SBATCH_CPU_FREQ_REQ", "Performance"),
+            ("SBATCH_PROFILE", "task"),
+            ("SBATCH_CONTAINER", "/srv/oci/py"),
+            ("SBATCH_CONTAINER_ID", "py-1"),
         ],
     )
     .await;
@@ -262,7 +265,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         body["slurm"],
         json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false,
             "distribution": "cyclic:block", "gpu_bind": "closest", "gpu_freq": "high",
-            "cpu_freq": "Performance"})
+            "cpu_freq": "Performance", "profile": "task", "container": "/srv/oci/py",
+            "container_id": "py-1"})
     );
     assert_eq!(body["array"], "0-3%2");
 
@@ -279,6 +283,11 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             "SBATCH_EXCLUSIVE",
             "",
             "SBATCH_EXCLUSIVE is set in the environment",
+        ),
+        (
+            "SBATCH_REQ_SWITCH",
+            "2",
+            "SBATCH_REQ_SWITCH is set in the environment",
         ),
         (
             "SBATCH_TIMELIMIT",

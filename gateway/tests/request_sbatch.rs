@@ -724,6 +724,14 @@ fn tasks_per_gpu_as_slurm_counts_them() {
     assert_eq!((r.cpus(), r.total_gpus()), (4, 1));
     let r = parse_ok(&["-n", "8", "--ntasks-per-gpu=2"]);
     assert_eq!((r.cpus(), r.total_gpus()), (8, 4));
+    // the partition's DefCpuPerGPU gives way to the tasks' CPUs, as in cons_tres
+    let defaults = PartitionDefaults {
+        cpus_per_gpu: Some(8),
+        ..PartitionDefaults::default()
+    };
+    let r = parse_ok(&["--gpus=2", "--ntasks-per-gpu=2"]);
+    assert_eq!(r.cpus_with(&defaults), 4);
+    assert_eq!(parse_ok(&["--gpus=2", "-n", "4"]).cpus_with(&defaults), 16);
 
     let refused = |words: &[&str], has: &str| match parse(words) {
         Err(e) => assert!(e.to_string().contains(has), "{words:?}: {e}"),
@@ -752,6 +760,31 @@ fn tasks_per_gpu_as_slurm_counts_them() {
     refused(
         &["--ntasks-per-gpu=1", "--gpus=2", "-N", "1-2"],
         "without a range",
+    );
+    // on -N nodes, the same tasks on each, a multiple of N
+    refused(
+        &["-N", "2", "--gpus=3", "--ntasks-per-gpu=2"],
+        "a multiple of 4",
+    );
+    refused(
+        &["-N", "2", "-n", "6", "--ntasks-per-gpu=2"],
+        "a multiple of 4",
+    );
+    refused(
+        &["-N", "3", "--gpus=2", "--ntasks-per-gpu=1"],
+        "a multiple of 3",
+    );
+    // -n below -N lowers the nodes first, as sbatch does
+    assert_eq!(
+        shape(&[
+            "-N",
+            "2",
+            "-n",
+            "1",
+            "--gpus-per-node=1",
+            "--ntasks-per-gpu=1"
+        ]),
+        (1, 1, gpus(1, GpuPer::PerNode, None), false)
     );
 
     // JSON: the same derivation, and a task count that disagrees with the GPUs refused (the
@@ -815,6 +848,89 @@ fn tasks_per_gpu_as_slurm_counts_them() {
     }
 }
 
+/// `--profile`, `--switches`, `--container`, `--container-id`: checked as sbatch reads them
+/// (stricter where Slurm would misread a typo), kept as given for the forwarder.
+#[test]
+fn profiles_switches_and_containers_as_sbatch_reads_them() {
+    use bursar_gateway::request::{parse_profile, parse_switches, Switches};
+    let profile = |text: &str| parse_profile(text).map(|p| p.as_slurm());
+    assert_eq!(profile("task").as_deref(), Ok("Task"));
+    assert_eq!(profile("Task,ENERGY").as_deref(), Ok("Energy,Task"));
+    assert_eq!(profile("network,lustre").as_deref(), Ok("Lustre,Network"));
+    assert_eq!(profile("all").as_deref(), Ok("Energy,Lustre,Network,Task"));
+    assert_eq!(
+        profile("All,task").as_deref(),
+        Ok("Energy,Lustre,Network,Task")
+    );
+    assert_eq!(profile("None").as_deref(), Ok("None"));
+    for bad in ["", "install", "energy,", "none,task", "energy task", "gpu"] {
+        assert!(parse_profile(bad).is_err(), "{bad:?}");
+    }
+    let switches = |text: &str| parse_switches(text);
+    let sw = |count, wait_seconds| {
+        Ok(Switches {
+            count,
+            wait_seconds,
+        })
+    };
+    assert_eq!(switches("1"), sw(1, None));
+    // a bare number is minutes, as Slurm's time_str2secs reads it
+    assert_eq!(switches("2@10"), sw(2, Some(600)));
+    assert_eq!(switches("2@1:30"), sw(2, Some(90)));
+    assert_eq!(switches("2@1:00:00"), sw(2, Some(3600)));
+    assert_eq!(switches("2@1-2"), sw(2, Some(93_600)));
+    assert_eq!(switches("4@0"), sw(4, Some(0)));
+    assert_eq!(switches("4@UNLIMITED"), sw(4, None));
+    for bad in [
+        "",
+        "0",
+        "-1",
+        "+2",
+        "2@",
+        "2@soon",
+        "2@1h",
+        "x@10",
+        "2147483648",
+    ] {
+        assert!(switches(bad).is_err(), "{bad:?}");
+    }
+
+    let r = parse_ok(&[
+        "--profile=energy,task",
+        "--switches=2@5:00",
+        "--container=/srv/oci/py",
+        "--container-id=py-1",
+    ]);
+    assert_eq!(r.slurm.profile.as_deref(), Some("energy,task"));
+    assert_eq!(r.slurm.switches.as_deref(), Some("2@5:00"));
+    assert_eq!(r.slurm.container.as_deref(), Some("/srv/oci/py"));
+    assert_eq!(r.slurm.container_id.as_deref(), Some("py-1"));
+    assert_eq!(r.cpus(), 1, "not priced");
+    let lines = r.to_sbatch_lines();
+    let script = format!("#!/bin/sh\n{}\ntrue\n", lines.join("\n"));
+    assert_eq!(parse_sbatch(&[], Some(&script)).unwrap().slurm, r.slurm);
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["slurm"]["switches"], "2@5:00");
+    assert_eq!(
+        serde_json::from_value::<JobRequest>(json).unwrap().slurm,
+        r.slurm
+    );
+    for (words, has) in [
+        (&["--profile=install"][..], "not a profile"),
+        (&["--switches=0"], "not a switch count"),
+        (&["--switches=2@soon"], "the wait \"soon\""),
+        (&["--container="], "must not be empty"),
+    ] {
+        let error = parse(words).unwrap_err();
+        assert!(error.to_string().contains(has), "{words:?}: {error}");
+    }
+    // JSON is checked alike
+    let bad: JobRequest = serde_json::from_str(r#"{"slurm": {"profile": "gpu"}}"#).unwrap();
+    assert!(bad.validate().is_err());
+    let bad: JobRequest = serde_json::from_str(r#"{"slurm": {"container": "a\nb"}}"#).unwrap();
+    assert!(bad.validate().is_err());
+}
+
 #[test]
 fn refuses_what_it_cannot_carry() {
     let unsupported = |words: &[&str], option: &str, reason_has: &str| match parse(words) {
@@ -824,7 +940,7 @@ fn refuses_what_it_cannot_carry() {
         }
         other => panic!("{words:?}: {other:?}"),
     };
-    unsupported(&["--profile=all"], "--profile", "not supported");
+    unsupported(&["--spread-job"], "--spread-job", "not supported");
     unsupported(&["-B", "2:4"], "-B", "not supported");
     unsupported(&["--bogus"], "--bogus", "not supported");
     unsupported(&["--accou=physics"], "--accou", "did you mean --account");
@@ -1961,7 +2077,7 @@ fn splits_argv_like_sbatch() {
     assert_eq!(split.script_args, args(&["a"]));
 
     assert!(matches!(
-        split_sbatch_args(&args(&["--profile", "all", "job.sh"])),
+        split_sbatch_args(&args(&["--spread-job", "job.sh"])),
         Err(RequestError::UnsupportedOption { .. })
     ));
     let split = split_sbatch_args(&args(&["--hint", "nomultithread", "job.sh"])).unwrap();
@@ -2438,6 +2554,12 @@ fn request() -> impl Strategy<Value = JobRequest> {
             ),
             proptest::option::of("[1-9][0-9]{5,6}|High|Performance|1000000-2000000:OnDemand"),
         ),
+        (
+            proptest::option::of("none|all|(energy|task|lustre|network)(,(Task|NETWORK))?"),
+            proptest::option::of("[1-9][0-9]{0,2}(@([0-9]{1,3}|[0-9]{1,2}:[0-5][0-9]|UNLIMITED))?"),
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+        ),
     );
     let slurm = (slurm, times).prop_map(
         |(
@@ -2471,6 +2593,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                     gpu_freq,
                     cpu_freq,
                 ),
+                (profile, switches, container, container_id),
             ),
         )| SlurmOptions {
             signal,
@@ -2500,6 +2623,10 @@ fn request() -> impl Strategy<Value = JobRequest> {
             gpu_bind,
             gpu_freq,
             cpu_freq,
+            profile,
+            switches,
+            container,
+            container_id,
         },
     );
     (shape, names, texts, slurm).prop_map(

@@ -1111,28 +1111,12 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
         "--gpu-freq=high",
         "--cpu-freq=Performance",
     ];
-    let pid = std::process::id();
-    let ours = format!("/tmp/bursar-live-layout-{pid}-%j.out");
-    let theirs = format!("/tmp/bursar-live-layout-sbatch-{pid}-%j.out");
-    let mut args = layout.to_vec();
-    args.extend(["-t", "1", "-o", &ours, "--wrap", "env"]);
-    let sub = gw.submit(&args);
+    let (sub, direct, ours, theirs) =
+        environments_both_ways(&gw, "layout", &layout, &["cpu=1", "mem=1000M"]);
     assert_eq!(
         micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
         cost_micros(&ONPREM, 1, 1000, 0, 60),
         "priced as without them"
-    );
-    let mut args = vec!["-A", "physics", "-t", "1", "--chdir", "/tmp", "-o", &theirs];
-    args.extend(layout);
-    args.extend(["--wrap", "env"]);
-    let out = gw.dev.sbatch_as("alice", "onprem", &args);
-    assert!(out.status.success(), "{out:?}");
-    let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    settled_recording(&gw, &sub, &["cpu=1", "mem=1000M"]);
-    gw.sacct("onprem", &direct, true);
-    let (ours, theirs) = (
-        job_environment(&ours, &sub.cluster_job_id),
-        job_environment(&theirs, &direct),
     );
     for (var, value) in [
         ("SLURM_DISTRIBUTION", "cyclic:cyclic"),
@@ -1199,24 +1183,11 @@ fn tasks_per_gpu_shape_the_job_as_sbatch_s() {
         gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
     }
 
-    let pid = std::process::id();
-    let ours = format!("/tmp/bursar-live-tasks-per-gpu-{pid}-%j.out");
-    let theirs = format!("/tmp/bursar-live-tasks-per-gpu-sbatch-{pid}-%j.out");
-    let options = ["--gpus=1", "--ntasks-per-gpu=2"];
-    let mut args = options.to_vec();
-    args.extend(["-t", "1", "-o", &ours, "--wrap", "env"]);
-    let sub = gw.submit(&args);
-    let mut args = vec!["-A", "physics", "-t", "1", "--chdir", "/tmp", "-o", &theirs];
-    args.extend(options);
-    args.extend(["--wrap", "env"]);
-    let out = gw.dev.sbatch_as("alice", "onprem", &args);
-    assert!(out.status.success(), "{out:?}");
-    let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    settled_recording(&gw, &sub, &["cpu=2", "mem=2000M", "gres/gpu=1"]);
-    gw.sacct("onprem", &direct, true);
-    let (ours, theirs) = (
-        job_environment(&ours, &sub.cluster_job_id),
-        job_environment(&theirs, &direct),
+    let (_, _, ours, theirs) = environments_both_ways(
+        &gw,
+        "tasks-per-gpu",
+        &["--gpus=1", "--ntasks-per-gpu=2"],
+        &["cpu=2", "mem=2000M", "gres/gpu=1"],
     );
     for (var, value) in [
         ("SLURM_NTASKS_PER_GPU", "2"),
@@ -1247,6 +1218,85 @@ fn tasks_per_gpu_shape_the_job_as_sbatch_s() {
         cost_micros(&ONPREM, 4, 4000, 1, 60),
     );
     settled_recording(&gw, &sub, &["cpu=4", "mem=4000M", "gres/gpu=1"]);
+}
+
+/// `--profile` and `--container` reach the job as sbatch's (22.05 shows the container; the
+/// steps get `SLURM_PROFILE` and `SLURM_CONTAINER`; without `oci.conf` the job runs as any
+/// other), unpriced; `--switches` and `--container-id` cannot reach 22.05's slurmrestd:
+/// refused, naming why, nothing held.
+#[test]
+fn profiles_and_containers_reach_the_job_as_sbatch_s() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+    let options = ["--profile=energy,task", "--container=/tmp"];
+    let (held, ours) = same_as_sbatch(&gw, &options, script, &["Container", "TRES"]);
+    assert_eq!(field(&ours, "Container"), "/tmp", "{ours:?}");
+    gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+
+    let (sub, _, ours, theirs) =
+        environments_both_ways(&gw, "profile", &options, &["cpu=1", "mem=1000M"]);
+    assert_eq!(
+        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        cost_micros(&ONPREM, 1, 1000, 0, 60),
+        "priced as without them"
+    );
+    assert_eq!(
+        ours.get("SLURM_CONTAINER").map(String::as_str),
+        Some("/tmp")
+    );
+    assert_eq!(ours.get("SLURM_CONTAINER"), theirs.get("SLURM_CONTAINER"));
+    // v0.0.38's slurmrestd writes SLURM_PROFILE over bursar's from a buffer it does not clear
+    // (seen: `0Energy,Task`); srun finds the words anywhere in it, as sbatch's.
+    assert_eq!(theirs["SLURM_PROFILE"], "Energy,Task");
+    assert!(
+        ours["SLURM_PROFILE"].ends_with("Energy,Task"),
+        "{:?}",
+        ours["SLURM_PROFILE"]
+    );
+
+    for (option, says) in [
+        ("--switches=2@10", "--switches cannot reach this cluster"),
+        (
+            "--container-id=c1",
+            "--container-id cannot reach this cluster",
+        ),
+    ] {
+        let stderr = gw.refused(&["-M", "onprem", option, "-t", "10", script]);
+        assert!(stderr.contains(says), "{option}: {stderr}");
+    }
+}
+
+/// `options` on onprem through bursar and through sbatch, each job printing `env` under a
+/// minute's limit: bursar's job settled at its sacct cost with `allocated` recorded, and
+/// (bursar's submission, sbatch's job id, bursar's job's environment, sbatch's).
+fn environments_both_ways(
+    gw: &Gateway,
+    tag: &str,
+    options: &[&str],
+    allocated: &[&str],
+) -> (
+    Submission,
+    String,
+    BTreeMap<String, String>,
+    BTreeMap<String, String>,
+) {
+    let pid = std::process::id();
+    let ours = format!("/tmp/bursar-live-{tag}-{pid}-%j.out");
+    let theirs = format!("/tmp/bursar-live-{tag}-sbatch-{pid}-%j.out");
+    let mut args = options.to_vec();
+    args.extend(["-t", "1", "-o", &ours, "--wrap", "env"]);
+    let sub = gw.submit(&args);
+    let mut args = vec!["-A", "physics", "-t", "1", "--chdir", "/tmp", "-o", &theirs];
+    args.extend(options);
+    args.extend(["--wrap", "env"]);
+    let out = gw.dev.sbatch_as("alice", "onprem", &args);
+    assert!(out.status.success(), "{out:?}");
+    let direct = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    settled_recording(gw, &sub, allocated);
+    gw.sacct("onprem", &direct, true);
+    let ours = job_environment(&ours, &sub.cluster_job_id);
+    let theirs = job_environment(&theirs, &direct);
+    (sub, direct, ours, theirs)
 }
 
 /// The job's environment as `env` printed it to `pattern` (`%j`: `job`); the file is removed.

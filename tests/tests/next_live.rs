@@ -569,7 +569,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 40] = [
+const SHAPE: [&str; 43] = [
     "UserId",
     "Account",
     "QOS",
@@ -623,6 +623,11 @@ const SHAPE: [&str; 40] = [
     "GresEnforceBind",
     // --ntasks-per-gpu: `NtasksPerTRES=2`.
     "NtasksPerTRES",
+    // --switches: `Switches=2@00:05:00` (the cluster's max_switch_wait caps the wait);
+    // --container, --container-id.
+    "Switches",
+    "Container",
+    "ContainerID",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -655,7 +660,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let (begin_day, deadline_day) = (day(10), day(11));
     let begin = format!("--begin={begin_day}T10:00");
     let deadline = format!("--deadline={deadline_day}T10:00");
-    let cases: [&[&str]; 20] = [
+    let cases: [&[&str]; 21] = [
         &["-t", "5"],
         &[
             "-N",
@@ -756,6 +761,15 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "1",
             "--gpus-per-node=2",
             "--ntasks-per-gpu=1",
+            "-t",
+            "5",
+        ],
+        // not priced: what the steps record, the leaf switches, the container
+        &[
+            "--profile=task",
+            "--switches=2@10",
+            "--container=/tmp",
+            "--container-id=c1",
             "-t",
             "5",
         ],
@@ -910,7 +924,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             std::fs::write(&env_script, env_text).unwrap();
             // The CPU options, then the GPU ones (their variables, as sbatch sets them), then
             // the ones about cores' threads.
-            let option_sets: [(&[&str], usize); 7] = [
+            let option_sets: [(&[&str], usize); 8] = [
                 (&["-c", "2", "--ntasks-per-node=1", "-t", "5"], 10),
                 (&["--acctg-freq=2", "-t", "5"], 8),
                 (
@@ -957,6 +971,18 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 ),
                 // the steps' srun binds each task to its GPU by SLURM_NTASKS_PER_GPU
                 (&["--gpus=1", "--ntasks-per-gpu=2", "-t", "5"], 9),
+                // SLURM_PROFILE (slurmctld's at launch, from 24.05.2), SLURM_CONTAINER[_ID]
+                // (sbatch's); without oci.conf the job runs as any other
+                (
+                    &[
+                        "--profile=energy,task",
+                        "--container=/tmp",
+                        "--container-id=c1",
+                        "-t",
+                        "5",
+                    ],
+                    10,
+                ),
             ];
             let root = gw.dev.var("BURSAR_NEXT_ROOT").to_string();
             // Output files of this run alone: a wiped cluster hands job ids out again, and
@@ -1004,6 +1030,9 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                                 "SLURM_GPU_BIND=",
                                 "SLURM_GPU_FREQ=",
                                 "SLURM_CPU_FREQ_REQ=",
+                                "SLURM_PROFILE=",
+                                "SLURM_CONTAINER=",
+                                "SLURM_CONTAINER_ID=",
                                 "HYDRA_BOOTSTRAP=",
                                 "HYDRA_LAUNCHER_EXTRA_ARGS=",
                                 "I_MPI_HYDRA_BOOTSTRAP=",
@@ -1029,6 +1058,26 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                     "the shell's limit: {ours:?}"
                 );
             }
+            // -c with --ntasks-per-gpu: the steps run (sbatch 24.11's job also has
+            // SLURM_TRES_PER_TASK, beside which its srun refuses every step).
+            let (job, _) = gw.submit(&[
+                "-o",
+                output.as_str(),
+                "-c",
+                "2",
+                "-n",
+                "4",
+                "--ntasks-per-gpu=2",
+                "-t",
+                "5",
+                "--wrap",
+                "srun true; echo srun=$?",
+            ]);
+            sacct_final(&gw.dev, std::slice::from_ref(&job));
+            let path = format!("{root}{}", output.replace("%j", &job));
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let _ = std::fs::remove_file(&path);
+            assert_eq!(text.trim(), "srun=0", "{version}: job {job}");
         }
 
         {

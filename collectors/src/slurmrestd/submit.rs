@@ -172,6 +172,21 @@ pub struct JobSubmission {
     /// no longer sends it: there only the stored submission (`sacct --env-vars`) differs, and
     /// v0.0.40/v0.0.41 do not tell 24.05 from 24.11.
     pub cpu_freq: Option<String>,
+    /// `--profile`: the series the job's steps record, as Slurm names them (`Energy`, `Lustre`,
+    /// `Network`, `Task`, or `None` alone): `profile` joined by `,` at v0.0.38 (whose parser
+    /// reads sbatch's text), Slurm's flags (`ENERGY`, …) later; and the job's `SLURM_PROFILE`,
+    /// as sbatch up to 24.05 sets it (slurmctld from 24.05.2 sets it again at launch, alike;
+    /// v0.0.38's slurmrestd writes it again from a buffer it does not clear: `0Energy,Task`).
+    pub profile: Option<Vec<String>>,
+    /// `--switches`: the most leaf switches (`required_switches`) and the seconds the job may
+    /// wait for them (`wait_for_switch`), from v0.0.40; v0.0.38 refuses both keys.
+    pub required_switches: Option<u32>,
+    pub wait_for_switch: Option<u32>,
+    /// `--container` (`container`, every version) and `--container-id` (`container_id`, from
+    /// v0.0.40; v0.0.38 has no such key), with the job's `SLURM_CONTAINER` and
+    /// `SLURM_CONTAINER_ID`, which sbatch sets unless the shell has them.
+    pub container: Option<String>,
+    pub container_id: Option<String>,
 }
 
 /// The variables sbatch sets for `--mem-bind` (`SLURM_MEM_BIND`, `SLURM_MEM_BIND_VERBOSE`;
@@ -409,6 +424,26 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     }
     if let Some(freq) = &job.cpu_freq {
         put("cpu_frequency", json!(freq));
+    }
+    if let Some(series) = &job.profile {
+        if modern {
+            let flags: Vec<String> = series.iter().map(|s| s.to_ascii_uppercase()).collect();
+            put("profile", json!(flags));
+        } else {
+            put("profile", json!(series.join(",")));
+        }
+    }
+    if let (true, Some(count)) = (modern, job.required_switches) {
+        put("required_switches", no_val(u64::from(count)));
+        if let Some(seconds) = job.wait_for_switch {
+            put("wait_for_switch", json!(seconds));
+        }
+    }
+    if let Some(container) = &job.container {
+        put("container", json!(container));
+    }
+    if let (true, Some(id)) = (modern, &job.container_id) {
+        put("container_id", json!(id));
     }
     if let Some(freq) = &job.gpu_freq {
         if modern {
@@ -761,7 +796,8 @@ const HYDRA_BOOTSTRAPS: [(&str, &str); 2] = [
 ///   `--gpus-per-node` from `--gres=gpu:N`, which sets none),
 ///   replacing the user's (every version); `SLURM_GPUS_PER_TASK` for `--gpus-per-task` (v0.0.38:
 ///   later sbatch folds it into `SLURM_TRES_PER_TASK`, with `SLURM_TRES_BIND`);
-/// - from v0.0.40 (Slurm 23.11 and later): `SLURM_TRES_PER_TASK` for `-c`, `SLURM_OPEN_MODE`
+/// - from v0.0.40 (Slurm 23.11 and later): `SLURM_TRES_PER_TASK` for `-c` (not with
+///   `--ntasks-per-gpu`, beside which 23.11's to 25.05.0's `srun` refuses it), `SLURM_OPEN_MODE`
 ///   (`a`, `t`) for `--open-mode`, `SLURM_JOB_DEPENDENCY`, and the settings
 ///   that make `mpirun` start its daemons with `srun --external-launcher`: Open MPI's and
 ///   PRRTE's where the user has none, and a Hydra launcher's bootstrap `slurm` with its extra
@@ -790,7 +826,9 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
         overwrite(env, "SLURM_GPUS", gpus.typed_count());
     }
     if version.is_data_parser() {
-        if let Some(tres) = tres_per_task(job) {
+        // Not beside SLURM_NTASKS_PER_GPU: 23.11's to 25.05.0's srun refuses every step that
+        // finds both (its -c still comes from SLURM_CPUS_PER_TASK).
+        if let (Some(tres), None) = (tres_per_task(job), job.ntasks_per_gpu) {
             overwrite(env, "SLURM_TRES_PER_TASK", tres);
         }
         if let Some(binding) = tres_binding(job) {
@@ -809,6 +847,15 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
     }
     if let Some(freq) = &job.cpu_freq {
         overwrite(env, "SLURM_CPU_FREQ_REQ", freq.clone());
+    }
+    if let Some(series) = &job.profile {
+        overwrite(env, "SLURM_PROFILE", series.join(","));
+    }
+    if let Some(container) = &job.container {
+        append(env, "SLURM_CONTAINER", container);
+    }
+    if let Some(id) = &job.container_id {
+        append(env, "SLURM_CONTAINER_ID", id);
     }
     if let Some(layout) = &job.distribution {
         overwrite(env, "SLURM_DISTRIBUTION", layout.clone());
@@ -930,11 +977,28 @@ pub fn argv_refusal(release: Option<&str>) -> String {
 
 /// What `version` cannot carry of `job`, in words for the user; `None` when it carries all.
 pub fn unsupported_at(version: ApiVersion, job: &JobSubmission) -> Option<String> {
-    let batch_only = job.warn_signal.as_ref().is_some_and(|w| w.batch_only);
-    (batch_only && !version.is_data_parser()).then(|| {
-        "--signal=B:… (to the batch shell only) cannot reach this cluster: slurmrestd's \
-         OpenAPI v0.0.38 (Slurm 22.05 and 23.02) reads the B flag only in sbatch itself; \
-         leave B: out to signal every step, or use a cluster on Slurm 23.11 or later"
+    if version.is_data_parser() {
+        return None;
+    }
+    if job.warn_signal.as_ref().is_some_and(|w| w.batch_only) {
+        return Some(
+            "--signal=B:… (to the batch shell only) cannot reach this cluster: slurmrestd's \
+             OpenAPI v0.0.38 (Slurm 22.05 and 23.02) reads the B flag only in sbatch itself; \
+             leave B: out to signal every step, or use a cluster on Slurm 23.11 or later"
+                .to_string(),
+        );
+    }
+    if job.required_switches.is_some() {
+        return Some(
+            "--switches cannot reach this cluster: slurmrestd's OpenAPI v0.0.38 (Slurm 22.05 \
+             and 23.02) refuses it; leave it out, or use a cluster on Slurm 23.11 or later"
+                .to_string(),
+        );
+    }
+    job.container_id.is_some().then(|| {
+        "--container-id cannot reach this cluster: slurmrestd's OpenAPI v0.0.38 (Slurm 22.05 \
+         and 23.02) has no such field; leave it out (--container alone goes), or use a cluster \
+         on Slurm 23.11 or later"
             .to_string()
     })
 }

@@ -25,7 +25,8 @@ use serde_json::Value;
 
 use crate::config::{ClusterKind, Config};
 use crate::request::{
-    cpu_freq_request, layout, GpuPer, GresFlags, JobRequest, MemoryRequest, OpenMode,
+    cpu_freq_request, layout, parse_profile, parse_switches, GpuPer, GresFlags, JobRequest,
+    MemoryRequest, OpenMode,
 };
 
 /// Limit of one submit or cancel call when `submit.timeout` is not set.
@@ -273,6 +274,14 @@ fn pinned_nodes(r: &JobRequest) -> Option<u32> {
     (r.nodes > 1 || r.nodes_exact || per_node || named).then_some(r.nodes)
 }
 
+/// A text option checked when the request was read, parsed again.
+fn read<T>(
+    text: &Option<String>,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, String> {
+    text.as_deref().map(parse).transpose()
+}
+
 /// `--signal` as the slurmrestd client takes it.
 fn kill_warning(r: &JobRequest) -> Option<KillWarning> {
     r.slurm.signal.as_ref().map(|s| KillWarning {
@@ -317,16 +326,10 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         Some(types) => mail_events(types).map_err(|why| format!("--mail-type: {why}"))?,
         None => Vec::new(),
     };
-    // Checked when the request was read.
-    fn read<T>(
-        text: &Option<String>,
-        parse: fn(&str) -> Result<T, String>,
-    ) -> Result<Option<T>, String> {
-        text.as_deref().map(parse).transpose()
-    }
     let distribution = read(&r.slurm.distribution, layout::parse_distribution)?;
     let mem_bind = read(&r.slurm.mem_bind, layout::parse_mem_bind)?;
     let gpu_bind = read(&r.slurm.gpu_bind, layout::parse_gpu_bind)?;
+    let switches = read(&r.slurm.switches, parse_switches)?;
     Ok(JobSubmission {
         script,
         argv: script_argv(r),
@@ -367,6 +370,12 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         gpu_bind,
         gpu_freq: r.slurm.gpu_freq.clone(),
         cpu_freq: read(&r.slurm.cpu_freq, cpu_freq_request)?,
+        profile: read(&r.slurm.profile, parse_profile)?
+            .map(|p| p.names().into_iter().map(String::from).collect()),
+        required_switches: switches.map(|s| s.count),
+        wait_for_switch: switches.and_then(|s| s.wait_seconds),
+        container: r.slurm.container.clone(),
+        container_id: r.slurm.container_id.clone(),
         memory_per_gpu_mb,
         other_gres: r.other_gres.clone(),
         mail_type,
@@ -501,8 +510,11 @@ impl Forwarder for SlurmForwarder {
         // `api_version: auto`, from the first call: until then only the submission itself
         // refuses it, with the same reason).
         if let Some(version) = self.client.known_api_version() {
+            let switches = read(&request.slurm.switches, parse_switches).ok().flatten();
             let probe = JobSubmission {
                 warn_signal: kill_warning(request),
+                required_switches: switches.map(|s| s.count),
+                container_id: request.slurm.container_id.clone(),
                 ..JobSubmission::default()
             };
             if let Some(reason) = unsupported_at(version, &probe) {

@@ -68,8 +68,8 @@ pub use sbatch::{
     split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
 pub use slurm::{
-    check_acctg_freq, check_gpu_freq, cpu_freq_request, GresFlags, OpenMode, SlurmOptions,
-    WarnSignal,
+    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_profile, parse_switches, GresFlags,
+    OpenMode, Profile, SlurmOptions, Switches, WarnSignal,
 };
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
@@ -578,10 +578,11 @@ impl JobRequest {
     }
 
     /// The CPUs per GPU the job gets: its `--cpus-per-gpu`, else, for a job with GPUs and no
-    /// `-c`, the partition's `DefCpuPerGPU` (cons_tres's `_set_gpu_defaults`).
+    /// `-c`, the partition's `DefCpuPerGPU` (cons_tres's `_set_gpu_defaults`) — not with
+    /// `--ntasks-per-gpu`, whose GPUs each take their tasks' CPUs ahead of the default.
     pub fn cpus_per_gpu_with(&self, defaults: &PartitionDefaults) -> Option<u32> {
         self.cpus_per_gpu.or_else(|| {
-            (self.gpus.is_some() && !self.cpus_per_task_given)
+            (self.gpus.is_some() && !self.cpus_per_task_given && self.ntasks_per_gpu.is_none())
                 .then_some(defaults.cpus_per_gpu)
                 .flatten()
         })
@@ -1316,6 +1317,17 @@ impl JobRequest {
                 "--gpus-per-task and --ntasks-per-gpu are mutually exclusive, as in sbatch".into(),
             );
         }
+        // On a node count given, Slurm puts the same tasks on each node, a GPU for every
+        // `per_gpu` of them (23.02.3 and later; 22.05 the same over several nodes).
+        let per_node = per_gpu.saturating_mul(self.nodes);
+        if self.nodes_exact && self.nodes > 1 && !self.ntasks.is_multiple_of(per_node) {
+            return invalid(format!(
+                "{} tasks at --ntasks-per-gpu={per_gpu} over -N {}: Slurm puts the same number \
+                 of tasks on each node, a multiple of {per_gpu}, so the tasks must be a multiple \
+                 of {per_node}; change -N or the GPUs",
+                self.ntasks, self.nodes
+            ));
+        }
         if self.gpus_from_tasks {
             if !self.ntasks.is_multiple_of(per_gpu) {
                 return invalid(format!(
@@ -1454,6 +1466,10 @@ impl JobRequest {
         put("gpu-bind", slurm.gpu_bind.clone());
         put("gpu-freq", slurm.gpu_freq.clone());
         put("cpu-freq", slurm.cpu_freq.clone());
+        put("profile", slurm.profile.clone());
+        put("switches", slurm.switches.clone());
+        put("container", slurm.container.clone());
+        put("container-id", slurm.container_id.clone());
         put(
             "kill-on-invalid-dep",
             slurm
@@ -1476,7 +1492,6 @@ impl JobRequest {
     }
 }
 
-/// The nodes `ntasks` tasks need at `per_node` each (at least one); `None` for `per_node` 0.
 /// `--ntasks-per-gpu=N` with the task count, node count (`-N`, when exact) and GPUs given, as
 /// slurmctld's `gres_job_state_validate` completes them: with GPUs, `GPUs × N` tasks (a given
 /// count is kept, for [`JobRequest::validate`] to hold against it); without, the tasks given
@@ -1516,6 +1531,7 @@ pub(crate) fn ntasks_per_gpu_shape(
     }
 }
 
+/// The nodes `ntasks` tasks need at `per_node` each (at least one); `None` for `per_node` 0.
 pub(crate) fn nodes_for_tasks(ntasks: u32, per_node: u32) -> Option<u32> {
     (per_node > 0).then(|| ntasks.div_ceil(per_node).max(1))
 }

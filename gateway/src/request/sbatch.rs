@@ -38,8 +38,9 @@
 //! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive` and `--oversubscribe` the later in one place wins, and the command line's over the script's, as in sbatch |
 //! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GRES; with GRES the job needs a node per plane of tasks (Slurm 24.05 and later). `--mem-bind` given again keeps the earlier flags, as in sbatch |
 //! | `--gpu-freq=FREQ` | [`SlurmOptions::gpu_freq`]: the GPUs' clocks while the job's steps run, checked as Slurm's `tres_freq_verify_cmdline`; sent as `gpu:FREQ` (`gpu_frequency` at v0.0.38) with the `SLURM_GPU_FREQ` sbatch sets (steps read it); not priced, and refused with shard or mps GRES, as slurmctld refuses it |
-//! | `--ntasks-per-gpu=N` | [`JobRequest::ntasks_per_gpu`]: N tasks share each GPU. As slurmctld counts them ([`ntasks_per_gpu_shape`]): with GPUs (`--gpus`, `--gpus-per-node`, `--gres=gpu`) the job runs `GPUs × N` tasks (a `-n` that says otherwise is refused, where Slurm would silently replace it); without, `-n` (or `-N` × N) tasks and a GPU of any type for every N of them, priced and left for Slurm to derive again. Refused with `--ntasks-per-node`, `--gpus-per-task` and a `-N` range, as sbatch refuses them or its man page calls them incompatible. Forwarded (`ntasks_per_gpu`, `ntasks_per_tres` from v0.0.40) with the job's `SLURM_NTASKS_PER_GPU`, which the steps' `srun` reads to bind each task to its GPU |
+//! | `--ntasks-per-gpu=N` | [`JobRequest::ntasks_per_gpu`]: N tasks share each GPU. As slurmctld counts them ([`ntasks_per_gpu_shape`]): with GPUs (`--gpus`, `--gpus-per-node`, `--gres=gpu`) the job runs `GPUs × N` tasks (a `-n` that says otherwise is replaced, as Slurm replaces it, with a note; in JSON it is refused); without, `-n` (or `-N` × N) tasks and a GPU of any type for every N of them, priced and left for Slurm to derive again. Refused with `--ntasks-per-node`, `--gpus-per-task` and a `-N` range, as sbatch refuses them or its man page calls them incompatible. Forwarded (`ntasks_per_gpu`, `ntasks_per_tres` from v0.0.40) with the job's `SLURM_NTASKS_PER_GPU`, which the steps' `srun` reads to bind each task to its GPU |
 //! | `--cpu-freq=FREQ` | [`SlurmOptions::cpu_freq`]: the CPUs' frequency or governor for the job's steps, in the forms every release reads alike ([`cpu_freq_request`]: kHz, `low`…`highm1`, a governor, `MIN-MAX:GOVERNOR`); sent in Slurm's spelling as `cpu_frequency`, with the job's `SLURM_CPU_FREQ_REQ`; not priced |
+//! | `--profile=LIST`, `--switches=COUNT[@TIME]`, `--container=PATH`, `--container-id=ID` | [`SlurmOptions`]: what the job's steps record ([`super::parse_profile`]: `none`, `all`, `energy`, `task`, `lustre`, `network`), the most leaf switches and the longest wait for them ([`super::parse_switches`]; sent from OpenAPI v0.0.40, which a v0.0.38 cluster cannot carry), the OCI container (`--container-id` not at v0.0.38); forwarded with the variables sbatch sets (`SLURM_PROFILE`, `SLURM_CONTAINER`, `SLURM_CONTAINER_ID`), not priced |
 //! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
@@ -83,7 +84,10 @@ use super::error::RequestError;
 use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::hostlist;
 use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind, then_mem_bind};
-use super::slurm::{check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_nice, GresFlags};
+use super::slurm::{
+    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_nice, parse_profile, parse_switches,
+    GresFlags,
+};
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
 use super::{
@@ -159,6 +163,11 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
                                 least that many (priced so)
       --propagate[=LIMITS]      give the job these limits of this shell (ALL, NONE,
                                 STACK,NOFILE,...)
+      --profile=LIST            what the job's steps record: none, all, or energy,
+                                task, lustre, network
+      --switches=N[@TIME]       at most N leaf switches, waiting at most TIME
+      --container=PATH          run in this OCI container bundle
+      --container-id=ID         the container's id
       --get-user-env            load the login environment under the job's
   -s, --oversubscribe           let the job share CPUs where the partition allows
       --gres-flags=enforce-binding|disable-binding  CPUs bound to the job's GPUs or not
@@ -685,6 +694,10 @@ enum Opt {
     GpuBind,
     GpuFreq,
     CpuFreq,
+    Profile,
+    Switches,
+    Container,
+    ContainerId,
     GetUserEnv,
     Hold,
     Array,
@@ -788,6 +801,10 @@ const OPTIONS: &[Spec] = &[
     spec("gpu-bind", None, Opt::GpuBind, Arg::Required),
     spec("gpu-freq", None, Opt::GpuFreq, Arg::Required),
     spec("cpu-freq", None, Opt::CpuFreq, Arg::Required),
+    spec("profile", None, Opt::Profile, Arg::Required),
+    spec("switches", None, Opt::Switches, Arg::Required),
+    spec("container", None, Opt::Container, Arg::Required),
+    spec("container-id", None, Opt::ContainerId, Arg::Required),
     spec("get-user-env", None, Opt::GetUserEnv, Arg::Optional),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
@@ -925,6 +942,10 @@ struct Directives {
     gpu_bind: Option<String>,
     gpu_freq: Option<String>,
     cpu_freq: Option<String>,
+    profile: Option<String>,
+    switches: Option<String>,
+    container: Option<String>,
+    container_id: Option<String>,
     get_user_env: bool,
     hold: bool,
     array: Option<ArraySpec>,
@@ -1313,6 +1334,17 @@ impl Directives {
                     .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
                 self.cpu_freq = Some(v.to_string());
             }
+            Opt::Profile => {
+                parse_profile(v).map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
+                self.profile = Some(v.to_string());
+            }
+            Opt::Switches => {
+                parse_switches(v)
+                    .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
+                self.switches = Some(v.to_string());
+            }
+            Opt::Container => self.container = Some(text(typed, v)?),
+            Opt::ContainerId => self.container_id = Some(text(typed, v)?),
             Opt::GetUserEnv => {
                 // sbatch's strtol: seconds, then S or L (the login shell's mode); slurmd
                 // ignores both and loads the environment its own way.
@@ -1461,6 +1493,10 @@ impl Directives {
             gpu_bind: cli.gpu_bind.or(script.gpu_bind),
             gpu_freq: cli.gpu_freq.or(script.gpu_freq),
             cpu_freq: cli.cpu_freq.or(script.cpu_freq),
+            profile: cli.profile.or(script.profile),
+            switches: cli.switches.or(script.switches),
+            container: cli.container.or(script.container),
+            container_id: cli.container_id.or(script.container_id),
             get_user_env: cli.get_user_env || script.get_user_env,
             signal: cli.signal.or(script.signal),
             requeue: cli.requeue.or(script.requeue),
@@ -1629,7 +1665,8 @@ impl Directives {
         let (ntasks, gpus, gpus_from_tasks) = match self.ntasks_per_gpu {
             Some(per_gpu) => {
                 let exact = match self.nodes {
-                    Some((min, max)) if min == max => Some(min),
+                    // as lowered to -n above
+                    Some((min, max)) if min == max => Some(nodes),
                     Some((min, max)) => {
                         return Err(RequestError::Invalid(format!(
                             "--ntasks-per-gpu with --nodes={min}-{max}: Slurm counts the tasks \
@@ -1742,6 +1779,10 @@ impl Directives {
                 gpu_bind: self.gpu_bind,
                 gpu_freq: self.gpu_freq,
                 cpu_freq: self.cpu_freq,
+                profile: self.profile,
+                switches: self.switches,
+                container: self.container,
+                container_id: self.container_id,
             },
             ..JobRequest::default()
         };

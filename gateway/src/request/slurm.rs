@@ -3,7 +3,8 @@
 //! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`, `--begin`, `--deadline`,
 //! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced,
 //! `-s/--oversubscribe`, `--gres-flags`, `--acctg-freq`, `-m/--distribution`, `--mem-bind`,
-//! `--gpu-bind`: [`super::layout`], `--gpu-freq`, `--cpu-freq`). They are
+//! `--gpu-bind`: [`super::layout`], `--gpu-freq`, `--cpu-freq`, `--profile`, `--switches`,
+//! `--container`, `--container-id`). They are
 //! forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
@@ -12,6 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind};
+use super::time::slurm_seconds;
 use super::{RequestError, MAX_TIME_LIMIT_MIN};
 
 /// The range of Unix times bursar sends for `--begin` and `--deadline`: from the least Slurm's
@@ -123,6 +125,20 @@ pub struct SlurmOptions {
     /// `Performance`, `1800000-2400000:OnDemand`; [`cpu_freq_request`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_freq: Option<String>,
+    /// `--profile`: what the job's steps record for the cluster's profiling plugin (`task`,
+    /// `energy,task`, `all`, `none`; [`parse_profile`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// `--switches=COUNT[@MAX_TIME]`: at most COUNT leaf switches, waiting at most MAX_TIME
+    /// for them (`2@10:00`; [`parse_switches`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switches: Option<String>,
+    /// `--container`: the OCI bundle the job runs in, as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// `--container-id`: the container's id (Slurm 23.02 and later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<String>,
 }
 
 /// `--gres-flags`: the GRES binding sbatch takes on every version.
@@ -297,6 +313,105 @@ pub fn cpu_freq_request(text: &str) -> Result<String, String> {
         .ok_or_else(|| format!("{text:?} is not a CPU frequency ({FORMS})"))
 }
 
+/// `--profile`: what the job's steps record (the profiling plugin's series), as Slurm's
+/// `acct_gather_profile_from_string` reads it, stricter: comma-separated words in any case,
+/// `none` alone, `all`, or `energy`, `task`, `lustre`, `network` (Slurm matches them anywhere
+/// in the text, so that `install` is `all`: refused here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// `Energy`, `Lustre`, `Network`, `Task`, in that order (Slurm's); none of them: `None`.
+    series: [bool; 4],
+}
+
+impl Profile {
+    const NAMES: [&'static str; 4] = ["Energy", "Lustre", "Network", "Task"];
+
+    /// Slurm's own text (`acct_gather_profile_to_string`): `None`, or the series joined by
+    /// `,` (`all`: `Energy,Lustre,Network,Task`); the job's `SLURM_PROFILE`.
+    pub fn as_slurm(&self) -> String {
+        self.names().join(",")
+    }
+
+    /// The series by name (`["None"]` for none).
+    pub fn names(&self) -> Vec<&'static str> {
+        let names: Vec<&'static str> = Self::NAMES
+            .iter()
+            .zip(self.series)
+            .filter_map(|(name, on)| on.then_some(*name))
+            .collect();
+        if names.is_empty() {
+            vec!["None"]
+        } else {
+            names
+        }
+    }
+}
+
+/// See [`Profile`].
+pub fn parse_profile(text: &str) -> Result<Profile, String> {
+    const WORDS: &str = "use none, all, or energy, task, lustre, network, comma-separated";
+    let mut series = [false; 4];
+    let mut none = false;
+    for word in text.split(',') {
+        match word.to_ascii_lowercase().as_str() {
+            "none" => none = true,
+            "all" => series = [true; 4],
+            "energy" => series[0] = true,
+            "lustre" => series[1] = true,
+            "network" => series[2] = true,
+            "task" => series[3] = true,
+            "" => return Err(format!("an empty entry ({WORDS})")),
+            _ => return Err(format!("{word:?} is not a profile ({WORDS})")),
+        }
+    }
+    if none && series.iter().any(|on| *on) {
+        return Err("none with other profiles: Slurm records none; give one or the others".into());
+    }
+    Ok(Profile { series })
+}
+
+/// `--switches=COUNT[@MAX_TIME]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    /// Most leaf switches the job's nodes may hang from (at least 1).
+    pub count: u32,
+    /// Seconds the job may wait for them; `None`: the cluster's `max_switch_wait` (300 s by
+    /// default), which also caps any wait given.
+    pub wait_seconds: Option<u32>,
+}
+
+/// `--switches` as sbatch reads it (`parse_int`, then `time_str2secs`: a bare number is
+/// minutes), stricter: a time that is not one of Slurm's forms is refused (sbatch drops it
+/// without a word); `UNLIMITED` means the cluster's maximum wait.
+pub fn parse_switches(text: &str) -> Result<Switches, String> {
+    let (count, wait) = match text.split_once('@') {
+        Some((count, wait)) => (count, Some(wait)),
+        None => (text, None),
+    };
+    let count = (!count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| count.parse::<u32>().ok())
+        .flatten()
+        .filter(|n| (1..=0x7fff_ffff).contains(n))
+        .ok_or_else(|| format!("{count:?} is not a switch count: a whole number from 1"))?;
+    let wait_seconds = match wait {
+        None => None,
+        Some(wait) => match slurm_seconds(wait) {
+            Ok(None) => None,
+            Ok(Some(seconds)) => Some(
+                u32::try_from(seconds)
+                    .ok()
+                    .filter(|s| *s < u32::MAX - 1)
+                    .ok_or("the wait is longer than Slurm can count")?,
+            ),
+            Err(why) => return Err(format!("the wait {wait:?}: {why}")),
+        },
+    };
+    Ok(Switches {
+        count,
+        wait_seconds,
+    })
+}
+
 /// A Unix time in JSON: whole seconds, or RFC 3339 text (`2026-12-01T18:00:00+01:00`).
 fn unix_time<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<i64>, D::Error> {
     #[derive(Deserialize)]
@@ -359,6 +474,10 @@ impl SlurmOptions {
         note(self.gpu_bind.is_some(), "--gpu-bind");
         note(self.gpu_freq.is_some(), "--gpu-freq");
         note(self.cpu_freq.is_some(), "--cpu-freq");
+        note(self.profile.is_some(), "--profile");
+        note(self.switches.is_some(), "--switches");
+        note(self.container.is_some(), "--container");
+        note(self.container_id.is_some(), "--container-id");
         given
     }
 
@@ -372,6 +491,8 @@ impl SlurmOptions {
             ("--dependency", &self.dependency),
             ("--prefer", &self.prefer),
             ("--nodelist", &self.nodelist),
+            ("--container", &self.container),
+            ("--container-id", &self.container_id),
         ] {
             if let Some(value) = value {
                 super::check_text(option, value)?;
@@ -403,6 +524,14 @@ impl SlurmOptions {
         if let Some(text) = &self.cpu_freq {
             cpu_freq_request(text)
                 .map_err(|why| RequestError::invalid_value("--cpu-freq", text, why))?;
+        }
+        if let Some(text) = &self.profile {
+            parse_profile(text)
+                .map_err(|why| RequestError::invalid_value("--profile", text, why))?;
+        }
+        if let Some(text) = &self.switches {
+            parse_switches(text)
+                .map_err(|why| RequestError::invalid_value("--switches", text, why))?;
         }
         // slurmctld keeps it in 32 bits, the top two values reserved.
         if self.tmp_mb.is_some_and(|mb| mb >= u64::from(u32::MAX - 1)) {

@@ -43,57 +43,13 @@ impl TimeLimit {
     /// Parses one `--time` value (see the module documentation).
     pub fn parse(text: &str) -> Result<TimeLimit, RequestError> {
         let bad = |reason: &str| RequestError::invalid_value("--time", text, reason);
-        if ["UNLIMITED", "INFINITE", "-1"]
-            .iter()
-            .any(|word| text.eq_ignore_ascii_case(word))
-        {
+        let Some(seconds) = slurm_seconds(text).map_err(bad)? else {
             return Ok(TimeLimit::Unlimited);
-        }
-        const FORMS: &str = "use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED";
-        if text.is_empty()
-            || !text
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b == b'-' || b == b':')
-        {
-            return Err(bad(FORMS));
-        }
-        let field = |part: &str| -> Result<u64, RequestError> {
-            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad(FORMS));
-            }
-            part.parse::<u64>()
-                .map_err(|_| bad("the number is too large"))
         };
-        let (days, clock) = match text.split_once('-') {
-            Some((days, clock)) => (Some(field(days)?), clock),
-            None => (None, text),
-        };
-        let parts: Vec<&str> = clock.split(':').collect();
-        let numbers = parts
-            .iter()
-            .map(|p| field(p))
-            .collect::<Result<Vec<u64>, _>>()?;
-        // (days, hours, minutes, seconds)
-        let (d, h, m, s) = match (days, numbers.as_slice()) {
-            (None, [m]) => (0, 0, *m, 0),
-            (None, [m, s]) => (0, 0, *m, *s),
-            (None, [h, m, s]) => (0, *h, *m, *s),
-            (Some(d), [h]) => (d, *h, 0, 0),
-            (Some(d), [h, m]) => (d, *h, *m, 0),
-            (Some(d), [h, m, s]) => (d, *h, *m, *s),
-            _ => return Err(bad(FORMS)),
-        };
-        let too_large = || bad("the time limit is too large");
-        let seconds = d
-            .checked_mul(86_400)
-            .and_then(|x| x.checked_add(h.checked_mul(3_600)?))
-            .and_then(|x| x.checked_add(m.checked_mul(60)?))
-            .and_then(|x| x.checked_add(s))
-            .ok_or_else(too_large)?;
         let minutes = seconds.div_ceil(60);
         match minutes {
             0 => Ok(TimeLimit::Unlimited),
-            m if m > MAX_TIME_LIMIT_MIN => Err(too_large()),
+            m if m > MAX_TIME_LIMIT_MIN => Err(bad(TOO_LARGE)),
             m => Ok(TimeLimit::Minutes(m)),
         }
     }
@@ -119,6 +75,57 @@ impl TimeLimit {
     pub fn seconds(self) -> Option<u64> {
         self.minutes().map(|m| m.saturating_mul(60))
     }
+}
+
+const TOO_LARGE: &str = "the time limit is too large";
+
+/// Seconds in one of Slurm's time forms (the module documentation's table; Slurm's
+/// `time_str2secs`), `None` for `UNLIMITED`, `INFINITE` or `-1`; the error says why not.
+pub(crate) fn slurm_seconds(text: &str) -> Result<Option<u64>, &'static str> {
+    const FORMS: &str = "use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED";
+    if ["UNLIMITED", "INFINITE", "-1"]
+        .iter()
+        .any(|word| text.eq_ignore_ascii_case(word))
+    {
+        return Ok(None);
+    }
+    if text.is_empty()
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b == b'-' || b == b':')
+    {
+        return Err(FORMS);
+    }
+    let field = |part: &str| -> Result<u64, &'static str> {
+        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(FORMS);
+        }
+        part.parse::<u64>().map_err(|_| "the number is too large")
+    };
+    let (days, clock) = match text.split_once('-') {
+        Some((days, clock)) => (Some(field(days)?), clock),
+        None => (None, text),
+    };
+    let numbers = clock
+        .split(':')
+        .map(field)
+        .collect::<Result<Vec<u64>, _>>()?;
+    // (days, hours, minutes, seconds)
+    let (d, h, m, s) = match (days, numbers.as_slice()) {
+        (None, [m]) => (0, 0, *m, 0),
+        (None, [m, s]) => (0, 0, *m, *s),
+        (None, [h, m, s]) => (0, *h, *m, *s),
+        (Some(d), [h]) => (d, *h, 0, 0),
+        (Some(d), [h, m]) => (d, *h, *m, 0),
+        (Some(d), [h, m, s]) => (d, *h, *m, *s),
+        _ => return Err(FORMS),
+    };
+    d.checked_mul(86_400)
+        .and_then(|x| x.checked_add(h.checked_mul(3_600)?))
+        .and_then(|x| x.checked_add(m.checked_mul(60)?))
+        .and_then(|x| x.checked_add(s))
+        .map(Some)
+        .ok_or(TOO_LARGE)
 }
 
 impl FromStr for TimeLimit {
