@@ -287,7 +287,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         (
             "SBATCH_REQ_SWITCH",
             "2",
-            "SBATCH_REQ_SWITCH is set in the environment",
+            "SBATCH_REQ_SWITCH is set in the environment; bursar takes the switches from \
+             --switches=COUNT[@TIME] only",
         ),
         (
             "SBATCH_TIMELIMIT",

@@ -805,6 +805,11 @@ fn tasks_per_gpu_as_slurm_counts_them() {
             "makes 6 tasks, and -n asks for 3",
         ),
         (r#"{"ntasks_per_gpu": 3}"#, "needs GPUs"),
+        // sent on two nodes all the same
+        (
+            r#"{"nodes": 2, "nodes_exact": false, "ntasks": 6, "ntasks_per_gpu": 2}"#,
+            "a multiple of 4",
+        ),
         (r#"{"ntasks": 4, "ntasks_per_gpu": 3}"#, "multiple"),
         (
             r#"{"ntasks": 2, "gpus": {"count": 1, "per": "task"}, "ntasks_per_gpu": 2}"#,

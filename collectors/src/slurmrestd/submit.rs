@@ -173,10 +173,10 @@ pub struct JobSubmission {
     /// v0.0.40/v0.0.41 do not tell 24.05 from 24.11.
     pub cpu_freq: Option<String>,
     /// `--profile`: the series the job's steps record, as Slurm names them (`Energy`, `Lustre`,
-    /// `Network`, `Task`, or `None` alone): `profile` joined by `,` at v0.0.38 (whose parser
-    /// reads sbatch's text), Slurm's flags (`ENERGY`, …) later; and the job's `SLURM_PROFILE`,
-    /// as sbatch up to 24.05 sets it (slurmctld from 24.05.2 sets it again at launch, alike;
-    /// v0.0.38's slurmrestd writes it again from a buffer it does not clear: `0Energy,Task`).
+    /// `Network`, `Task`, or `None` alone): Slurm's flags (`ENERGY`, …) in `profile` from
+    /// v0.0.40, and the job's `SLURM_PROFILE` in every version, as sbatch up to 24.05 sets it
+    /// (slurmctld from 24.05.2 sets it again at launch, alike). At v0.0.38 only the variable:
+    /// its slurmrestd writes the variable for a `profile` from a buffer it does not clear.
     pub profile: Option<Vec<String>>,
     /// `--switches`: the most leaf switches (`required_switches`) and the seconds the job may
     /// wait for them (`wait_for_switch`), from v0.0.40; v0.0.38 refuses both keys.
@@ -425,13 +425,12 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(freq) = &job.cpu_freq {
         put("cpu_frequency", json!(freq));
     }
-    if let Some(series) = &job.profile {
-        if modern {
-            let flags: Vec<String> = series.iter().map(|s| s.to_ascii_uppercase()).collect();
-            put("profile", json!(flags));
-        } else {
-            put("profile", json!(series.join(",")));
-        }
+    // v0.0.38 writes the job's SLURM_PROFILE for a `profile` into a buffer it does not clear
+    // (seen on 22.05.8: `0Energy,Task`; longer junk could overrun it): there only the
+    // variable goes, which the job's steps read.
+    if let (true, Some(series)) = (modern, &job.profile) {
+        let flags: Vec<String> = series.iter().map(|s| s.to_ascii_uppercase()).collect();
+        put("profile", json!(flags));
     }
     if let (true, Some(count)) = (modern, job.required_switches) {
         put("required_switches", no_val(u64::from(count)));
@@ -751,10 +750,12 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
 
 /// v0.0.40+'s `tres_per_task` as sbatch 24.05 and later write it: `cpu=N` for `-c`,
 /// `gres/gpu[:TYPE]=N` for `--gpus-per-task`, comma-separated; `None` for neither. (23.11's
-/// sbatch writes `cpu:N` and `gres/gpu:N`; its slurmctld reads both.)
+/// sbatch writes `cpu:N` and `gres/gpu:N`; its slurmctld reads both.) Not `cpu=N` beside
+/// `--ntasks-per-gpu`: 25.05.0's slurmd puts it in the job's `SLURM_TRES_PER_TASK`, beside
+/// which 23.11's to 25.05.0's `srun` refuses every step (`cpus_per_task` carries `-c`).
 fn tres_per_task(job: &JobSubmission) -> Option<String> {
     let mut tres = Vec::new();
-    if let Some(cpus) = job.cpus_per_task {
+    if let (Some(cpus), None) = (job.cpus_per_task, job.ntasks_per_gpu) {
         tres.push(format!("cpu={cpus}"));
     }
     if let Some(gpus) = &job.gpus_per_task {
@@ -826,9 +827,8 @@ fn sbatch_environment(version: ApiVersion, job: &JobSubmission, env: &mut Vec<(S
         overwrite(env, "SLURM_GPUS", gpus.typed_count());
     }
     if version.is_data_parser() {
-        // Not beside SLURM_NTASKS_PER_GPU: 23.11's to 25.05.0's srun refuses every step that
-        // finds both (its -c still comes from SLURM_CPUS_PER_TASK).
-        if let (Some(tres), None) = (tres_per_task(job), job.ntasks_per_gpu) {
+        // (none for -c beside --ntasks-per-gpu: `tres_per_task`)
+        if let Some(tres) = tres_per_task(job) {
             overwrite(env, "SLURM_TRES_PER_TASK", tres);
         }
         if let Some(binding) = tres_binding(job) {

@@ -510,10 +510,10 @@ impl Forwarder for SlurmForwarder {
         // `api_version: auto`, from the first call: until then only the submission itself
         // refuses it, with the same reason).
         if let Some(version) = self.client.known_api_version() {
-            let switches = read(&request.slurm.switches, parse_switches).ok().flatten();
             let probe = JobSubmission {
                 warn_signal: kill_warning(request),
-                required_switches: switches.map(|s| s.count),
+                // only whether it is given matters here
+                required_switches: request.slurm.switches.as_ref().map(|_| 1),
                 container_id: request.slurm.container_id.clone(),
                 ..JobSubmission::default()
             };

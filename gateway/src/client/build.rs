@@ -371,6 +371,12 @@ pub fn sbatch_env_options(
                  --mem-bind instead"
             );
         }
+        if matches!(*name, "SBATCH_REQ_SWITCH" | "SBATCH_WAIT4SWITCH") {
+            bail!(
+                "{name} is set in the environment; bursar takes the switches from \
+                 --switches=COUNT[@TIME] only: unset it and pass --switches"
+            );
+        }
         bail!(
             "{name} is set in the environment, and bursar does not carry what it asks for; \
              unset it to submit through bursar"

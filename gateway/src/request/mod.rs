@@ -1317,10 +1317,11 @@ impl JobRequest {
                 "--gpus-per-task and --ntasks-per-gpu are mutually exclusive, as in sbatch".into(),
             );
         }
-        // On a node count given, Slurm puts the same tasks on each node, a GPU for every
-        // `per_gpu` of them (23.02.3 and later; 22.05 the same over several nodes).
+        // On the nodes it is sent (pinned above one), Slurm 23.02.3 and later put the same
+        // tasks on each node, a GPU for every `per_gpu` of them; earlier ones split the tasks
+        // evenly without that rounding, and run some jobs refused here.
         let per_node = per_gpu.saturating_mul(self.nodes);
-        if self.nodes_exact && self.nodes > 1 && !self.ntasks.is_multiple_of(per_node) {
+        if self.nodes > 1 && !self.ntasks.is_multiple_of(per_node) {
             return invalid(format!(
                 "{} tasks at --ntasks-per-gpu={per_gpu} over -N {}: Slurm puts the same number \
                  of tasks on each node, a multiple of {per_gpu}, so the tasks must be a multiple \
