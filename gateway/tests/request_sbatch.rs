@@ -746,7 +746,14 @@ fn tasks_per_gpu_as_slurm_counts_them() {
         &["-n", "1", "--ntasks-per-gpu=2"],
         "multiple of --ntasks-per-gpu",
     );
-    refused(&["--ntasks-per-gpu=0", "--gpus=1"], "at least 1");
+    refused(
+        &["--ntasks-per-gpu=0", "--gpus=1"],
+        "--ntasks-per-gpu must be at least 1",
+    );
+    refused(
+        &["--ntasks-per-gpu=0", "-n", "2"],
+        "--ntasks-per-gpu must be at least 1",
+    );
     refused(&["--ntasks-per-gpu=65534", "--gpus=1"], "at most 65533");
     refused(&["--ntasks-per-gpu=x", "--gpus=1"], "not a whole number");
     refused(

@@ -1504,6 +1504,10 @@ pub(crate) fn ntasks_per_gpu_shape(
     nodes: Option<u32>,
     gpus: Option<GpuRequest>,
 ) -> (Option<u32>, Option<GpuRequest>, bool) {
+    if per_gpu == 0 {
+        // refused as such (validate)
+        return (ntasks, gpus, false);
+    }
     match gpus {
         Some(g) => {
             let total = match g.per {
@@ -1518,14 +1522,11 @@ pub(crate) fn ntasks_per_gpu_shape(
         None => {
             let tasks = ntasks.or_else(|| nodes.map(|n| n.saturating_mul(per_gpu)));
             // (fewer tasks than N: no GPU, which validate refuses as not a multiple)
-            let gpus = tasks
-                .filter(|_| per_gpu > 0)
-                .map(|t| t / per_gpu)
-                .map(|count| GpuRequest {
-                    count,
-                    per: GpuPer::PerJob,
-                    kind: None,
-                });
+            let gpus = tasks.map(|t| t / per_gpu).map(|count| GpuRequest {
+                count,
+                per: GpuPer::PerJob,
+                kind: None,
+            });
             let derived = gpus.is_some();
             (tasks, gpus, derived)
         }
