@@ -917,15 +917,12 @@ fn profiles_switches_and_containers_as_sbatch_reads_them() {
     assert_eq!(r.slurm.switches.as_deref(), Some("2@5:00"));
     assert_eq!(r.slurm.container.as_deref(), Some("/srv/oci/py"));
     assert_eq!(r.slurm.container_id.as_deref(), Some("py-1"));
-    assert_eq!(r.cpus(), 1, "not priced");
-    let lines = r.to_sbatch_lines();
-    let script = format!("#!/bin/sh\n{}\ntrue\n", lines.join("\n"));
-    assert_eq!(parse_sbatch(&[], Some(&script)).unwrap().slurm, r.slurm);
-    let json = serde_json::to_value(&r).unwrap();
-    assert_eq!(json["slurm"]["switches"], "2@5:00");
-    assert_eq!(
-        serde_json::from_value::<JobRequest>(json).unwrap().slurm,
-        r.slurm
+    assert_eq!(r.alloc(), parse_ok(&[]).alloc(), "not priced");
+    slurm_options_round_trip(
+        &r,
+        &["--profile", "--switches", "--container", "--container-id"],
+        serde_json::json!({"profile": "energy,task", "switches": "2@5:00",
+            "container": "/srv/oci/py", "container_id": "py-1"}),
     );
     for (words, has) in [
         (&["--profile=install"][..], "not a profile"),

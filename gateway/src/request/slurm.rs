@@ -501,37 +501,32 @@ impl SlurmOptions {
         if let Some(nice) = self.nice {
             check_nice(i64::from(nice)).map_err(RequestError::Invalid)?;
         }
-        if let Some(freq) = &self.acctg_freq {
-            check_acctg_freq(freq)
-                .map_err(|why| RequestError::invalid_value("--acctg-freq", freq, why))?;
-        }
-        if let Some(text) = &self.distribution {
-            parse_distribution(text)
-                .map_err(|why| RequestError::invalid_value("--distribution", text, why))?;
-        }
-        if let Some(text) = &self.mem_bind {
-            parse_mem_bind(text)
-                .map_err(|why| RequestError::invalid_value("--mem-bind", text, why))?;
-        }
-        if let Some(text) = &self.gpu_bind {
-            parse_gpu_bind(text)
-                .map_err(|why| RequestError::invalid_value("--gpu-bind", text, why))?;
-        }
-        if let Some(text) = &self.gpu_freq {
-            check_gpu_freq(text)
-                .map_err(|why| RequestError::invalid_value("--gpu-freq", text, why))?;
-        }
-        if let Some(text) = &self.cpu_freq {
-            cpu_freq_request(text)
-                .map_err(|why| RequestError::invalid_value("--cpu-freq", text, why))?;
-        }
-        if let Some(text) = &self.profile {
-            parse_profile(text)
-                .map_err(|why| RequestError::invalid_value("--profile", text, why))?;
-        }
-        if let Some(text) = &self.switches {
-            parse_switches(text)
-                .map_err(|why| RequestError::invalid_value("--switches", text, why))?;
+        // Each text option as its parser reads it.
+        type Check = fn(&str) -> Result<(), String>;
+        let checks: [(&str, &Option<String>, Check); 8] = [
+            ("--acctg-freq", &self.acctg_freq, check_acctg_freq),
+            ("--distribution", &self.distribution, |t| {
+                parse_distribution(t).map(drop)
+            }),
+            ("--mem-bind", &self.mem_bind, |t| {
+                parse_mem_bind(t).map(drop)
+            }),
+            ("--gpu-bind", &self.gpu_bind, |t| {
+                parse_gpu_bind(t).map(drop)
+            }),
+            ("--gpu-freq", &self.gpu_freq, check_gpu_freq),
+            ("--cpu-freq", &self.cpu_freq, |t| {
+                cpu_freq_request(t).map(drop)
+            }),
+            ("--profile", &self.profile, |t| parse_profile(t).map(drop)),
+            ("--switches", &self.switches, |t| {
+                parse_switches(t).map(drop)
+            }),
+        ];
+        for (option, value, check) in checks {
+            if let Some(text) = value {
+                check(text).map_err(|why| RequestError::invalid_value(option, text, why))?;
+            }
         }
         // slurmctld keeps it in 32 bits, the top two values reserved.
         if self.tmp_mb.is_some_and(|mb| mb >= u64::from(u32::MAX - 1)) {
