@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bursar_collectors::slurmrestd::{
     argv_breaks, gres_disable_misspelt, mail_events, min_cpus_allocated, submit_body,
     unsupported_at, ApiSelection, ApiVersion, GpuRequest, JobSubmission, KillWarning, MemBinding,
-    RestError, SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob, Window,
+    RestError, Sharing, SlurmAuth, SlurmClaims, SlurmRestClient, SlurmRestConfig, SubmittedJob,
+    Window,
 };
 use common::*;
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
@@ -267,7 +268,7 @@ async fn submit_bodies_match_the_fixtures_of_each_generation() {
         no_kill: true,
         dependency: Some("afterok:12:13".into()),
         kill_on_invalid_dependency: Some(false),
-        exclusive: true,
+        shared: Some(Sharing::Exclusive),
         ..fixture_job()
     };
     let v38 = submit_body(ApiVersion::V0_0_38, &options).unwrap();
@@ -663,7 +664,7 @@ fn licenses_and_cpus_per_node_go_in_every_version() {
 #[test]
 fn sharing_binding_and_sampling_go_as_each_version_takes_them() {
     let job = JobSubmission {
-        oversubscribe: true,
+        shared: Some(Sharing::Oversubscribe),
         gres_flags: Some("enforce-binding".into()),
         acctg_freq: Some("task=30,energy=60".into()),
         kill_on_invalid_dependency: Some(true),
@@ -729,18 +730,48 @@ fn sharing_binding_and_sampling_go_as_each_version_takes_them() {
                 "{version} {release:?}"
             );
         }
-        for bad in [
-            JobSubmission {
-                exclusive: true,
-                oversubscribe: true,
-                ..fixture_job()
-            },
-            JobSubmission {
-                gres_flags: Some("enforce".into()),
-                ..fixture_job()
-            },
-        ] {
-            assert!(refused(version, &bad), "{version}");
+        let bad = JobSubmission {
+            gres_flags: Some("enforce".into()),
+            ..fixture_job()
+        };
+        assert!(refused(version, &bad), "{version}");
+    }
+}
+
+/// `--exclusive=user|mcs|topo`: `exclusive` with sbatch's word at v0.0.38, the `shared` flag
+/// later; `topo` only from v0.0.41 (Slurm 24.05's parsers), so v0.0.38 and v0.0.40 cannot
+/// take it, naming why.
+#[test]
+fn exclusive_modes_go_as_each_version_takes_them() {
+    for (shared, word) in [
+        (Sharing::User, "user"),
+        (Sharing::Mcs, "mcs"),
+        (Sharing::Topo, "topo"),
+    ] {
+        let job = JobSubmission {
+            shared: Some(shared),
+            ..fixture_job()
+        };
+        for version in ApiVersion::ALL {
+            if shared == Sharing::Topo && version < ApiVersion::V0_0_41 {
+                let why = unsupported_at(version, &job).expect("topo refused");
+                assert!(
+                    why.contains("--exclusive=topo") && why.contains(version.as_str()),
+                    "{why}"
+                );
+                assert!(refused(version, &job), "{version}");
+                continue;
+            }
+            assert_eq!(unsupported_at(version, &job), None, "{version} {word}");
+            let body = submit_body(version, &job).unwrap();
+            if version.is_data_parser() {
+                assert_eq!(body["job"]["shared"], json!([word]), "{version}");
+                assert_eq!(body["job"].get("exclusive"), None, "{version}");
+            } else {
+                assert_eq!(body["job"]["exclusive"], json!(word), "{version}");
+                assert_eq!(body["job"].get("shared"), None, "{version}");
+            }
+            assert_eq!(body["job"].get("oversubscribe"), None, "{version}");
         }
     }
 }
@@ -1140,6 +1171,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         wait_for_switch: Some(600),
         container: Some("/srv/oci/py".into()),
         container_id: Some("py-1".into()),
+        shared: Some(Sharing::User),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -1183,7 +1215,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         let job = body["job"].as_object().unwrap();
         // `distribution` from v0.0.41
         let layout = usize::from(version >= ApiVersion::V0_0_41);
-        assert_eq!(job.len(), 56 + layout, "{version}: {job:?}");
+        assert_eq!(job.len(), 57 + layout, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -1217,7 +1249,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 61 * 6 + 5);
+    assert_eq!(checked, 62 * 6 + 5);
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use bursar_collectors::slurmrestd::Sharing;
 use bursar_gateway::admission::forward::{forwarders_from_config, slurm_submission, ForwardJob};
 use bursar_gateway::admission::{Admission, ForwardedRef, Submitted};
 use bursar_gateway::app::App;
@@ -301,13 +302,24 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
             request: serde_json::from_value(base).unwrap(),
         }
     };
-    // --exclusive: whole nodes, as sbatch asks for them.
-    assert!(
-        slurm_submission(&job(json!({"exclusive": true})))
-            .unwrap()
-            .exclusive
-    );
-    assert!(!slurm_submission(&job(json!({}))).unwrap().exclusive);
+    // --exclusive[=MODE] and -s: Slurm's one sharing setting, as sbatch asks for them.
+    for (request, shared) in [
+        (json!({"exclusive": true}), Some(Sharing::Exclusive)),
+        (
+            json!({"slurm": {"oversubscribe": true}}),
+            Some(Sharing::Oversubscribe),
+        ),
+        (json!({"slurm": {"exclusive": "user"}}), Some(Sharing::User)),
+        (json!({"slurm": {"exclusive": "mcs"}}), Some(Sharing::Mcs)),
+        (json!({"slurm": {"exclusive": "topo"}}), Some(Sharing::Topo)),
+        (json!({}), None),
+    ] {
+        assert_eq!(
+            slurm_submission(&job(request.clone())).unwrap().shared,
+            shared,
+            "{request}"
+        );
+    }
     let err = slurm_submission(&job(json!({"mail_type": "END,SOON"}))).unwrap_err();
     assert!(err.starts_with("--mail-type: \"SOON\""), "{err}");
     // Per-CPU memory, per-job GPUs and tasks per node go as given, not converted: Slurm

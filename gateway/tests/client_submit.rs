@@ -256,6 +256,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             ("SBATCH_PROFILE", "task"),
             ("SBATCH_CONTAINER", "/srv/oci/py"),
             ("SBATCH_CONTAINER_ID", "py-1"),
+            ("SBATCH_EXCLUSIVE", "user"),
         ],
     )
     .await;
@@ -266,9 +267,23 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false,
             "distribution": "cyclic:block", "gpu_bind": "closest", "gpu_freq": "high",
             "cpu_freq": "Performance", "profile": "task", "container": "/srv/oci/py",
-            "container_id": "py-1"})
+            "container_id": "py-1", "exclusive": "user"})
     );
     assert_eq!(body["array"], "0-3%2");
+    // SBATCH_EXCLUSIVE empty is --exclusive, over the script's -s (sbatch reads the variables
+    // after the script)
+    home.write("shared.sh", "#!/bin/sh\n#SBATCH -s\nhostname\n");
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "-t", "5", "shared.sh"],
+        &home,
+        &[("BURSAR_URL", url.as_str()), ("SBATCH_EXCLUSIVE", "")],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let body = &bodies(&server, "POST", "/v1/jobs").await[4];
+    assert_eq!(body["exclusive"], true, "{body}");
+    assert_eq!(body.get("slurm"), None, "{body}");
 
     // A variable bursar cannot carry is refused, not ignored (even empty: sbatch turns an
     // on/off option on for an empty one); a bad value names its variable.
@@ -280,9 +295,9 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
              without the binding",
         ),
         (
-            "SBATCH_EXCLUSIVE",
+            "SBATCH_SPREAD_JOB",
             "",
-            "SBATCH_EXCLUSIVE is set in the environment",
+            "SBATCH_SPREAD_JOB is set in the environment",
         ),
         (
             "SBATCH_REQ_SWITCH",
@@ -311,7 +326,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         assert_eq!(run.code, 1, "{run:?}");
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
-    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 4);
+    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 5);
     // SBATCH_HINT over SLURM_HINT, as sbatch reads them; a variable's hint gives way to
     // --threads-per-core on the command line, as sbatch's validate_hint_option resets it.
     let hints = [

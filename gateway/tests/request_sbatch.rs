@@ -3,9 +3,9 @@
 
 use bursar_gateway::request::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
-    split_sbatch_args, ArraySpec, Clock, GpuPer, GpuRequest, GresFlags, Hint, JobRequest, Licenses,
-    MemoryRequest, NodeSize, OpenMode, PartitionDefaults, RequestError, SlurmOptions, TimeLimit,
-    WarnSignal,
+    split_sbatch_args, ArraySpec, Clock, ExclusiveMode, GpuPer, GpuRequest, GresFlags, Hint,
+    JobRequest, Licenses, MemoryRequest, NodeSize, OpenMode, PartitionDefaults, RequestError,
+    SlurmOptions, TimeLimit, WarnSignal,
 };
 use bursar_gateway::timefmt::parse_zone;
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
@@ -965,11 +965,6 @@ fn refuses_what_it_cannot_carry() {
         "--gpus-per-socket",
         "GPU-relative",
     );
-    unsupported(
-        &["--exclusive=user"],
-        "--exclusive=user",
-        "plain --exclusive",
-    );
     unsupported(&["-Qy"], "-y", "not supported");
 
     assert_eq!(
@@ -1867,6 +1862,82 @@ fn sharing_binding_sampling_and_the_login_environment() {
         serde_json::from_str(r#"{"exclusive": true, "slurm": {"oversubscribe": true}}"#).unwrap();
     let error = both.validate().unwrap_err().to_string();
     assert!(error.contains("--exclusive and --oversubscribe"), "{error}");
+}
+
+/// `--exclusive=user|mcs|topo`: one setting with `--exclusive` and `-s`, as sbatch's `shared`
+/// (the later in one place, the command line's over the environment's over the script's);
+/// priced as without it, with a note; `exclusive` and `oversubscribe` its other values.
+#[test]
+fn exclusive_modes_share_one_setting_with_exclusive_and_oversubscribe() {
+    let plain = parse_ok(&[]);
+    for (word, mode) in [
+        ("user", ExclusiveMode::User),
+        ("MCS", ExclusiveMode::Mcs),
+        ("Topo", ExclusiveMode::Topo),
+    ] {
+        let option = format!("--exclusive={word}");
+        let r = parse_ok(&[&option]);
+        assert_eq!(r.slurm.exclusive, Some(mode), "{word}");
+        assert!(!r.exclusive && !r.slurm.oversubscribe, "{word}");
+        assert_eq!(r.whole_nodes(&PartitionDefaults::default()), None, "{word}");
+        assert_eq!(r.alloc(), plain.alloc(), "{word}: not priced");
+        let command = parse_sbatch_command(&args(&[&option]), Some(SCRIPT)).unwrap();
+        assert!(
+            command.notes.iter().any(|n| n.starts_with(mode.option())
+                && n.contains("charges the job only what it asks for")),
+            "{:?}",
+            command.notes
+        );
+        slurm_options_round_trip(
+            &r,
+            &[mode.option()],
+            serde_json::json!({"exclusive": mode.as_str()}),
+        );
+    }
+    // its other values are --exclusive and -s
+    let whole = parse_ok(&["--exclusive=Exclusive"]);
+    assert!(whole.exclusive && whole.slurm.exclusive.is_none());
+    let shared = parse_ok(&["--exclusive=oversubscribe"]);
+    assert!(shared.slurm.oversubscribe && !shared.exclusive && shared.slurm.exclusive.is_none());
+    assert!(matches!(
+        parse(&["--exclusive=yes"]),
+        Err(RequestError::InvalidValue { ref reason, .. }) if reason.contains("user, mcs or topo")
+    ));
+    // the later in one place
+    let last = parse_ok(&["--exclusive=user", "-s"]);
+    assert!(last.slurm.oversubscribe && last.slurm.exclusive.is_none());
+    let last = parse_ok(&["--exclusive", "--exclusive=mcs"]);
+    assert!(!last.exclusive && last.slurm.exclusive == Some(ExclusiveMode::Mcs));
+    // the command line's over the environment's over the script's
+    let script = "#!/bin/sh\n#SBATCH --exclusive\nsrun ./app\n";
+    let env = [(
+        "SBATCH_EXCLUSIVE".to_string(),
+        "--exclusive=user".to_string(),
+    )];
+    let r = parse_sbatch_command_with_env(&args(&[]), &env, Some(script))
+        .unwrap()
+        .request;
+    assert!(!r.exclusive && r.slurm.exclusive == Some(ExclusiveMode::User));
+    let r = parse_sbatch_command_with_env(&args(&["-s"]), &env, Some(script))
+        .unwrap()
+        .request;
+    assert!(r.slurm.oversubscribe && r.slurm.exclusive.is_none());
+    // in JSON, a mode beside whole nodes or shared CPUs is a contradiction
+    for (json, says) in [
+        (
+            r#"{"exclusive": true, "slurm": {"exclusive": "user"}}"#,
+            "--exclusive=user and --exclusive (whole nodes)",
+        ),
+        (
+            r#"{"slurm": {"exclusive": "topo", "oversubscribe": true}}"#,
+            "--exclusive=topo and --oversubscribe",
+        ),
+    ] {
+        let both: JobRequest = serde_json::from_str(json).unwrap();
+        let error = both.validate().unwrap_err().to_string();
+        assert!(error.contains(says), "{error}");
+    }
+    assert!(serde_json::from_str::<JobRequest>(r#"{"slurm": {"exclusive": "yes"}}"#).is_err());
     // --get-user-env: for the client; its value checked as sbatch's strtol reads it
     for words in [
         &["--get-user-env"][..],
@@ -2568,6 +2639,11 @@ fn request() -> impl Strategy<Value = JobRequest> {
             proptest::option::of("[1-9][0-9]{0,2}(@([0-9]{1,3}|[0-9]{1,2}:[0-5][0-9]|UNLIMITED))?"),
             proptest::option::of(text()),
             proptest::option::of(text()),
+            proptest::option::of(prop_oneof![
+                Just(ExclusiveMode::User),
+                Just(ExclusiveMode::Mcs),
+                Just(ExclusiveMode::Topo)
+            ]),
         ),
     );
     let slurm = (slurm, times).prop_map(
@@ -2602,7 +2678,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                     gpu_freq,
                     cpu_freq,
                 ),
-                (profile, switches, container, container_id),
+                (profile, switches, container, container_id, exclusive),
             ),
         )| SlurmOptions {
             signal,
@@ -2636,6 +2712,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
             switches,
             container,
             container_id,
+            // one way of sharing nodes
+            exclusive: exclusive.filter(|_| !oversubscribe),
         },
     );
     (shape, names, texts, slurm).prop_map(
@@ -2669,6 +2747,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
             // Sharing CPUs and whole nodes exclude each other.
             if excl {
                 slurm.oversubscribe = false;
+                slurm.exclusive = None;
             }
             // A dependency names jobs of one cluster, which the request must name alone.
             if clusters.len() != 1 {

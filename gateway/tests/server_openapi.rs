@@ -178,7 +178,8 @@ fn the_job_request_schema_lists_every_field() {
             "oversubscribe": true, "gres_flags": "enforce-binding", "acctg_freq": "30",
             "distribution": "block:cyclic", "mem_bind": "local", "gpu_bind": "closest",
             "gpu_freq": "medium,memory=high", "cpu_freq": "2400000", "profile": "task",
-            "switches": "2@10", "container": "/srv/oci/py", "container_id": "py-1"
+            "switches": "2@10", "container": "/srv/oci/py", "container_id": "py-1",
+            "exclusive": "user"
         }))
         .unwrap(),
         dstack: dstack.dstack,

@@ -1265,6 +1265,45 @@ fn profiles_and_containers_reach_the_job_as_sbatch_s() {
     }
 }
 
+/// `--exclusive=user` and `--exclusive=mcs` reach the job as sbatch's (`OverSubscribe=USER`,
+/// `MCS`), held for what the job asks (Slurm allocates it no more), and a job that ran is
+/// settled at its sacct cost with those CPUs; `--exclusive=topo` cannot reach 22.05's
+/// slurmrestd (nor its sbatch): refused, naming why.
+#[test]
+fn exclusive_modes_share_nodes_as_sbatch_s_and_are_priced_as_asked() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+    for mode in ["user", "mcs"] {
+        let option = format!("--exclusive={mode}");
+        let options = [option.as_str(), "-n", "2"];
+        let (held, ours) =
+            same_as_sbatch(&gw, &options, script, &["OverSubscribe", "NumCPUs", "TRES"]);
+        assert_eq!(field(&ours, "OverSubscribe"), mode.to_uppercase());
+        assert_eq!(
+            micros(gw.job(held.id)["estimate"].as_str().unwrap()),
+            cost_micros(&ONPREM, 2, 2000, 0, 600),
+            "{mode}: held for 2 CPUs and their memory for 10 minutes"
+        );
+        gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+    }
+    let sub = gw.submit(&[
+        "-M",
+        "onprem",
+        "--exclusive=user",
+        "-n",
+        "2",
+        "-t",
+        "1",
+        script,
+    ]);
+    settled_recording(&gw, &sub, &["cpu=2", "mem=2000M"]);
+    let stderr = gw.refused(&["-M", "onprem", "--exclusive=topo", "-t", "10", script]);
+    assert!(
+        stderr.contains("--exclusive=topo cannot reach this cluster"),
+        "{stderr}"
+    );
+}
+
 /// `options` on onprem through bursar and through sbatch, each job printing `env` under a
 /// minute's limit: bursar's job settled at its sacct cost with `allocated` recorded, and
 /// (bursar's submission, sbatch's job id, bursar's job's environment, sbatch's).

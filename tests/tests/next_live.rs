@@ -660,7 +660,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let (begin_day, deadline_day) = (day(10), day(11));
     let begin = format!("--begin={begin_day}T10:00");
     let deadline = format!("--deadline={deadline_day}T10:00");
-    let cases: [&[&str]; 21] = [
+    let cases: [&[&str]; 24] = [
         &["-t", "5"],
         &[
             "-N",
@@ -773,10 +773,28 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "-t",
             "5",
         ],
+        // whose jobs may share the nodes: `OverSubscribe=USER`, `MCS`, `TOPO`, priced as
+        // asked (topo from v0.0.41)
+        &["--exclusive=user", "-n", "2", "-t", "5"],
+        &["--exclusive=mcs", "-n", "2", "-t", "5"],
+        &["--exclusive=topo", "-n", "2", "-t", "5"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
         for case in cases {
+            if version == "v0.0.40" && case.contains(&"--exclusive=topo") {
+                let mut args = vec!["submit", "-H"];
+                args.extend_from_slice(case);
+                args.push(script);
+                let out = gw.run_client(&args);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    !out.status.success()
+                        && stderr.contains("--exclusive=topo cannot reach this cluster"),
+                    "{version}: {out:?}"
+                );
+                continue;
+            }
             // Held, through bursar and through the cluster's own sbatch: the same shape.
             let mut args = vec!["-H"];
             args.extend_from_slice(case);
@@ -839,7 +857,10 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
                 assert_eq!(through_bursar["MinTmpDiskNode"], "2G");
                 assert_eq!(through_bursar["Prefer"], "ib");
             }
-            if case.iter().any(|a| a.contains("-per-gpu") || *a == "-w") {
+            if case
+                .iter()
+                .any(|a| a.contains("-per-gpu") || *a == "-w" || a.starts_with("--exclusive="))
+            {
                 // The hold is the price of what Slurm will allocate: its ReqTRES for the
                 // time limit (5 minutes), as sacct's AllocTRES prices a finished job.
                 let tres = parse_tres(&through_bursar["ReqTRES"]);

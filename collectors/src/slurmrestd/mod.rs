@@ -111,7 +111,7 @@ pub use jobs::RawQuarantine;
 pub use submit::{
     argv_breaks, argv_refusal, gres_disable_misspelt, mail_events, min_cpus_allocated, submit_body,
     unsupported_at, ControllerPing, GpuRequest, JobSubmission, KillWarning, LiveJob, MemBinding,
-    Ping, SubmittedJob,
+    Ping, Sharing, SubmittedJob,
 };
 pub use version::{ApiSelection, ApiVersion, UnknownApiVersion};
 pub use window::{LegacyTimes, ServerTimeZone, UnknownServerZone, Window};

@@ -102,11 +102,13 @@ pub struct JobSubmission {
     /// version, a string. The answer's `job_id` is then the array's (its `ArrayJobId`); its
     /// tasks' records come as `ID_0`, `ID_1`, … (one of them under the array's own job id).
     pub array: Option<String>,
-    /// `--exclusive`: whole nodes, shared with no other job. `exclusive: "exclusive"` at
-    /// v0.0.38, which reads it with sbatch's own option parser: the spec's `"true"` is refused
-    /// ("Invalid exclusive specification", seen live on 22.05); `shared: ["none"]` from
-    /// v0.0.40 (`JOB_SHARED_NONE`, what sbatch sets).
-    pub exclusive: bool,
+    /// `--exclusive[=user|mcs|topo]` / `-s/--oversubscribe`: how the job shares its nodes
+    /// (sbatch's one `shared` setting, which each of those options writes). At v0.0.38
+    /// `exclusive` (`"exclusive"`, `"user"`, `"mcs"`: slurmrestd reads it with sbatch's own
+    /// option parser, which refuses the spec's `"true"`, "Invalid exclusive specification",
+    /// seen live on 22.05) or `oversubscribe: true`; from v0.0.40 `shared: [flag]` (`none` for
+    /// whole nodes). `topo` from v0.0.41 only ([`unsupported_at`]).
+    pub shared: Option<Sharing>,
     /// `-b/--begin`, Unix seconds. v0.0.38 reads `begin_time` with sbatch's text parser in
     /// slurmrestd's own time zone, which takes a number for a date (`1764201600` is refused):
     /// it is sent as `uts1764201600`, the parser's Unix-time form. From v0.0.40 a number.
@@ -136,9 +138,6 @@ pub struct JobSubmission {
     pub tasks_per_core: Option<u32>,
     /// `--hint` as given: the job's `SLURM_HINT`, as sbatch sets it.
     pub hint: Option<String>,
-    /// `-s/--oversubscribe`: `oversubscribe: true` at v0.0.38, `shared: ["oversubscribe"]`
-    /// later (not with `exclusive`).
-    pub oversubscribe: bool,
     /// `--gres-flags`: `enforce-binding` or `disable-binding` (`gres_flags` at v0.0.38, the
     /// `GRES_BINDING_ENFORCED`/`GRES_BINDING_DISABLED` job flag later; the latter is spelled
     /// otherwise at v0.0.40 and v0.0.41 by Slurm 23.11 and 24.05.0 – 24.05.2:
@@ -639,19 +638,11 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(array) = &job.array {
         put("array", json!(array));
     }
-    if job.exclusive {
-        if modern {
-            put("shared", json!(["none"]));
-        } else {
-            put("exclusive", json!("exclusive"));
-        }
-    }
-    if job.oversubscribe {
-        if modern {
-            put("shared", json!(["oversubscribe"]));
-        } else {
-            put("oversubscribe", json!(true));
-        }
+    match job.shared {
+        Some(shared) if modern => put("shared", json!([shared.flag()])),
+        Some(Sharing::Oversubscribe) => put("oversubscribe", json!(true)),
+        Some(shared) => put("exclusive", json!(shared.sbatch_word())),
+        None => {}
     }
     if let Some(freq) = &job.acctg_freq {
         put("account_gather_frequency", json!(freq));
@@ -977,6 +968,14 @@ pub fn argv_refusal(release: Option<&str>) -> String {
 
 /// What `version` cannot carry of `job`, in words for the user; `None` when it carries all.
 pub fn unsupported_at(version: ApiVersion, job: &JobSubmission) -> Option<String> {
+    if job.shared == Some(Sharing::Topo) && version < ApiVersion::V0_0_41 {
+        return Some(format!(
+            "--exclusive=topo cannot reach this cluster: slurmrestd's OpenAPI {version} has no \
+             such setting (Slurm 24.05 and later offer it from v0.0.41); leave it out, submit \
+             at v0.0.41 or later where the cluster offers it (submit.slurmrestd.api_version), \
+             or use another cluster"
+        ));
+    }
     if version.is_data_parser() {
         return None;
     }
@@ -1001,6 +1000,45 @@ pub fn unsupported_at(version: ApiVersion, job: &JobSubmission) -> Option<String
          on Slurm 23.11 or later"
             .to_string()
     })
+}
+
+/// How a job shares its nodes: Slurm's `shared` setting (`JOB_SHARED_*`), which sbatch's
+/// `--exclusive[=MODE]` and `-s/--oversubscribe` all write, the later winning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharing {
+    /// `--exclusive`: whole nodes, shared with no other job.
+    Exclusive,
+    /// `-s/--oversubscribe` (`--exclusive=oversubscribe`): its CPUs may be shared where the
+    /// partition lets them (`OverSubscribe=YES`).
+    Oversubscribe,
+    /// `--exclusive=user`: nodes shared only with the same user's jobs.
+    User,
+    /// `--exclusive=mcs`: nodes shared only with jobs of the same MCS label.
+    Mcs,
+    /// `--exclusive=topo`: the topology segment shared with no other job (Slurm 24.05 and
+    /// later).
+    Topo,
+}
+
+impl Sharing {
+    /// The flag of `shared` from v0.0.40.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Sharing::Exclusive => "none",
+            Sharing::Oversubscribe => "oversubscribe",
+            Sharing::User => "user",
+            Sharing::Mcs => "mcs",
+            Sharing::Topo => "topo",
+        }
+    }
+
+    /// `--exclusive`'s word for it, as sbatch's option parser (v0.0.38's `exclusive`) reads it.
+    pub fn sbatch_word(self) -> &'static str {
+        match self {
+            Sharing::Exclusive => "exclusive",
+            other => other.flag(),
+        }
+    }
 }
 
 /// Whether `--gres-flags=disable-binding` cannot be sent at `version` to a slurmrestd of
@@ -1058,9 +1096,6 @@ fn validate(job: &JobSubmission) -> Result<(), RestError> {
     }
     if job.min_cpus_per_node == Some(0) {
         return bad("--mincpus must be at least 1".into());
-    }
-    if job.exclusive && job.oversubscribe {
-        return bad("--exclusive and --oversubscribe exclude each other".into());
     }
     if let Some(binding) = job.gres_flags.as_deref() {
         if !matches!(binding, "enforce-binding" | "disable-binding") {

@@ -19,14 +19,14 @@ use bursar_collectors::dstack::{
 };
 use bursar_collectors::slurmrestd::{
     mail_events, unsupported_at, ApiSelection, GpuRequest as SlurmGpus, JobSubmission, KillWarning,
-    MemBinding, RestError, SlurmAuth, SlurmRestClient, SlurmRestConfig,
+    MemBinding, RestError, Sharing, SlurmAuth, SlurmRestClient, SlurmRestConfig,
 };
 use serde_json::Value;
 
 use crate::config::{ClusterKind, Config};
 use crate::request::{
-    cpu_freq_request, layout, parse_profile, parse_switches, GpuPer, GresFlags, JobRequest,
-    MemoryRequest, OpenMode,
+    cpu_freq_request, layout, parse_profile, parse_switches, ExclusiveMode, GpuPer, GresFlags,
+    JobRequest, MemoryRequest, OpenMode,
 };
 
 /// Limit of one submit or cancel call when `submit.timeout` is not set.
@@ -282,6 +282,22 @@ fn read<T>(
     text.as_deref().map(parse).transpose()
 }
 
+/// How the job shares its nodes, as Slurm's one setting: the request validated that at most
+/// one of `--exclusive`, `--exclusive=MODE` and `--oversubscribe` is set.
+fn sharing(r: &JobRequest) -> Option<Sharing> {
+    if r.exclusive {
+        return Some(Sharing::Exclusive);
+    }
+    if r.slurm.oversubscribe {
+        return Some(Sharing::Oversubscribe);
+    }
+    r.slurm.exclusive.map(|mode| match mode {
+        ExclusiveMode::User => Sharing::User,
+        ExclusiveMode::Mcs => Sharing::Mcs,
+        ExclusiveMode::Topo => Sharing::Topo,
+    })
+}
+
 /// `--signal` as the slurmrestd client takes it.
 fn kill_warning(r: &JobRequest) -> Option<KillWarning> {
     r.slurm.signal.as_ref().map(|s| KillWarning {
@@ -356,7 +372,6 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         threads_per_core: r.job_threads_per_core(),
         tasks_per_core: r.job_ntasks_per_core(),
         hint: r.hint.as_ref().map(|h| h.as_str().to_string()),
-        oversubscribe: r.slurm.oversubscribe,
         gres_flags: r.slurm.gres_flags.map(|f| f.as_str().to_string()),
         acctg_freq: r.slurm.acctg_freq.clone(),
         distribution: distribution.as_ref().map(|d| d.text.clone()),
@@ -401,7 +416,7 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         dependency: r.slurm.dependency.clone(),
         kill_on_invalid_dependency: r.slurm.kill_on_invalid_dep,
         array: r.array.as_ref().map(|a| a.as_slurm().to_string()),
-        exclusive: r.exclusive,
+        shared: sharing(r),
         begin_time: r.slurm.begin,
         deadline: r.slurm.deadline,
         time_min: r
@@ -515,6 +530,7 @@ impl Forwarder for SlurmForwarder {
                 // only whether it is given matters here
                 required_switches: request.slurm.switches.as_ref().map(|_| 1),
                 container_id: request.slurm.container_id.clone(),
+                shared: sharing(request),
                 ..JobSubmission::default()
             };
             if let Some(reason) = unsupported_at(version, &probe) {

@@ -298,12 +298,14 @@ const SBATCH_ENV: &[(&str, &str)] = &[
 /// sbatch's input variables for on/off options, in sbatch's order (a later one wins). As
 /// sbatch's `slurm_process_option` reads them, one stands for its option when it is empty,
 /// `yes` or a number other than 0, and for nothing otherwise (sbatch then resets the option,
-/// which bursar does not: the script's own setting stays); `SBATCH_NO_KILL`'s value, when it
-/// has one, is `--no-kill`'s (`set`, `off`). `SBATCH_GET_USER_ENV` turns `--get-user-env` on
+/// which bursar does not: the script's own setting stays); `SBATCH_NO_KILL`'s and
+/// `SBATCH_EXCLUSIVE`'s value, when they have one, is their option's (`set`, `off`; `user`,
+/// `mcs`, `topo`), and empty they stand for the option alone (`--exclusive`: whole nodes). `SBATCH_GET_USER_ENV` turns `--get-user-env` on
 /// when empty, `yes` or a number other than 0, as every sbatch reads it; any other value is
 /// refused: sbatch before 25.05 turns the option on for it (`0`, `10L`: its timeout and mode),
 /// 25.05 and later off.
 const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
+    ("SBATCH_EXCLUSIVE", "--exclusive"),
     ("SBATCH_GET_USER_ENV", "--get-user-env"),
     ("SBATCH_NO_KILL", "--no-kill"),
     ("SBATCH_NO_REQUEUE", "--no-requeue"),
@@ -313,7 +315,7 @@ const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
 
 /// An on/off input variable whose value is its option's (see [`SBATCH_ENV_FLAGS`]).
 fn valued(name: &str) -> bool {
-    name == "SBATCH_NO_KILL"
+    matches!(name, "SBATCH_EXCLUSIVE" | "SBATCH_NO_KILL")
 }
 
 /// An on/off input variable's value that turns its option on (see [`SBATCH_ENV_FLAGS`]).
@@ -332,7 +334,6 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_CLUSTER_CONSTRAINT",
     "SBATCH_CORE_SPEC",
     "SBATCH_DELAY_BOOT",
-    "SBATCH_EXCLUSIVE",
     "SBATCH_GPUS_PER_SOCKET",
     "SBATCH_MEM_BIND",
     "SBATCH_MEM_PER_GPU",

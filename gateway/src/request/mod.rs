@@ -68,8 +68,8 @@ pub use sbatch::{
     split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
 pub use slurm::{
-    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_profile, parse_switches, GresFlags,
-    OpenMode, Profile, SlurmOptions, Switches, WarnSignal,
+    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_profile, parse_switches,
+    ExclusiveMode, GresFlags, OpenMode, Profile, SlurmOptions, Switches, WarnSignal,
 };
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
@@ -992,6 +992,19 @@ impl JobRequest {
                 "--exclusive and --oversubscribe ask for opposite things; give one".into(),
             );
         }
+        if let Some(mode) = self.slurm.exclusive {
+            let other = if self.exclusive {
+                Some("--exclusive (whole nodes)")
+            } else {
+                self.slurm.oversubscribe.then_some("--oversubscribe")
+            };
+            if let Some(other) = other {
+                return invalid(format!(
+                    "{} and {other} both say how the job shares its nodes; give one",
+                    mode.option()
+                ));
+            }
+        }
         if self.uses_core_threads() && self.dstack.is_some() {
             return invalid(
                 "hint, threads_per_core and ntasks_per_core do not apply to a dstack task".into(),
@@ -1471,6 +1484,7 @@ impl JobRequest {
         put("switches", slurm.switches.clone());
         put("container", slurm.container.clone());
         put("container-id", slurm.container_id.clone());
+        put("exclusive", slurm.exclusive.map(|m| m.as_str().to_string()));
         put(
             "kill-on-invalid-dep",
             slurm

@@ -29,13 +29,14 @@
 //! | `-J/--job-name`, `-o/--output`, `-e/--error`, `-D/--chdir` | as given |
 //! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
 //! | `--export`, `--comment`, `-C/--constraint`, `--mail-type`, `--mail-user` | recorded as given and forwarded; not priced (`--mail-type` is checked against sbatch's words) |
-//! | `--exclusive` | whole nodes, priced for every CPU and GPU of each ([`JobRequest::whole_nodes`]; `--exclusive=MODE` is refused); a Slurm cluster is eligible for it where the partition declares its node size, a dstack cluster never |
+//! | `--exclusive` | whole nodes, priced for every CPU and GPU of each ([`JobRequest::whole_nodes`]); a Slurm cluster is eligible for it where the partition declares its node size, a dstack cluster never |
+//! | `--exclusive=user\|mcs\|topo` | [`SlurmOptions::exclusive`]: the job's nodes shared only with the user's own jobs, or with jobs of its MCS label, or its topology segment with no other job; Slurm allocates and charges what the job asks, so it is priced as without it (with a note). Forwarded to Slurm clusters; `topo` needs OpenAPI v0.0.41 or later (Slurm 24.05), so a cluster submitting at v0.0.38 or v0.0.40 is not eligible for it, naming why. `--exclusive=exclusive` is `--exclusive`, `--exclusive=oversubscribe` is `-s`, as in sbatch |
 //! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]`, `-d/--dependency` (with one cluster named by `-M`: job ids belong to one cluster), `--kill-on-invalid-dep` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
 //! | `-b/--begin=TIME`, `--deadline=TIME` | [`Moment`]: the forms of Slurm's `parse_time` (`now+1hour`, `18:00`, `tomorrow`, `2026-12-01T09:00`, `12/01`, `teatime`, `uts1796144400`), read on the submitting machine's clock and zone as sbatch reads them ([`parse_sbatch_command_at`]; where bursar reads one differently: [`super::when`]); the request carries Unix seconds ([`SlurmOptions::begin`]). The hold's lifetime counts from the begin (at most `holds.max_begin_ahead` ahead); a deadline that has passed, comes before the begin, or leaves less than `--time-min` is refused before anything is held |
 //! | `--time-min=TIME` | the `--time` formats; the shortest limit Slurm may cut the job's to (backfill). Priced and held at the full limit; longer than the limit (given, or the partition's default) is refused, as slurmctld refuses it; `0`/`UNLIMITED` too (slurmctld reads them as no limit, above any) |
 //! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on the nodes it names (one task per node without `-n`; a `-N` minimum below their count raised to it, a maximum below it refused: Slurm 22.05 refuses it and later versions pick some of the names), and is priced and pinned for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch 22.05 keeps them (with a note; later sbatch leaves Slurm to pick among them, so bursar's pick is one Slurm could make). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
-//! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive` and `--oversubscribe` the later in one place wins, and the command line's over the script's, as in sbatch |
+//! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive[=MODE]` and `--oversubscribe` (one setting in Slurm) the later in one place wins, and the command line's over the environment's (`SBATCH_EXCLUSIVE`) over the script's, as in sbatch |
 //! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GRES; with GRES the job needs a node per plane of tasks (Slurm 24.05 and later). `--mem-bind` given again keeps the earlier flags, as in sbatch |
 //! | `--gpu-freq=FREQ` | [`SlurmOptions::gpu_freq`]: the GPUs' clocks while the job's steps run, checked as Slurm's `tres_freq_verify_cmdline`; sent as `gpu:FREQ` (`gpu_frequency` at v0.0.38) with the `SLURM_GPU_FREQ` sbatch sets (steps read it); not priced, and refused with shard or mps GRES, as slurmctld refuses it |
 //! | `--ntasks-per-gpu=N` | [`JobRequest::ntasks_per_gpu`]: N tasks share each GPU. As slurmctld counts them ([`ntasks_per_gpu_shape`]): with GPUs (`--gpus`, `--gpus-per-node`, `--gres=gpu`) the job runs `GPUs × N` tasks (a `-n` that says otherwise is replaced, as Slurm replaces it, with a note; in JSON it is refused); without, `-n` (or `-N` × N) tasks and a GPU of any type for every N of them, priced and left for Slurm to derive again. Refused with `--ntasks-per-node`, `--gpus-per-task` and a `-N` range, as sbatch refuses them or its man page calls them incompatible. Forwarded (`ntasks_per_gpu`, `ntasks_per_tres` from v0.0.40) with the job's `SLURM_NTASKS_PER_GPU`, which the steps' `srun` reads to bind each task to its GPU |
@@ -86,7 +87,7 @@ use super::hostlist;
 use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind, then_mem_bind};
 use super::slurm::{
     check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_nice, parse_profile, parse_switches,
-    GresFlags,
+    ExclusiveMode, GresFlags,
 };
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
@@ -139,6 +140,9 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
   -C, --constraint=FEATURES     node features
       --exclusive               whole nodes, priced whole (Slurm clusters whose
                                 partitions declare their node size)
+      --exclusive=user|mcs|topo  nodes shared only with your jobs, or your MCS
+                                label's; the topology segment (Slurm 24.05+):
+                                priced as asked
       --signal=[{R|B}:]SIG[@S]  send SIG S seconds (60) before the time limit
       --requeue, --no-requeue   whether Slurm may requeue the job
       --open-mode=append|truncate  how the output and error files are opened
@@ -877,6 +881,35 @@ fn lookup_short(c: char) -> Result<&'static Spec, RequestError> {
     })
 }
 
+/// How the job shares its nodes: sbatch's one `shared` setting, which `--exclusive[=MODE]` and
+/// `-s/--oversubscribe` each write, the later winning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sharing {
+    /// `--exclusive`, `--exclusive=exclusive`.
+    WholeNodes,
+    /// `-s/--oversubscribe`, `--exclusive=oversubscribe`.
+    Oversubscribe,
+    /// `--exclusive=user|mcs|topo`.
+    Mode(ExclusiveMode),
+}
+
+impl Sharing {
+    /// `--exclusive`'s value as sbatch's `arg_set_exclusive` reads it, any case.
+    fn parse(value: Option<&str>) -> Result<Sharing, &'static str> {
+        let Some(value) = value else {
+            return Ok(Sharing::WholeNodes);
+        };
+        Ok(match value.to_ascii_lowercase().as_str() {
+            "exclusive" => Sharing::WholeNodes,
+            "oversubscribe" => Sharing::Oversubscribe,
+            "user" => Sharing::Mode(ExclusiveMode::User),
+            "mcs" => Sharing::Mode(ExclusiveMode::Mcs),
+            "topo" => Sharing::Mode(ExclusiveMode::Topo),
+            _ => return Err("use user, mcs or topo, or no value for whole nodes"),
+        })
+    }
+}
+
 /// One place's options (the command line, or the script's `#SBATCH` lines).
 #[derive(Debug, Default)]
 struct Directives {
@@ -915,7 +948,8 @@ struct Directives {
     mail_user: Option<String>,
     comment: Option<String>,
     constraint: Option<String>,
-    exclusive: bool,
+    /// `--exclusive[=MODE]` and `-s/--oversubscribe`, the later in one place.
+    sharing: Option<Sharing>,
     signal: Option<WarnSignal>,
     requeue: Option<bool>,
     open_mode: Option<OpenMode>,
@@ -934,7 +968,6 @@ struct Directives {
     prefer: Option<String>,
     nodelist: Option<String>,
     propagate: Option<Vec<String>>,
-    oversubscribe: bool,
     gres_flags: Option<GresFlags>,
     acctg_freq: Option<String>,
     distribution: Option<String>,
@@ -1237,15 +1270,10 @@ impl Directives {
             Opt::Comment => self.comment = Some(text(typed, v)?),
             Opt::Constraint => self.constraint = Some(text(typed, v)?),
             Opt::Exclusive => {
-                if let Some(mode) = value {
-                    return Err(RequestError::UnsupportedOption {
-                        option: format!("{typed}={mode}"),
-                        reason: "only a plain --exclusive (whole nodes) is supported by bursar"
-                            .into(),
-                    });
-                }
-                self.exclusive = true;
-                self.oversubscribe = false;
+                self.sharing = Some(
+                    Sharing::parse(value)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
             }
             Opt::Signal => {
                 self.signal = Some(
@@ -1291,10 +1319,7 @@ impl Directives {
             }
             Opt::Propagate => self.propagate = Some(parse_propagate(typed, value)?),
             // As sbatch: both set how the job shares its nodes, the later one winning.
-            Opt::Oversubscribe => {
-                self.oversubscribe = true;
-                self.exclusive = false;
-            }
+            Opt::Oversubscribe => self.sharing = Some(Sharing::Oversubscribe),
             Opt::GresFlags => {
                 self.gres_flags = Some(
                     GresFlags::parse(v)
@@ -1480,9 +1505,8 @@ impl Directives {
             mail_user: cli.mail_user.or(script.mail_user),
             comment: cli.comment.or(script.comment),
             constraint: cli.constraint.or(script.constraint),
-            // --exclusive and --oversubscribe: the command line's over the script's
-            exclusive: cli.exclusive || (script.exclusive && !cli.oversubscribe),
-            oversubscribe: cli.oversubscribe || (script.oversubscribe && !cli.exclusive),
+            // --exclusive[=MODE] and --oversubscribe: one setting, the command line's
+            sharing: cli.sharing.or(script.sharing),
             gres_flags: cli.gres_flags.or(script.gres_flags),
             acctg_freq: cli.acctg_freq.or(script.acctg_freq),
             distribution: cli.distribution.or(script.distribution),
@@ -1691,12 +1715,23 @@ impl Directives {
             }
             None => (ntasks, gpus, false),
         };
-        if self.exclusive {
-            notes.push(
+        match self.sharing {
+            Some(Sharing::WholeNodes) => notes.push(
                 "--exclusive: the job gets whole nodes and is priced for every CPU and GPU of \
                  each, as Slurm charges them"
                     .into(),
-            );
+            ),
+            Some(Sharing::Mode(mode)) => notes.push(format!(
+                "{}: Slurm keeps {} but allocates and charges the job only what it asks for, \
+                 so it is priced so",
+                mode.option(),
+                match mode {
+                    ExclusiveMode::User => "other users' jobs off its nodes",
+                    ExclusiveMode::Mcs => "jobs of other MCS labels off its nodes",
+                    ExclusiveMode::Topo => "other jobs off its topology segment",
+                }
+            )),
+            Some(Sharing::Oversubscribe) | None => {}
         }
         if self.time == Some(TimeLimit::Unlimited) {
             notes.push(
@@ -1750,7 +1785,7 @@ impl Directives {
             mail_user: self.mail_user,
             comment: self.comment,
             constraint: self.constraint,
-            exclusive: self.exclusive,
+            exclusive: self.sharing == Some(Sharing::WholeNodes),
             hold: self.hold,
             array: self.array,
             slurm: SlurmOptions {
@@ -1771,7 +1806,11 @@ impl Directives {
                 tmp_mb: self.tmp,
                 prefer: self.prefer,
                 nodelist: self.nodelist,
-                oversubscribe: self.oversubscribe,
+                oversubscribe: self.sharing == Some(Sharing::Oversubscribe),
+                exclusive: match self.sharing {
+                    Some(Sharing::Mode(mode)) => Some(mode),
+                    _ => None,
+                },
                 gres_flags: self.gres_flags,
                 acctg_freq: self.acctg_freq,
                 distribution: self.distribution,

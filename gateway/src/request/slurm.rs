@@ -2,7 +2,7 @@
 //! (`--signal`, `--requeue`, `--open-mode`, `--nice`, `--reservation`, `--wckey`, `--exclude`,
 //! `--input`, `--no-kill`, `--dependency`, `--kill-on-invalid-dep`, `--begin`, `--deadline`,
 //! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced,
-//! `-s/--oversubscribe`, `--gres-flags`, `--acctg-freq`, `-m/--distribution`, `--mem-bind`,
+//! `-s/--oversubscribe`, `--exclusive=user|mcs|topo`, `--gres-flags`, `--acctg-freq`, `-m/--distribution`, `--mem-bind`,
 //! `--gpu-bind`: [`super::layout`], `--gpu-freq`, `--cpu-freq`, `--profile`, `--switches`,
 //! `--container`, `--container-id`). They are
 //! forwarded to a Slurm cluster as given and never priced;
@@ -98,6 +98,13 @@ pub struct SlurmOptions {
     /// `--exclusive`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub oversubscribe: bool,
+    /// `--exclusive=user|mcs|topo`: the job's nodes shared only with the same user's jobs, or
+    /// only with jobs of the same MCS label, or its topology segment with no other job (Slurm
+    /// 24.05 and later, OpenAPI v0.0.41 and later). Slurm allocates and charges the job what it
+    /// asks, as without it, so it is priced so; not with `exclusive` (whole nodes) or
+    /// `oversubscribe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive: Option<ExclusiveMode>,
     /// `--gres-flags`: whether the job's CPUs must be those bound to its GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gres_flags: Option<GresFlags>,
@@ -139,6 +146,38 @@ pub struct SlurmOptions {
     /// `--container-id`: the container's id (Slurm 23.02 and later).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_id: Option<String>,
+}
+
+/// `--exclusive=MODE` for a mode that keeps the job's nodes from some jobs only (plain
+/// `--exclusive`, whole nodes, is the request's own `exclusive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExclusiveMode {
+    /// Nodes shared only with the same user's jobs.
+    User,
+    /// Nodes shared only with jobs of the same MCS label (the cluster's `MCSPlugin`).
+    Mcs,
+    /// The job's topology segment shared with no other job (Slurm 24.05 and later).
+    Topo,
+}
+
+impl ExclusiveMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExclusiveMode::User => "user",
+            ExclusiveMode::Mcs => "mcs",
+            ExclusiveMode::Topo => "topo",
+        }
+    }
+
+    /// The option as a user writes it.
+    pub fn option(self) -> &'static str {
+        match self {
+            ExclusiveMode::User => "--exclusive=user",
+            ExclusiveMode::Mcs => "--exclusive=mcs",
+            ExclusiveMode::Topo => "--exclusive=topo",
+        }
+    }
 }
 
 /// `--gres-flags`: the GRES binding sbatch takes on every version.
@@ -478,6 +517,7 @@ impl SlurmOptions {
         note(self.switches.is_some(), "--switches");
         note(self.container.is_some(), "--container");
         note(self.container_id.is_some(), "--container-id");
+        given.extend(self.exclusive.map(ExclusiveMode::option));
         given
     }
 
