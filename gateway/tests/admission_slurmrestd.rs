@@ -946,6 +946,52 @@ async fn tasks_that_do_not_fill_whole_cores_are_pinned_to_their_nodes() {
     }
 }
 
+/// `--exclusive=topo`: not eligible at v0.0.40 (its parsers have no such setting), naming why;
+/// eligible from v0.0.41, priced as `--exclusive=user` and as without either.
+#[tokio::test]
+async fn exclusive_topo_is_kept_from_a_version_without_it() {
+    for (version, eligible) in [("v0.0.40", false), ("v0.0.41", true)] {
+        let server = MockServer::start().await;
+        let f = fixture_at(&server.uri(), version).await;
+        let admission = Admission::new(
+            f.app.clone(),
+            forwarders_from_config(&f.app.config).unwrap(),
+        );
+        let quote = |slurm: Value| {
+            let admission = admission.clone();
+            let request: JobRequest = serde_json::from_value(
+                json!({"script": "#!/bin/sh\ntrue\n", "ntasks": 2, "slurm": slurm}),
+            )
+            .unwrap();
+            async move {
+                let quote = admission.quote(&alice(), &request).await.unwrap();
+                quote.cluster("onprem").unwrap().clone()
+            }
+        };
+        let topo = quote(json!({"exclusive": "topo"})).await;
+        let user = quote(json!({"exclusive": "user"})).await;
+        let plain = quote(json!({})).await;
+        assert!(
+            plain.estimate.is_some() && user.reasons.is_empty(),
+            "{version}: {user:?}"
+        );
+        assert_eq!(user.estimate, plain.estimate, "{version}: priced as asked");
+        if eligible {
+            assert!(topo.reasons.is_empty(), "{version}: {:?}", topo.reasons);
+            assert_eq!(topo.estimate, plain.estimate, "{version}");
+        } else {
+            assert!(
+                topo.reasons
+                    .iter()
+                    .any(|r| r.contains("--exclusive=topo cannot reach this cluster")
+                        && r.contains(version)),
+                "{version}: {:?}",
+                topo.reasons
+            );
+        }
+    }
+}
+
 /// `--gres-flags=disable-binding` at v0.0.40: not eligible where slurmrestd misspells that flag
 /// (Slurm 23.11, 24.05.0 – 24.05.2) or its release is not known yet; eligible from 24.05.3.
 #[tokio::test]

@@ -315,6 +315,12 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             "0-3%0",
             "SBATCH_ARRAY_INX in the environment: invalid --array value",
         ),
+        // sbatch exits on it too: the on/off words are not --exclusive's
+        (
+            "SBATCH_EXCLUSIVE",
+            "yes",
+            "SBATCH_EXCLUSIVE in the environment: invalid --exclusive value",
+        ),
     ] {
         let run = run_program(
             &bursar_exe(),

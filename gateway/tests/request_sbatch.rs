@@ -1895,14 +1895,22 @@ fn exclusive_modes_share_one_setting_with_exclusive_and_oversubscribe() {
         );
     }
     // its other values are --exclusive and -s
-    let whole = parse_ok(&["--exclusive=Exclusive"]);
-    assert!(whole.exclusive && whole.slurm.exclusive.is_none());
+    for word in ["Exclusive", "allocation"] {
+        let whole = parse_ok(&[&format!("--exclusive={word}")]);
+        assert!(whole.exclusive && whole.slurm.exclusive.is_none(), "{word}");
+    }
     let shared = parse_ok(&["--exclusive=oversubscribe"]);
     assert!(shared.slurm.oversubscribe && !shared.exclusive && shared.slurm.exclusive.is_none());
-    assert!(matches!(
-        parse(&["--exclusive=yes"]),
-        Err(RequestError::InvalidValue { ref reason, .. }) if reason.contains("user, mcs or topo")
-    ));
+    for bad in ["--exclusive=yes", "--exclusive=1", "--exclusive="] {
+        assert!(
+            matches!(
+                parse(&[bad]),
+                Err(RequestError::InvalidValue { ref reason, .. })
+                    if reason.contains("user, mcs or topo")
+            ),
+            "{bad}"
+        );
+    }
     // the later in one place
     let last = parse_ok(&["--exclusive=user", "-s"]);
     assert!(last.slurm.oversubscribe && last.slurm.exclusive.is_none());
@@ -1922,6 +1930,17 @@ fn exclusive_modes_share_one_setting_with_exclusive_and_oversubscribe() {
         .unwrap()
         .request;
     assert!(r.slurm.oversubscribe && r.slurm.exclusive.is_none());
+    let env = [(
+        "SBATCH_EXCLUSIVE".to_string(),
+        "--exclusive=oversubscribe".to_string(),
+    )];
+    let r = parse_sbatch_command_with_env(&args(&[]), &env, Some(script))
+        .unwrap()
+        .request;
+    assert!(
+        r.slurm.oversubscribe && !r.exclusive,
+        "over the script's --exclusive"
+    );
     // in JSON, a mode beside whole nodes or shared CPUs is a contradiction
     for (json, says) in [
         (

@@ -1013,10 +1013,11 @@ pub enum Sharing {
     Oversubscribe,
     /// `--exclusive=user`: nodes shared only with the same user's jobs.
     User,
-    /// `--exclusive=mcs`: nodes shared only with jobs of the same MCS label.
+    /// `--exclusive=mcs`: nodes shared only with jobs of the same MCS label (enforced only
+    /// where the cluster has an `MCSPlugin`).
     Mcs,
     /// `--exclusive=topo`: the topology segment shared with no other job (Slurm 24.05 and
-    /// later).
+    /// later; enforced only with `TopologyPlugin=topology/block`).
     Topo,
 }
 

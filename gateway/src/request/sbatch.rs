@@ -30,7 +30,7 @@
 //! | `--wrap=CMD` | the command instead of a script (command line only, as in sbatch) |
 //! | `--export`, `--comment`, `-C/--constraint`, `--mail-type`, `--mail-user` | recorded as given and forwarded; not priced (`--mail-type` is checked against sbatch's words) |
 //! | `--exclusive` | whole nodes, priced for every CPU and GPU of each ([`JobRequest::whole_nodes`]); a Slurm cluster is eligible for it where the partition declares its node size, a dstack cluster never |
-//! | `--exclusive=user\|mcs\|topo` | [`SlurmOptions::exclusive`]: the job's nodes shared only with the user's own jobs, or with jobs of its MCS label, or its topology segment with no other job; Slurm allocates and charges what the job asks, so it is priced as without it (with a note). Forwarded to Slurm clusters; `topo` needs OpenAPI v0.0.41 or later (Slurm 24.05), so a cluster submitting at v0.0.38 or v0.0.40 is not eligible for it, naming why. `--exclusive=exclusive` is `--exclusive`, `--exclusive=oversubscribe` is `-s`, as in sbatch |
+//! | `--exclusive=user\|mcs\|topo` | [`SlurmOptions::exclusive`]: the job's nodes shared only with the user's own jobs, or with jobs of its MCS label, or its topology segment with no other job; Slurm allocates and charges what the job asks, so it is priced as without it (with a note). Forwarded to Slurm clusters; `topo` needs OpenAPI v0.0.41 or later (Slurm 24.05), so a cluster submitting at v0.0.38 or v0.0.40 is not eligible for it, naming why. `--exclusive=exclusive` (and 26.05's `--exclusive=allocation`) is `--exclusive`, `--exclusive=oversubscribe` is `-s`, as in sbatch. Slurm enforces `mcs` only with an `MCSPlugin` and `topo` only with `TopologyPlugin=topology/block`; elsewhere the job runs as without them |
 //! | `--signal`, `--requeue`/`--no-requeue`, `--open-mode`, `--nice[=N]`, `--reservation`, `--wckey`, `-x/--exclude`, `-i/--input`, `-k/--no-kill[=off]`, `-d/--dependency` (with one cluster named by `-M`: job ids belong to one cluster), `--kill-on-invalid-dep` | [`SlurmOptions`]: checked as sbatch checks them, forwarded to a Slurm cluster, not priced; a dstack cluster is not eligible for a job with any of them |
 //! | `-b/--begin=TIME`, `--deadline=TIME` | [`Moment`]: the forms of Slurm's `parse_time` (`now+1hour`, `18:00`, `tomorrow`, `2026-12-01T09:00`, `12/01`, `teatime`, `uts1796144400`), read on the submitting machine's clock and zone as sbatch reads them ([`parse_sbatch_command_at`]; where bursar reads one differently: [`super::when`]); the request carries Unix seconds ([`SlurmOptions::begin`]). The hold's lifetime counts from the begin (at most `holds.max_begin_ahead` ahead); a deadline that has passed, comes before the begin, or leaves less than `--time-min` is refused before anything is held |
 //! | `--time-min=TIME` | the `--time` formats; the shortest limit Slurm may cut the job's to (backfill). Priced and held at the full limit; longer than the limit (given, or the partition's default) is refused, as slurmctld refuses it; `0`/`UNLIMITED` too (slurmctld reads them as no limit, above any) |
@@ -884,8 +884,9 @@ fn lookup_short(c: char) -> Result<&'static Spec, RequestError> {
 /// How the job shares its nodes: sbatch's one `shared` setting, which `--exclusive[=MODE]` and
 /// `-s/--oversubscribe` each write, the later winning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sharing {
-    /// `--exclusive`, `--exclusive=exclusive`.
+enum NodeSharing {
+    /// `--exclusive`, `--exclusive=exclusive`, `--exclusive=allocation` (Slurm 26.05's word
+    /// for it in sbatch).
     WholeNodes,
     /// `-s/--oversubscribe`, `--exclusive=oversubscribe`.
     Oversubscribe,
@@ -893,18 +894,18 @@ enum Sharing {
     Mode(ExclusiveMode),
 }
 
-impl Sharing {
+impl NodeSharing {
     /// `--exclusive`'s value as sbatch's `arg_set_exclusive` reads it, any case.
-    fn parse(value: Option<&str>) -> Result<Sharing, &'static str> {
+    fn parse(value: Option<&str>) -> Result<NodeSharing, &'static str> {
         let Some(value) = value else {
-            return Ok(Sharing::WholeNodes);
+            return Ok(NodeSharing::WholeNodes);
         };
         Ok(match value.to_ascii_lowercase().as_str() {
-            "exclusive" => Sharing::WholeNodes,
-            "oversubscribe" => Sharing::Oversubscribe,
-            "user" => Sharing::Mode(ExclusiveMode::User),
-            "mcs" => Sharing::Mode(ExclusiveMode::Mcs),
-            "topo" => Sharing::Mode(ExclusiveMode::Topo),
+            "exclusive" | "allocation" => NodeSharing::WholeNodes,
+            "oversubscribe" => NodeSharing::Oversubscribe,
+            "user" => NodeSharing::Mode(ExclusiveMode::User),
+            "mcs" => NodeSharing::Mode(ExclusiveMode::Mcs),
+            "topo" => NodeSharing::Mode(ExclusiveMode::Topo),
             _ => return Err("use user, mcs or topo, or no value for whole nodes"),
         })
     }
@@ -949,7 +950,7 @@ struct Directives {
     comment: Option<String>,
     constraint: Option<String>,
     /// `--exclusive[=MODE]` and `-s/--oversubscribe`, the later in one place.
-    sharing: Option<Sharing>,
+    sharing: Option<NodeSharing>,
     signal: Option<WarnSignal>,
     requeue: Option<bool>,
     open_mode: Option<OpenMode>,
@@ -1271,7 +1272,7 @@ impl Directives {
             Opt::Constraint => self.constraint = Some(text(typed, v)?),
             Opt::Exclusive => {
                 self.sharing = Some(
-                    Sharing::parse(value)
+                    NodeSharing::parse(value)
                         .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
                 )
             }
@@ -1319,7 +1320,7 @@ impl Directives {
             }
             Opt::Propagate => self.propagate = Some(parse_propagate(typed, value)?),
             // As sbatch: both set how the job shares its nodes, the later one winning.
-            Opt::Oversubscribe => self.sharing = Some(Sharing::Oversubscribe),
+            Opt::Oversubscribe => self.sharing = Some(NodeSharing::Oversubscribe),
             Opt::GresFlags => {
                 self.gres_flags = Some(
                     GresFlags::parse(v)
@@ -1716,22 +1717,26 @@ impl Directives {
             None => (ntasks, gpus, false),
         };
         match self.sharing {
-            Some(Sharing::WholeNodes) => notes.push(
+            Some(NodeSharing::WholeNodes) => notes.push(
                 "--exclusive: the job gets whole nodes and is priced for every CPU and GPU of \
                  each, as Slurm charges them"
                     .into(),
             ),
-            Some(Sharing::Mode(mode)) => notes.push(format!(
+            Some(NodeSharing::Mode(mode)) => notes.push(format!(
                 "{}: Slurm keeps {} but allocates and charges the job only what it asks for, \
                  so it is priced so",
                 mode.option(),
                 match mode {
                     ExclusiveMode::User => "other users' jobs off its nodes",
-                    ExclusiveMode::Mcs => "jobs of other MCS labels off its nodes",
-                    ExclusiveMode::Topo => "other jobs off its topology segment",
+                    ExclusiveMode::Mcs =>
+                        "jobs of other MCS labels off its nodes (where the cluster has an \
+                         MCSPlugin)",
+                    ExclusiveMode::Topo =>
+                        "other jobs off its topology segment (where the cluster has \
+                         TopologyPlugin=topology/block)",
                 }
             )),
-            Some(Sharing::Oversubscribe) | None => {}
+            Some(NodeSharing::Oversubscribe) | None => {}
         }
         if self.time == Some(TimeLimit::Unlimited) {
             notes.push(
@@ -1785,7 +1790,7 @@ impl Directives {
             mail_user: self.mail_user,
             comment: self.comment,
             constraint: self.constraint,
-            exclusive: self.sharing == Some(Sharing::WholeNodes),
+            exclusive: self.sharing == Some(NodeSharing::WholeNodes),
             hold: self.hold,
             array: self.array,
             slurm: SlurmOptions {
@@ -1806,9 +1811,9 @@ impl Directives {
                 tmp_mb: self.tmp,
                 prefer: self.prefer,
                 nodelist: self.nodelist,
-                oversubscribe: self.sharing == Some(Sharing::Oversubscribe),
+                oversubscribe: self.sharing == Some(NodeSharing::Oversubscribe),
                 exclusive: match self.sharing {
-                    Some(Sharing::Mode(mode)) => Some(mode),
+                    Some(NodeSharing::Mode(mode)) => Some(mode),
                     _ => None,
                 },
                 gres_flags: self.gres_flags,
