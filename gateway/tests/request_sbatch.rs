@@ -1918,25 +1918,20 @@ fn exclusive_modes_share_one_setting_with_exclusive_and_oversubscribe() {
     assert!(!last.exclusive && last.slurm.exclusive == Some(ExclusiveMode::Mcs));
     // the command line's over the environment's over the script's
     let script = "#!/bin/sh\n#SBATCH --exclusive\nsrun ./app\n";
-    let env = [(
-        "SBATCH_EXCLUSIVE".to_string(),
-        "--exclusive=user".to_string(),
-    )];
-    let r = parse_sbatch_command_with_env(&args(&[]), &env, Some(script))
-        .unwrap()
-        .request;
+    let with_env = |cli: &[&str], value: &str| {
+        let env = [(
+            "SBATCH_EXCLUSIVE".to_string(),
+            format!("--exclusive={value}"),
+        )];
+        parse_sbatch_command_with_env(&args(cli), &env, Some(script))
+            .unwrap()
+            .request
+    };
+    let r = with_env(&[], "user");
     assert!(!r.exclusive && r.slurm.exclusive == Some(ExclusiveMode::User));
-    let r = parse_sbatch_command_with_env(&args(&["-s"]), &env, Some(script))
-        .unwrap()
-        .request;
+    let r = with_env(&["-s"], "user");
     assert!(r.slurm.oversubscribe && r.slurm.exclusive.is_none());
-    let env = [(
-        "SBATCH_EXCLUSIVE".to_string(),
-        "--exclusive=oversubscribe".to_string(),
-    )];
-    let r = parse_sbatch_command_with_env(&args(&[]), &env, Some(script))
-        .unwrap()
-        .request;
+    let r = with_env(&[], "oversubscribe");
     assert!(
         r.slurm.oversubscribe && !r.exclusive,
         "over the script's --exclusive"
