@@ -738,6 +738,46 @@ fn sharing_binding_and_sampling_go_as_each_version_takes_them() {
     }
 }
 
+/// `--wait-all-nodes`, `--use-min-nodes`, `--spread-job`: `wait_all_nodes` an integer,
+/// `minimum_nodes` and `spread_job` true at v0.0.38; a boolean and the job flags later.
+#[test]
+fn node_filling_and_start_go_as_each_version_takes_them() {
+    let job = JobSubmission {
+        wait_all_nodes: Some(false),
+        use_min_nodes: true,
+        spread_job: true,
+        kill_on_invalid_dependency: Some(true),
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &job).unwrap();
+        let job = &body["job"];
+        if version.is_data_parser() {
+            assert_eq!(job["wait_all_nodes"], json!(false), "{version}");
+            assert_eq!(
+                job["flags"],
+                json!([
+                    "KILL_INVALID_DEPENDENCY",
+                    "PREFER_MINIMUM_NODE_COUNT",
+                    "SPREAD_JOB"
+                ]),
+                "{version}"
+            );
+            assert_eq!(job.get("minimum_nodes"), None, "{version}");
+            assert_eq!(job.get("spread_job"), None, "{version}");
+        } else {
+            assert_eq!(job["wait_all_nodes"], json!(0), "{version}");
+            assert_eq!(job["minimum_nodes"], json!(true), "{version}");
+            assert_eq!(job["spread_job"], json!(true), "{version}");
+            assert_eq!(job.get("flags"), None, "{version}");
+        }
+    }
+    let unset = submit_body(ApiVersion::V0_0_38, &fixture_job()).unwrap();
+    for key in ["wait_all_nodes", "minimum_nodes", "spread_job"] {
+        assert_eq!(unset["job"].get(key), None, "{key}");
+    }
+}
+
 /// `--exclusive=user|mcs|topo`: `exclusive` with sbatch's word at v0.0.38, the `shared` flag
 /// later; `topo` only from v0.0.41 (Slurm 24.05's parsers), so v0.0.38 and v0.0.40 cannot
 /// take it, naming why.
@@ -1172,6 +1212,9 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         container: Some("/srv/oci/py".into()),
         container_id: Some("py-1".into()),
         shared: Some(Sharing::User),
+        wait_all_nodes: Some(true),
+        use_min_nodes: true,
+        spread_job: true,
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -1215,7 +1258,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         let job = body["job"].as_object().unwrap();
         // `distribution` from v0.0.41
         let layout = usize::from(version >= ApiVersion::V0_0_41);
-        assert_eq!(job.len(), 57 + layout, "{version}: {job:?}");
+        assert_eq!(job.len(), 58 + layout, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -1249,7 +1292,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 62 * 6 + 5);
+    assert_eq!(checked, 63 * 6 + 5);
 }
 
 #[tokio::test]

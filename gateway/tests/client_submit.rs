@@ -257,6 +257,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             ("SBATCH_CONTAINER", "/srv/oci/py"),
             ("SBATCH_CONTAINER_ID", "py-1"),
             ("SBATCH_EXCLUSIVE", "user"),
+            ("SBATCH_WAIT_ALL_NODES", "1"),
+            ("SBATCH_USE_MIN_NODES", ""),
         ],
     )
     .await;
@@ -267,7 +269,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false,
             "distribution": "cyclic:block", "gpu_bind": "closest", "gpu_freq": "high",
             "cpu_freq": "Performance", "profile": "task", "container": "/srv/oci/py",
-            "container_id": "py-1", "exclusive": "user"})
+            "container_id": "py-1", "exclusive": "user", "wait_all_nodes": true,
+            "use_min_nodes": true})
     );
     assert_eq!(body["array"], "0-3%2");
     // SBATCH_EXCLUSIVE empty is --exclusive, over the script's -s (sbatch reads the variables
@@ -295,10 +298,12 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
              without the binding",
         ),
         (
-            "SBATCH_SPREAD_JOB",
+            "SBATCH_OVERCOMMIT",
             "",
-            "SBATCH_SPREAD_JOB is set in the environment",
+            "SBATCH_OVERCOMMIT is set in the environment",
         ),
+        // read, and refused as --spread-job without -N is
+        ("SBATCH_SPREAD_JOB", "", "--spread-job without a node count"),
         (
             "SBATCH_REQ_SWITCH",
             "2",

@@ -949,7 +949,7 @@ fn refuses_what_it_cannot_carry() {
         }
         other => panic!("{words:?}: {other:?}"),
     };
-    unsupported(&["--spread-job"], "--spread-job", "not supported");
+    unsupported(&["--delay-boot=5"], "--delay-boot", "not supported");
     unsupported(&["-B", "2:4"], "-B", "not supported");
     unsupported(&["--bogus"], "--bogus", "not supported");
     unsupported(&["--accou=physics"], "--accou", "did you mean --account");
@@ -1864,6 +1864,54 @@ fn sharing_binding_sampling_and_the_login_environment() {
     assert!(error.contains("--exclusive and --oversubscribe"), "{error}");
 }
 
+/// `--wait-all-nodes`, `--use-min-nodes`, `--spread-job`: read as sbatch reads them, forwarded,
+/// not priced; `--spread-job` only with the nodes to spread over.
+#[test]
+fn when_the_script_starts_and_how_nodes_are_filled() {
+    let r = parse_ok(&["--wait-all-nodes=1", "--use-min-nodes", "-N", "2-4"]);
+    assert_eq!(r.slurm.wait_all_nodes, Some(true));
+    assert!(r.slurm.use_min_nodes && !r.slurm.spread_job);
+    assert_eq!(r.nodes, 2, "a range's minimum");
+    assert_eq!(
+        parse_ok(&["--wait-all-nodes", "0"]).slurm.wait_all_nodes,
+        Some(false)
+    );
+    for bad in ["2", "+1", "", "yes"] {
+        assert!(
+            matches!(
+                parse(&[&format!("--wait-all-nodes={bad}")]),
+                Err(RequestError::InvalidValue { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    let spread = parse_ok(&["--spread-job", "-N", "2", "-n", "4"]);
+    assert!(spread.slurm.spread_job);
+    assert_eq!(
+        spread.alloc(),
+        parse_ok(&["-N", "2", "-n", "4"]).alloc(),
+        "not priced"
+    );
+    assert!(parse_ok(&["--spread-job", "-w", "n[1-2]"]).slurm.spread_job);
+    let error = parse(&["--spread-job", "-n", "4"]).unwrap_err().to_string();
+    assert!(
+        error.contains("--spread-job without a node count") && error.contains("-N"),
+        "{error}"
+    );
+    let all = parse_ok(&[
+        "--wait-all-nodes=0",
+        "--use-min-nodes",
+        "--spread-job",
+        "-N",
+        "2",
+    ]);
+    slurm_options_round_trip(
+        &all,
+        &["--wait-all-nodes", "--use-min-nodes", "--spread-job"],
+        serde_json::json!({"wait_all_nodes": false, "use_min_nodes": true, "spread_job": true}),
+    );
+}
+
 /// `--exclusive=user|mcs|topo`: one setting with `--exclusive` and `-s`, as sbatch's `shared`
 /// (the later in one place, the command line's over the environment's over the script's);
 /// priced as without it, with a note; `exclusive` and `oversubscribe` its other values.
@@ -2171,7 +2219,7 @@ fn splits_argv_like_sbatch() {
     assert_eq!(split.script_args, args(&["a"]));
 
     assert!(matches!(
-        split_sbatch_args(&args(&["--spread-job", "job.sh"])),
+        split_sbatch_args(&args(&["--delay-boot", "5", "job.sh"])),
         Err(RequestError::UnsupportedOption { .. })
     ));
     let split = split_sbatch_args(&args(&["--hint", "nomultithread", "job.sh"])).unwrap();
@@ -2658,6 +2706,9 @@ fn request() -> impl Strategy<Value = JobRequest> {
                 Just(ExclusiveMode::Mcs),
                 Just(ExclusiveMode::Topo)
             ]),
+            proptest::option::of(any::<bool>()),
+            any::<bool>(),
+            any::<bool>(),
         ),
     );
     let slurm = (slurm, times).prop_map(
@@ -2692,7 +2743,16 @@ fn request() -> impl Strategy<Value = JobRequest> {
                     gpu_freq,
                     cpu_freq,
                 ),
-                (profile, switches, container, container_id, exclusive),
+                (
+                    profile,
+                    switches,
+                    container,
+                    container_id,
+                    exclusive,
+                    wait_all_nodes,
+                    use_min_nodes,
+                    spread_job,
+                ),
             ),
         )| SlurmOptions {
             signal,
@@ -2728,6 +2788,10 @@ fn request() -> impl Strategy<Value = JobRequest> {
             container_id,
             // one way of sharing nodes
             exclusive: exclusive.filter(|_| !oversubscribe),
+            wait_all_nodes,
+            use_min_nodes,
+            // with the nodes to spread over
+            spread_job: spread_job && on_n1,
         },
     );
     (shape, names, texts, slurm).prop_map(

@@ -179,7 +179,8 @@ fn the_job_request_schema_lists_every_field() {
             "distribution": "block:cyclic", "mem_bind": "local", "gpu_bind": "closest",
             "gpu_freq": "medium,memory=high", "cpu_freq": "2400000", "profile": "task",
             "switches": "2@10", "container": "/srv/oci/py", "container_id": "py-1",
-            "exclusive": "user"
+            "exclusive": "user", "wait_all_nodes": true, "use_min_nodes": true,
+            "spread_job": true
         }))
         .unwrap(),
         dstack: dstack.dstack,

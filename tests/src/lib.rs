@@ -211,6 +211,18 @@ pub struct Weights {
     pub matlab: (u128, u128),
 }
 
+/// sbatch options that fill two nodes with four tasks and say when the script starts, none
+/// of them priced: what the live tests submit both ways (through bursar and sbatch).
+pub const NODE_FILLING: [&str; 7] = [
+    "--spread-job",
+    "--wait-all-nodes=1",
+    "--use-min-nodes",
+    "-N",
+    "2",
+    "-n",
+    "4",
+];
+
 /// `CPU=1.0,Mem=0.25G,GRES/gpu=4.0,License/matlab=2.0` (su): the dev stack's onprem (and next)
 /// `TRESBillingWeights`.
 pub const ONPREM: Weights = Weights {

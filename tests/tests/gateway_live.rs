@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bursar_tests::{
     bursar_bin, expected_micros, micros, parse_tres, scontrol_fields, DevStack, Site, Weights,
-    CLOUD, ONPREM,
+    CLOUD, NODE_FILLING, ONPREM,
 };
 use serde_json::{json, Value};
 
@@ -1300,6 +1300,47 @@ fn exclusive_modes_share_nodes_as_sbatch_s_and_are_priced_as_asked() {
     let stderr = gw.refused(&["-M", "onprem", "--exclusive=topo", "-t", "10", script]);
     assert!(
         stderr.contains("--exclusive=topo cannot reach this cluster"),
+        "{stderr}"
+    );
+}
+
+/// `--spread-job`, `--wait-all-nodes`, `--use-min-nodes` reach the job as sbatch's (the same
+/// nodes, tasks and TRES), held and settled as without them; `--spread-job` without `-N` is
+/// refused, since Slurm would take as many nodes as are free.
+#[test]
+fn node_filling_options_shape_the_job_as_sbatch_s_and_are_not_priced() {
+    let (gw, script) = Gateway::funded("");
+    let script = script.as_str();
+    let options = NODE_FILLING;
+    let (held, _) = same_as_sbatch(
+        &gw,
+        &options,
+        script,
+        &["NumNodes", "NumTasks", "NumCPUs", "TRES"],
+    );
+    assert_eq!(
+        micros(gw.job(held.id)["estimate"].as_str().unwrap()),
+        cost_micros(&ONPREM, 4, 4000, 0, 600),
+        "held for 4 CPUs and their memory for 10 minutes"
+    );
+    gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+    let mut args = vec!["-M", "onprem", "-t", "1"];
+    args.extend(options);
+    args.push(script);
+    let sub = gw.submit(&args);
+    settled_recording(&gw, &sub, &["cpu=4", "mem=4000M", "node=2"]);
+    let stderr = gw.refused(&[
+        "-M",
+        "onprem",
+        "--spread-job",
+        "-n",
+        "4",
+        "-t",
+        "10",
+        script,
+    ]);
+    assert!(
+        stderr.contains("--spread-job without a node count"),
         "{stderr}"
     );
 }

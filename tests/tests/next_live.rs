@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bursar_tests::{
     bursar_bin, expected_micros, micros, parse_tres, scontrol_fields, unix_seconds, DevStack, Site,
-    ONPREM,
+    NODE_FILLING, ONPREM,
 };
 use serde_json::Value;
 
@@ -660,7 +660,9 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let (begin_day, deadline_day) = (day(10), day(11));
     let begin = format!("--begin={begin_day}T10:00");
     let deadline = format!("--deadline={deadline_day}T10:00");
-    let cases: [&[&str]; 24] = [
+    // when the script starts and how nodes are filled: not priced
+    let node_filling: Vec<&str> = NODE_FILLING.iter().copied().chain(["-t", "5"]).collect();
+    let cases: [&[&str]; 25] = [
         &["-t", "5"],
         &[
             "-N",
@@ -778,6 +780,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         &["--exclusive=user", "-n", "2", "-t", "5"],
         &["--exclusive=mcs", "-n", "2", "-t", "5"],
         &["--exclusive=topo", "-n", "2", "-t", "5"],
+        &node_filling,
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);

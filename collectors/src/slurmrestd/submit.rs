@@ -109,6 +109,15 @@ pub struct JobSubmission {
     /// seen live on 22.05) or `oversubscribe: true`; from v0.0.40 `shared: [flag]` (`none` for
     /// whole nodes). `topo` from v0.0.41 only ([`unsupported_at`]).
     pub shared: Option<Sharing>,
+    /// `--wait-all-nodes`: `wait_all_nodes` 0 or 1 at v0.0.38 (read as an integer: a JSON
+    /// boolean is refused), a boolean later.
+    pub wait_all_nodes: Option<bool>,
+    /// `--use-min-nodes`: `minimum_nodes: true` at v0.0.38 (any value sets it, so it is only
+    /// ever sent set), the `PREFER_MINIMUM_NODE_COUNT` job flag later.
+    pub use_min_nodes: bool,
+    /// `--spread-job`: `spread_job: true` at v0.0.38 (as `minimum_nodes`), the `SPREAD_JOB`
+    /// job flag later.
+    pub spread_job: bool,
     /// `-b/--begin`, Unix seconds. v0.0.38 reads `begin_time` with sbatch's text parser in
     /// slurmrestd's own time zone, which takes a number for a date (`1764201600` is refused):
     /// it is sent as `uts1764201600`, the parser's Unix-time form. From v0.0.40 a number.
@@ -710,6 +719,30 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
         } else {
             put("gres_flags", json!(binding));
         }
+    }
+    for (set, flag, key) in [
+        (
+            job.use_min_nodes,
+            "PREFER_MINIMUM_NODE_COUNT",
+            "minimum_nodes",
+        ),
+        (job.spread_job, "SPREAD_JOB", "spread_job"),
+    ] {
+        if set && modern {
+            flags.push(flag);
+        } else if set {
+            put(key, json!(true));
+        }
+    }
+    if let Some(wait) = job.wait_all_nodes {
+        put(
+            "wait_all_nodes",
+            if modern {
+                json!(wait)
+            } else {
+                json!(u8::from(wait))
+            },
+        );
     }
     if !flags.is_empty() {
         put("flags", json!(flags));

@@ -417,6 +417,9 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         kill_on_invalid_dependency: r.slurm.kill_on_invalid_dep,
         array: r.array.as_ref().map(|a| a.as_slurm().to_string()),
         shared: sharing(r),
+        wait_all_nodes: r.slurm.wait_all_nodes,
+        use_min_nodes: r.slurm.use_min_nodes,
+        spread_job: r.slurm.spread_job,
         begin_time: r.slurm.begin,
         deadline: r.slurm.deadline,
         time_min: r

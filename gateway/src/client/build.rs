@@ -292,6 +292,7 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SBATCH_RESERVATION", "--reservation"),
     ("SBATCH_WCKEY", "--wckey"),
     ("SBATCH_INPUT", "--input"),
+    ("SBATCH_WAIT_ALL_NODES", "--wait-all-nodes"),
     ("SBATCH_ARRAY_INX", "--array"),
 ];
 
@@ -310,6 +311,8 @@ const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
     ("SBATCH_NO_KILL", "--no-kill"),
     ("SBATCH_NO_REQUEUE", "--no-requeue"),
     ("SBATCH_REQUEUE", "--requeue"),
+    ("SBATCH_SPREAD_JOB", "--spread-job"),
+    ("SBATCH_USE_MIN_NODES", "--use-min-nodes"),
     ("SBATCH_WAIT", "--wait"),
 ];
 
@@ -345,12 +348,9 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_RUNTIME",
     "SBATCH_SEGMENT_SIZE",
     "SBATCH_SPREAD_SEGMENTS",
-    "SBATCH_SPREAD_JOB",
     "SBATCH_THREAD_SPEC",
     "SBATCH_TRES_BIND",
     "SBATCH_TRES_PER_TASK",
-    "SBATCH_USE_MIN_NODES",
-    "SBATCH_WAIT_ALL_NODES",
     "SBATCH_WAIT4SWITCH",
 ];
 

@@ -992,6 +992,14 @@ impl JobRequest {
                 "--exclusive and --oversubscribe ask for opposite things; give one".into(),
             );
         }
+        if self.slurm.spread_job && !self.nodes_exact && self.slurm.nodelist.is_none() {
+            return invalid(
+                "--spread-job without a node count lets Slurm spread the job over as many nodes \
+                 as are free, which cannot be priced before it starts; give the nodes to spread \
+                 it over with -N (or -w)"
+                    .into(),
+            );
+        }
         if let Some(mode) = self.slurm.exclusive {
             let other = if self.exclusive {
                 Some("--exclusive (whole nodes)")
@@ -1486,6 +1494,10 @@ impl JobRequest {
         put("container-id", slurm.container_id.clone());
         put("exclusive", slurm.exclusive.map(|m| m.as_str().to_string()));
         put(
+            "wait-all-nodes",
+            slurm.wait_all_nodes.map(|w| u8::from(w).to_string()),
+        );
+        put(
             "kill-on-invalid-dep",
             slurm
                 .kill_on_invalid_dep
@@ -1498,6 +1510,8 @@ impl JobRequest {
             (slurm.requeue == Some(false), "--no-requeue"),
             (slurm.no_kill, "--no-kill"),
             (slurm.oversubscribe, "--oversubscribe"),
+            (slurm.use_min_nodes, "--use-min-nodes"),
+            (slurm.spread_job, "--spread-job"),
         ] {
             if set {
                 lines.push(format!("#SBATCH {flag}"));

@@ -37,6 +37,7 @@
 //! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on the nodes it names (one task per node without `-n`; a `-N` minimum below their count raised to it, a maximum below it refused: Slurm 22.05 refuses it and later versions pick some of the names), and is priced and pinned for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch 22.05 keeps them (with a note; later sbatch leaves Slurm to pick among them, so bursar's pick is one Slurm could make). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
 //! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive[=MODE]` and `--oversubscribe` (one setting in Slurm) the later in one place wins, and the command line's over the environment's (`SBATCH_EXCLUSIVE`) over the script's, as in sbatch |
+//! | `--wait-all-nodes=0\|1`, `--use-min-nodes`, `--spread-job` | [`SlurmOptions`]: when the script starts (once every node has booted, or the first), which of a node range Slurm prefers (bursar already prices and sends a range's minimum), and tasks spread evenly over the job's nodes; forwarded, not priced. `--spread-job` needs `-N` or `-w` (without, Slurm takes as many nodes as are free, which cannot be priced); an even spread is what bursar prices a job of several nodes for. Also from `SBATCH_WAIT_ALL_NODES`, `SBATCH_USE_MIN_NODES`, `SBATCH_SPREAD_JOB` |
 //! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GRES; with GRES the job needs a node per plane of tasks (Slurm 24.05 and later). `--mem-bind` given again keeps the earlier flags, as in sbatch |
 //! | `--gpu-freq=FREQ` | [`SlurmOptions::gpu_freq`]: the GPUs' clocks while the job's steps run, checked as Slurm's `tres_freq_verify_cmdline`; sent as `gpu:FREQ` (`gpu_frequency` at v0.0.38) with the `SLURM_GPU_FREQ` sbatch sets (steps read it); not priced, and refused with shard or mps GRES, as slurmctld refuses it |
 //! | `--ntasks-per-gpu=N` | [`JobRequest::ntasks_per_gpu`]: N tasks share each GPU. As slurmctld counts them ([`ntasks_per_gpu_shape`]): with GPUs (`--gpus`, `--gpus-per-node`, `--gres=gpu`) the job runs `GPUs × N` tasks (a `-n` that says otherwise is replaced, as Slurm replaces it, with a note; in JSON it is refused); without, `-n` (or `-N` × N) tasks and a GPU of any type for every N of them, priced and left for Slurm to derive again. Refused with `--ntasks-per-node`, `--gpus-per-task` and a `-N` range, as sbatch refuses them or its man page calls them incompatible. Forwarded (`ntasks_per_gpu`, `ntasks_per_tres` from v0.0.40) with the job's `SLURM_NTASKS_PER_GPU`, which the steps' `srun` reads to bind each task to its GPU |
@@ -174,6 +175,11 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --container-id=ID         the container's id
       --get-user-env            load the login environment under the job's
   -s, --oversubscribe           let the job share CPUs where the partition allows
+      --wait-all-nodes=0|1      start the script once all nodes have booted (1)
+      --use-min-nodes           prefer a range's fewest nodes (bursar runs its
+                                minimum)
+      --spread-job              spread the tasks evenly over the job's nodes
+                                (with -N or -w)
       --gres-flags=enforce-binding|disable-binding  CPUs bound to the job's GPUs or not
       --acctg-freq=LIST         usage sampling intervals (30, task=30,energy=60)
   -m, --distribution=LAYOUT     how tasks are laid out (block, cyclic:cyclic, plane=4)
@@ -691,6 +697,9 @@ enum Opt {
     Nodelist,
     Propagate,
     Oversubscribe,
+    WaitAllNodes,
+    UseMinNodes,
+    SpreadJob,
     GresFlags,
     AcctgFreq,
     Distribution,
@@ -798,6 +807,9 @@ const OPTIONS: &[Spec] = &[
     spec("nodelist", Some('w'), Opt::Nodelist, Arg::Required),
     spec("propagate", None, Opt::Propagate, Arg::Optional),
     spec("oversubscribe", Some('s'), Opt::Oversubscribe, Arg::Flag),
+    spec("wait-all-nodes", None, Opt::WaitAllNodes, Arg::Required),
+    spec("use-min-nodes", None, Opt::UseMinNodes, Arg::Flag),
+    spec("spread-job", None, Opt::SpreadJob, Arg::Flag),
     spec("gres-flags", None, Opt::GresFlags, Arg::Required),
     spec("acctg-freq", None, Opt::AcctgFreq, Arg::Required),
     spec("distribution", Some('m'), Opt::Distribution, Arg::Required),
@@ -969,6 +981,9 @@ struct Directives {
     prefer: Option<String>,
     nodelist: Option<String>,
     propagate: Option<Vec<String>>,
+    wait_all_nodes: Option<bool>,
+    use_min_nodes: bool,
+    spread_job: bool,
     gres_flags: Option<GresFlags>,
     acctg_freq: Option<String>,
     distribution: Option<String>,
@@ -1321,6 +1336,21 @@ impl Directives {
             Opt::Propagate => self.propagate = Some(parse_propagate(typed, value)?),
             // As sbatch: both set how the job shares its nodes, the later one winning.
             Opt::Oversubscribe => self.sharing = Some(NodeSharing::Oversubscribe),
+            // As sbatch: 0 or 1 (stricter: no sign, space or empty value).
+            Opt::WaitAllNodes => {
+                self.wait_all_nodes =
+                    Some(match v {
+                        "0" => false,
+                        "1" => true,
+                        _ => return Err(RequestError::invalid_value(
+                            typed,
+                            v,
+                            "use 1 (start once every node has booted) or 0 (once the first has)",
+                        )),
+                    })
+            }
+            Opt::UseMinNodes => self.use_min_nodes = true,
+            Opt::SpreadJob => self.spread_job = true,
             Opt::GresFlags => {
                 self.gres_flags = Some(
                     GresFlags::parse(v)
@@ -1523,6 +1553,9 @@ impl Directives {
             container: cli.container.or(script.container),
             container_id: cli.container_id.or(script.container_id),
             get_user_env: cli.get_user_env || script.get_user_env,
+            wait_all_nodes: cli.wait_all_nodes.or(script.wait_all_nodes),
+            use_min_nodes: cli.use_min_nodes || script.use_min_nodes,
+            spread_job: cli.spread_job || script.spread_job,
             signal: cli.signal.or(script.signal),
             requeue: cli.requeue.or(script.requeue),
             open_mode: cli.open_mode.or(script.open_mode),
@@ -1827,6 +1860,9 @@ impl Directives {
                 switches: self.switches,
                 container: self.container,
                 container_id: self.container_id,
+                wait_all_nodes: self.wait_all_nodes,
+                use_min_nodes: self.use_min_nodes,
+                spread_job: self.spread_job,
             },
             ..JobRequest::default()
         };

@@ -4,7 +4,7 @@
 //! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced,
 //! `-s/--oversubscribe`, `--exclusive=user|mcs|topo`, `--gres-flags`, `--acctg-freq`, `-m/--distribution`, `--mem-bind`,
 //! `--gpu-bind`: [`super::layout`], `--gpu-freq`, `--cpu-freq`, `--profile`, `--switches`,
-//! `--container`, `--container-id`). They are
+//! `--container`, `--container-id`, `--wait-all-nodes`, `--use-min-nodes`, `--spread-job`). They are
 //! forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
@@ -105,6 +105,20 @@ pub struct SlurmOptions {
     /// `oversubscribe`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclusive: Option<ExclusiveMode>,
+    /// `--wait-all-nodes=0|1`: the batch script starts once every node of the job has booted
+    /// (`true`) or as soon as its first has (`false`); unset, the cluster's default
+    /// (`SchedulerParameters=sbatch_wait_nodes`). Timing only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_all_nodes: Option<bool>,
+    /// `--use-min-nodes`: of a node range, Slurm prefers the fewest nodes. bursar prices and
+    /// sends a range's minimum, so the job's node count is already that.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub use_min_nodes: bool,
+    /// `--spread-job`: the job's tasks spread evenly over its nodes. Without a node count
+    /// Slurm would take as many nodes as are free, which cannot be priced before the job
+    /// starts, so a request with it gives `nodes` (`-N`) or `nodelist` (`-w`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spread_job: bool,
     /// `--gres-flags`: whether the job's CPUs must be those bound to its GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gres_flags: Option<GresFlags>,
@@ -517,6 +531,9 @@ impl SlurmOptions {
         note(self.switches.is_some(), "--switches");
         note(self.container.is_some(), "--container");
         note(self.container_id.is_some(), "--container-id");
+        note(self.wait_all_nodes.is_some(), "--wait-all-nodes");
+        note(self.use_min_nodes, "--use-min-nodes");
+        note(self.spread_job, "--spread-job");
         given.extend(self.exclusive.map(ExclusiveMode::option));
         given
     }
