@@ -738,8 +738,10 @@ fn sharing_binding_and_sampling_go_as_each_version_takes_them() {
     }
 }
 
-/// `--wait-all-nodes`, `--use-min-nodes`, `--spread-job`: `wait_all_nodes` an integer,
-/// `minimum_nodes` and `spread_job` true at v0.0.38; a boolean and the job flags later.
+/// `--wait-all-nodes`, `--use-min-nodes`, `--spread-job`, `--delay-boot`, `--mcs-label`:
+/// `wait_all_nodes` an integer, `minimum_nodes` and `spread_job` true, `delay_boot` Slurm's
+/// time text at v0.0.38; a boolean, the job flags and seconds later; `mcs_label` in every
+/// version.
 #[test]
 fn node_filling_and_start_go_as_each_version_takes_them() {
     let job = JobSubmission {
@@ -747,12 +749,16 @@ fn node_filling_and_start_go_as_each_version_takes_them() {
         use_min_nodes: true,
         spread_job: true,
         kill_on_invalid_dependency: Some(true),
+        delay_boot: Some(93_630),
+        mcs_label: Some("physics".into()),
         ..fixture_job()
     };
     for version in ApiVersion::ALL {
         let body = submit_body(version, &job).unwrap();
         let job = &body["job"];
+        assert_eq!(job["mcs_label"], json!("physics"), "{version}");
         if version.is_data_parser() {
+            assert_eq!(job["delay_boot"], json!(93_630), "{version}");
             assert_eq!(job["wait_all_nodes"], json!(false), "{version}");
             assert_eq!(
                 job["flags"],
@@ -766,14 +772,35 @@ fn node_filling_and_start_go_as_each_version_takes_them() {
             assert_eq!(job.get("minimum_nodes"), None, "{version}");
             assert_eq!(job.get("spread_job"), None, "{version}");
         } else {
+            // sbatch's time text: a number would be read as minutes
+            assert_eq!(job["delay_boot"], json!("1-02:00:30"), "{version}");
             assert_eq!(job["wait_all_nodes"], json!(0), "{version}");
             assert_eq!(job["minimum_nodes"], json!(true), "{version}");
             assert_eq!(job["spread_job"], json!(true), "{version}");
             assert_eq!(job.get("flags"), None, "{version}");
         }
     }
+    let waits = JobSubmission {
+        wait_all_nodes: Some(true),
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        let wait = &submit_body(version, &waits).unwrap()["job"]["wait_all_nodes"];
+        let expected = if version.is_data_parser() {
+            json!(true)
+        } else {
+            json!(1)
+        };
+        assert_eq!(wait, &expected, "{version}");
+    }
     let unset = submit_body(ApiVersion::V0_0_38, &fixture_job()).unwrap();
-    for key in ["wait_all_nodes", "minimum_nodes", "spread_job"] {
+    for key in [
+        "wait_all_nodes",
+        "minimum_nodes",
+        "spread_job",
+        "delay_boot",
+        "mcs_label",
+    ] {
         assert_eq!(unset["job"].get(key), None, "{key}");
     }
 }
@@ -1215,6 +1242,8 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         wait_all_nodes: Some(true),
         use_min_nodes: true,
         spread_job: true,
+        delay_boot: Some(600),
+        mcs_label: Some("physics".into()),
         ..fixture_job()
     };
     // the fields that exclude those above, in a second body
@@ -1258,7 +1287,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         let job = body["job"].as_object().unwrap();
         // `distribution` from v0.0.41
         let layout = usize::from(version >= ApiVersion::V0_0_41);
-        assert_eq!(job.len(), 58 + layout, "{version}: {job:?}");
+        assert_eq!(job.len(), 60 + layout, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -1292,7 +1321,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 63 * 6 + 5);
+    assert_eq!(checked, 65 * 6 + 5);
 }
 
 #[tokio::test]

@@ -320,6 +320,16 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
             "{request}"
         );
     }
+    // the options only Slurm takes, with the nodes a spread job is pinned to
+    let filled = slurm_submission(&job(json!({"nodes": 2, "ntasks": 4, "slurm": {
+        "spread_job": true, "use_min_nodes": true, "wait_all_nodes": true,
+        "delay_boot": "1:30", "mcs_label": "physics"}})))
+    .unwrap();
+    assert!(filled.spread_job && filled.use_min_nodes);
+    assert_eq!(filled.wait_all_nodes, Some(true));
+    assert_eq!(filled.delay_boot, Some(90), "MM:SS");
+    assert_eq!(filled.mcs_label.as_deref(), Some("physics"));
+    assert_eq!(filled.nodes, Some(2));
     let err = slurm_submission(&job(json!({"mail_type": "END,SOON"}))).unwrap_err();
     assert!(err.starts_with("--mail-type: \"SOON\""), "{err}");
     // Per-CPU memory, per-job GPUs and tasks per node go as given, not converted: Slurm

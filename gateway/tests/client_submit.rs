@@ -257,8 +257,10 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             ("SBATCH_CONTAINER", "/srv/oci/py"),
             ("SBATCH_CONTAINER_ID", "py-1"),
             ("SBATCH_EXCLUSIVE", "user"),
-            ("SBATCH_WAIT_ALL_NODES", "1"),
+            // sbatch reads it empty as 0
+            ("SBATCH_WAIT_ALL_NODES", ""),
             ("SBATCH_USE_MIN_NODES", ""),
+            ("SBATCH_DELAY_BOOT", "5"),
         ],
     )
     .await;
@@ -269,8 +271,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         json!({"reservation": "maint", "signal": "B:USR1@30", "requeue": false,
             "distribution": "cyclic:block", "gpu_bind": "closest", "gpu_freq": "high",
             "cpu_freq": "Performance", "profile": "task", "container": "/srv/oci/py",
-            "container_id": "py-1", "exclusive": "user", "wait_all_nodes": true,
-            "use_min_nodes": true})
+            "container_id": "py-1", "exclusive": "user", "wait_all_nodes": false,
+            "use_min_nodes": true, "delay_boot": "5"})
     );
     assert_eq!(body["array"], "0-3%2");
     // SBATCH_EXCLUSIVE empty is --exclusive, over the script's -s (sbatch reads the variables

@@ -2,10 +2,10 @@
 //! the shebang rule, `alloc()`, and rendering back to `#SBATCH` lines.
 
 use bursar_gateway::request::{
-    parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
-    split_sbatch_args, ArraySpec, Clock, ExclusiveMode, GpuPer, GpuRequest, GresFlags, Hint,
-    JobRequest, Licenses, MemoryRequest, NodeSize, OpenMode, PartitionDefaults, RequestError,
-    SlurmOptions, TimeLimit, WarnSignal,
+    parse_delay_boot, parse_sbatch, parse_sbatch_command, parse_sbatch_command_at,
+    parse_sbatch_command_with_env, split_sbatch_args, ArraySpec, Clock, ExclusiveMode, GpuPer,
+    GpuRequest, GresFlags, Hint, JobRequest, Licenses, MemoryRequest, NodeSize, OpenMode,
+    PartitionDefaults, RequestError, SlurmOptions, TimeLimit, WarnSignal,
 };
 use bursar_gateway::timefmt::parse_zone;
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
@@ -949,7 +949,7 @@ fn refuses_what_it_cannot_carry() {
         }
         other => panic!("{words:?}: {other:?}"),
     };
-    unsupported(&["--delay-boot=5"], "--delay-boot", "not supported");
+    unsupported(&["--overcommit"], "--overcommit", "not supported");
     unsupported(&["-B", "2:4"], "-B", "not supported");
     unsupported(&["--bogus"], "--bogus", "not supported");
     unsupported(&["--accou=physics"], "--accou", "did you mean --account");
@@ -1898,6 +1898,21 @@ fn when_the_script_starts_and_how_nodes_are_filled() {
         error.contains("--spread-job without a node count") && error.contains("-N"),
         "{error}"
     );
+    // in JSON alike: nodes or nodelist
+    for (json, ok) in [
+        (r#"{"ntasks": 4, "slurm": {"spread_job": true}}"#, false),
+        (
+            r#"{"nodes": 2, "ntasks": 4, "slurm": {"spread_job": true}}"#,
+            true,
+        ),
+        (
+            r#"{"slurm": {"spread_job": true, "nodelist": "n[1-2]"}, "nodes": 2}"#,
+            true,
+        ),
+    ] {
+        let r: JobRequest = serde_json::from_str(json).unwrap();
+        assert_eq!(r.validate().is_ok(), ok, "{json}");
+    }
     let all = parse_ok(&[
         "--wait-all-nodes=0",
         "--use-min-nodes",
@@ -1910,6 +1925,44 @@ fn when_the_script_starts_and_how_nodes_are_filled() {
         &["--wait-all-nodes", "--use-min-nodes", "--spread-job"],
         serde_json::json!({"wait_all_nodes": false, "use_min_nodes": true, "spread_job": true}),
     );
+}
+
+/// `--delay-boot` in Slurm's time forms (a bare number minutes; UNLIMITED refused) and
+/// `--mcs-label`: forwarded, not priced.
+#[test]
+fn reboot_delay_and_mcs_label() {
+    for (text, seconds) in [
+        ("10", 600),
+        ("1:30", 90),
+        ("2:00:00", 7200),
+        ("1-0", 86_400),
+        ("0", 0),
+    ] {
+        assert_eq!(parse_delay_boot(text), Ok(seconds), "{text}");
+    }
+    for bad in ["UNLIMITED", "soon", "", "-5"] {
+        assert!(
+            matches!(
+                parse(&[&format!("--delay-boot={bad}")]),
+                Err(RequestError::InvalidValue { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    let r = parse_ok(&["--delay-boot=10", "--mcs-label", "physics"]);
+    assert_eq!(r.slurm.delay_boot.as_deref(), Some("10"));
+    assert_eq!(r.slurm.mcs_label.as_deref(), Some("physics"));
+    assert_eq!(r.alloc(), parse_ok(&[]).alloc(), "not priced");
+    slurm_options_round_trip(
+        &r,
+        &["--delay-boot", "--mcs-label"],
+        serde_json::json!({"delay_boot": "10", "mcs_label": "physics"}),
+    );
+    let bad: JobRequest =
+        serde_json::from_str(r#"{"slurm": {"delay_boot": "UNLIMITED"}}"#).unwrap();
+    assert!(bad.validate().is_err());
+    let bad: JobRequest = serde_json::from_str(r#"{"slurm": {"mcs_label": "a\nb"}}"#).unwrap();
+    assert!(bad.validate().is_err());
 }
 
 /// `--exclusive=user|mcs|topo`: one setting with `--exclusive` and `-s`, as sbatch's `shared`
@@ -2219,7 +2272,7 @@ fn splits_argv_like_sbatch() {
     assert_eq!(split.script_args, args(&["a"]));
 
     assert!(matches!(
-        split_sbatch_args(&args(&["--delay-boot", "5", "job.sh"])),
+        split_sbatch_args(&args(&["--overcommit", "job.sh"])),
         Err(RequestError::UnsupportedOption { .. })
     ));
     let split = split_sbatch_args(&args(&["--hint", "nomultithread", "job.sh"])).unwrap();
@@ -2709,6 +2762,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
             proptest::option::of(any::<bool>()),
             any::<bool>(),
             any::<bool>(),
+            proptest::option::of("[1-9][0-9]{0,2}|[0-9]{1,2}:[0-5][0-9]|[1-3]-[0-9]{1,2}"),
+            proptest::option::of(text()),
         ),
     );
     let slurm = (slurm, times).prop_map(
@@ -2752,6 +2807,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
                     wait_all_nodes,
                     use_min_nodes,
                     spread_job,
+                    delay_boot,
+                    mcs_label,
                 ),
             ),
         )| SlurmOptions {
@@ -2792,6 +2849,8 @@ fn request() -> impl Strategy<Value = JobRequest> {
             use_min_nodes,
             // with the nodes to spread over
             spread_job: spread_job && on_n1,
+            delay_boot,
+            mcs_label,
         },
     );
     (shape, names, texts, slurm).prop_map(

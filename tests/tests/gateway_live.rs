@@ -1345,6 +1345,25 @@ fn node_filling_options_shape_the_job_as_sbatch_s_and_are_not_priced() {
     );
 }
 
+/// `--delay-boot` and `--mcs-label` reach the job as sbatch's (`DelayBoot`, `MCS_label`),
+/// held as without them.
+#[test]
+fn reboot_delay_and_mcs_label_reach_the_job_as_sbatch_s() {
+    let (gw, script) = Gateway::funded("");
+    let (held, ours) = same_as_sbatch(
+        &gw,
+        &["--delay-boot=90", "--mcs-label=physics"],
+        &script,
+        &["DelayBoot", "MCS_label", "TRES"],
+    );
+    assert_eq!(field(&ours, "DelayBoot"), "01:30:00", "{ours:?}");
+    assert_eq!(
+        micros(gw.job(held.id)["estimate"].as_str().unwrap()),
+        cost_micros(&ONPREM, 1, 1000, 0, 600),
+        "priced as without them"
+    );
+}
+
 /// `options` on onprem through bursar and through sbatch, each job printing `env` under a
 /// minute's limit: bursar's job settled at its sacct cost with `allocated` recorded, and
 /// (bursar's submission, sbatch's job id, bursar's job's environment, sbatch's).

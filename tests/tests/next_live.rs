@@ -569,7 +569,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 43] = [
+const SHAPE: [&str; 45] = [
     "UserId",
     "Account",
     "QOS",
@@ -610,6 +610,9 @@ const SHAPE: [&str; 43] = [
     // --tmp and --prefer.
     "MinTmpDiskNode",
     "Prefer",
+    // --delay-boot, --mcs-label.
+    "DelayBoot",
+    "MCS_label",
     // -w: `ReqNodeList=nx-n[1-2]`.
     "ReqNodeList",
     // -L: `Licenses=matlab:2` (the dev stack's next has `Licenses=matlab:4`).
@@ -662,7 +665,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let deadline = format!("--deadline={deadline_day}T10:00");
     // when the script starts and how nodes are filled: not priced
     let node_filling: Vec<&str> = NODE_FILLING.iter().copied().chain(["-t", "5"]).collect();
-    let cases: [&[&str]; 25] = [
+    let cases: [&[&str]; 26] = [
         &["-t", "5"],
         &[
             "-N",
@@ -781,6 +784,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         &["--exclusive=mcs", "-n", "2", "-t", "5"],
         &["--exclusive=topo", "-n", "2", "-t", "5"],
         &node_filling,
+        &["--delay-boot=90", "--mcs-label=physics", "-t", "5"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);

@@ -118,6 +118,11 @@ pub struct JobSubmission {
     /// `--spread-job`: `spread_job: true` at v0.0.38 (as `minimum_nodes`), the `SPREAD_JOB`
     /// job flag later.
     pub spread_job: bool,
+    /// `--delay-boot`, seconds: `delay_boot` as Slurm's time text (`D-HH:MM:SS`) at v0.0.38,
+    /// which reads it with sbatch's parser (a number there is minutes), seconds later.
+    pub delay_boot: Option<u32>,
+    /// `--mcs-label` (`mcs_label`, every version).
+    pub mcs_label: Option<String>,
     /// `-b/--begin`, Unix seconds. v0.0.38 reads `begin_time` with sbatch's text parser in
     /// slurmrestd's own time zone, which takes a number for a date (`1764201600` is refused):
     /// it is sent as `uts1764201600`, the parser's Unix-time form. From v0.0.40 a number.
@@ -734,6 +739,19 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
             put(key, json!(true));
         }
     }
+    if let Some(seconds) = job.delay_boot {
+        put(
+            "delay_boot",
+            if modern {
+                json!(seconds)
+            } else {
+                json!(slurm_duration(seconds))
+            },
+        );
+    }
+    if let Some(label) = &job.mcs_label {
+        put("mcs_label", json!(label));
+    }
     if let Some(wait) = job.wait_all_nodes {
         put(
             "wait_all_nodes",
@@ -1033,6 +1051,17 @@ pub fn unsupported_at(version: ApiVersion, job: &JobSubmission) -> Option<String
          on Slurm 23.11 or later"
             .to_string()
     })
+}
+
+/// Seconds as Slurm's `D-HH:MM:SS`, which its `time_str2secs` reads back exactly.
+fn slurm_duration(seconds: u32) -> String {
+    format!(
+        "{}-{:02}:{:02}:{:02}",
+        seconds / 86_400,
+        seconds / 3600 % 24,
+        seconds / 60 % 60,
+        seconds % 60
+    )
 }
 
 /// How a job shares its nodes: Slurm's `shared` setting (`JOB_SHARED_*`), which sbatch's

@@ -25,8 +25,8 @@ use serde_json::Value;
 
 use crate::config::{ClusterKind, Config};
 use crate::request::{
-    cpu_freq_request, layout, parse_profile, parse_switches, ExclusiveMode, GpuPer, GresFlags,
-    JobRequest, MemoryRequest, OpenMode,
+    cpu_freq_request, layout, parse_delay_boot, parse_profile, parse_switches, ExclusiveMode,
+    GpuPer, GresFlags, JobRequest, MemoryRequest, OpenMode,
 };
 
 /// Limit of one submit or cancel call when `submit.timeout` is not set.
@@ -420,6 +420,8 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         wait_all_nodes: r.slurm.wait_all_nodes,
         use_min_nodes: r.slurm.use_min_nodes,
         spread_job: r.slurm.spread_job,
+        delay_boot: read(&r.slurm.delay_boot, parse_delay_boot)?,
+        mcs_label: r.slurm.mcs_label.clone(),
         begin_time: r.slurm.begin,
         deadline: r.slurm.deadline,
         time_min: r

@@ -293,6 +293,7 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SBATCH_WCKEY", "--wckey"),
     ("SBATCH_INPUT", "--input"),
     ("SBATCH_WAIT_ALL_NODES", "--wait-all-nodes"),
+    ("SBATCH_DELAY_BOOT", "--delay-boot"),
     ("SBATCH_ARRAY_INX", "--array"),
 ];
 
@@ -336,7 +337,6 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_BURST_BUFFER",
     "SBATCH_CLUSTER_CONSTRAINT",
     "SBATCH_CORE_SPEC",
-    "SBATCH_DELAY_BOOT",
     "SBATCH_GPUS_PER_SOCKET",
     "SBATCH_MEM_BIND",
     "SBATCH_MEM_PER_GPU",
@@ -357,7 +357,8 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
 /// The options the shell's `SBATCH_*` variables stand for (see [`SBATCH_ENV`]): each
 /// variable's name and its `--option=value` word; an error names a variable bursar cannot
 /// honour. An empty variable of [`SBATCH_ENV`] counts as unset (sbatch would refuse the empty
-/// value); one of [`SBATCH_ENV_REFUSED`] counts as set.
+/// value), but for `SBATCH_WAIT_ALL_NODES`, which sbatch reads as 0; one of
+/// [`SBATCH_ENV_REFUSED`] counts as set.
 pub fn sbatch_env_options(
     vars: &BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<(String, String)>> {
@@ -390,8 +391,15 @@ pub fn sbatch_env_options(
         if *name == "SBATCH_CLUSTERS" && slurm_clusters {
             continue;
         }
-        if let Some(value) = vars.get(*name).filter(|v| !v.is_empty()) {
-            words.push((name.to_string(), format!("{option}={value}")));
+        match vars.get(*name).map(String::as_str) {
+            // sbatch's parse_int reads an empty value as 0: an explicit "do not wait".
+            Some("") if *name == "SBATCH_WAIT_ALL_NODES" => {
+                words.push((name.to_string(), format!("{option}=0")))
+            }
+            Some(value) if !value.is_empty() => {
+                words.push((name.to_string(), format!("{option}={value}")))
+            }
+            _ => {}
         }
     }
     for (name, option) in SBATCH_ENV_FLAGS {

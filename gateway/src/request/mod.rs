@@ -68,8 +68,9 @@ pub use sbatch::{
     split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
 pub use slurm::{
-    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_profile, parse_switches,
-    ExclusiveMode, GresFlags, OpenMode, Profile, SlurmOptions, Switches, WarnSignal,
+    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_delay_boot, parse_profile,
+    parse_switches, ExclusiveMode, GresFlags, OpenMode, Profile, SlurmOptions, Switches,
+    WarnSignal,
 };
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
@@ -994,9 +995,9 @@ impl JobRequest {
         }
         if self.slurm.spread_job && !self.nodes_exact && self.slurm.nodelist.is_none() {
             return invalid(
-                "--spread-job without a node count lets Slurm spread the job over as many nodes \
-                 as are free, which cannot be priced before it starts; give the nodes to spread \
-                 it over with -N (or -w)"
+                "--spread-job without a node count lets Slurm spread the job over up to a node \
+                 per task, as many as are free, which cannot be priced before it starts; give \
+                 the nodes to spread it over with -N (or -w)"
                     .into(),
             );
         }
@@ -1493,6 +1494,8 @@ impl JobRequest {
         put("container", slurm.container.clone());
         put("container-id", slurm.container_id.clone());
         put("exclusive", slurm.exclusive.map(|m| m.as_str().to_string()));
+        put("delay-boot", slurm.delay_boot.clone());
+        put("mcs-label", slurm.mcs_label.clone());
         put(
             "wait-all-nodes",
             slurm.wait_all_nodes.map(|w| u8::from(w).to_string()),

@@ -37,7 +37,8 @@
 //! | `-w/--nodelist=NODES` | [`SlurmOptions::nodelist`]: a Slurm host list ([`super::hostlist`]); the job runs on the nodes it names (one task per node without `-n`; a `-N` minimum below their count raised to it, a maximum below it refused: Slurm 22.05 refuses it and later versions pick some of the names), and is priced and pinned for them; a file of names is refused (sbatch reads it on the login node), and `-n` below the count keeps that many names, the first in Slurm's order, as sbatch 22.05 keeps them (with a note; later sbatch leaves Slurm to pick among them, so bursar's pick is one Slurm could make). Node names belong to one cluster |
 //! | `--tmp=SIZE`, `--prefer=FEATURES` | [`SlurmOptions::tmp_mb`] (SIZE as `--mem`'s) and [`SlurmOptions::prefer`]: where the job may run, not what it is given; forwarded, not priced |
 //! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive[=MODE]` and `--oversubscribe` (one setting in Slurm) the later in one place wins, and the command line's over the environment's (`SBATCH_EXCLUSIVE`) over the script's, as in sbatch |
-//! | `--wait-all-nodes=0\|1`, `--use-min-nodes`, `--spread-job` | [`SlurmOptions`]: when the script starts (once every node has booted, or the first), which of a node range Slurm prefers (bursar already prices and sends a range's minimum), and tasks spread evenly over the job's nodes; forwarded, not priced. `--spread-job` needs `-N` or `-w` (without, Slurm takes as many nodes as are free, which cannot be priced); an even spread is what bursar prices a job of several nodes for. Also from `SBATCH_WAIT_ALL_NODES`, `SBATCH_USE_MIN_NODES`, `SBATCH_SPREAD_JOB` |
+//! | `--wait-all-nodes=0\|1`, `--use-min-nodes`, `--spread-job` | [`SlurmOptions`]: when the script starts (once every node is ready, or the first unless Slurm powers nodes up or reboots them for the job), which of a node range Slurm prefers (bursar already prices and sends a range's minimum), and which nodes Slurm picks to spread the job (ignoring `--switches` on a tree topology); forwarded, not priced. `--spread-job` needs `-N` or `-w` (without, Slurm takes up to a node per task, as many as are free, which cannot be priced); an even spread is what bursar prices a job of several nodes for. Also from `SBATCH_WAIT_ALL_NODES`, `SBATCH_USE_MIN_NODES`, `SBATCH_SPREAD_JOB` |
+//! | `--delay-boot=TIME`, `--mcs-label=LABEL` | [`SlurmOptions`]: how long Slurm waits before rebooting nodes for the job's features (the `--time` forms, [`super::parse_delay_boot`]; `UNLIMITED` refused), the job's MCS label (which `--exclusive=mcs` shares nodes by; the cluster's `MCSPlugin` refuses labels the user may not give when the job is submitted); forwarded, not priced. `--delay-boot` also from `SBATCH_DELAY_BOOT` |
 //! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GRES; with GRES the job needs a node per plane of tasks (Slurm 24.05 and later). `--mem-bind` given again keeps the earlier flags, as in sbatch |
 //! | `--gpu-freq=FREQ` | [`SlurmOptions::gpu_freq`]: the GPUs' clocks while the job's steps run, checked as Slurm's `tres_freq_verify_cmdline`; sent as `gpu:FREQ` (`gpu_frequency` at v0.0.38) with the `SLURM_GPU_FREQ` sbatch sets (steps read it); not priced, and refused with shard or mps GRES, as slurmctld refuses it |
 //! | `--ntasks-per-gpu=N` | [`JobRequest::ntasks_per_gpu`]: N tasks share each GPU. As slurmctld counts them ([`ntasks_per_gpu_shape`]): with GPUs (`--gpus`, `--gpus-per-node`, `--gres=gpu`) the job runs `GPUs × N` tasks (a `-n` that says otherwise is replaced, as Slurm replaces it, with a note; in JSON it is refused); without, `-n` (or `-N` × N) tasks and a GPU of any type for every N of them, priced and left for Slurm to derive again. Refused with `--ntasks-per-node`, `--gpus-per-task` and a `-N` range, as sbatch refuses them or its man page calls them incompatible. Forwarded (`ntasks_per_gpu`, `ntasks_per_tres` from v0.0.40) with the job's `SLURM_NTASKS_PER_GPU`, which the steps' `srun` reads to bind each task to its GPU |
@@ -87,8 +88,8 @@ use super::gpu::{parse_gres_list, parse_typed_count, GresList};
 use super::hostlist;
 use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind, then_mem_bind};
 use super::slurm::{
-    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_nice, parse_profile, parse_switches,
-    ExclusiveMode, GresFlags,
+    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_delay_boot, parse_nice,
+    parse_profile, parse_switches, ExclusiveMode, GresFlags,
 };
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
@@ -180,6 +181,8 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
                                 minimum)
       --spread-job              spread the tasks evenly over the job's nodes
                                 (with -N or -w)
+      --delay-boot=TIME         wait TIME before rebooting nodes for features
+      --mcs-label=LABEL         the job's MCS label
       --gres-flags=enforce-binding|disable-binding  CPUs bound to the job's GPUs or not
       --acctg-freq=LIST         usage sampling intervals (30, task=30,energy=60)
   -m, --distribution=LAYOUT     how tasks are laid out (block, cyclic:cyclic, plane=4)
@@ -700,6 +703,8 @@ enum Opt {
     WaitAllNodes,
     UseMinNodes,
     SpreadJob,
+    DelayBoot,
+    McsLabel,
     GresFlags,
     AcctgFreq,
     Distribution,
@@ -810,6 +815,8 @@ const OPTIONS: &[Spec] = &[
     spec("wait-all-nodes", None, Opt::WaitAllNodes, Arg::Required),
     spec("use-min-nodes", None, Opt::UseMinNodes, Arg::Flag),
     spec("spread-job", None, Opt::SpreadJob, Arg::Flag),
+    spec("delay-boot", None, Opt::DelayBoot, Arg::Required),
+    spec("mcs-label", None, Opt::McsLabel, Arg::Required),
     spec("gres-flags", None, Opt::GresFlags, Arg::Required),
     spec("acctg-freq", None, Opt::AcctgFreq, Arg::Required),
     spec("distribution", Some('m'), Opt::Distribution, Arg::Required),
@@ -984,6 +991,8 @@ struct Directives {
     wait_all_nodes: Option<bool>,
     use_min_nodes: bool,
     spread_job: bool,
+    delay_boot: Option<String>,
+    mcs_label: Option<String>,
     gres_flags: Option<GresFlags>,
     acctg_freq: Option<String>,
     distribution: Option<String>,
@@ -1338,19 +1347,26 @@ impl Directives {
             Opt::Oversubscribe => self.sharing = Some(NodeSharing::Oversubscribe),
             // As sbatch: 0 or 1 (stricter: no sign, space or empty value).
             Opt::WaitAllNodes => {
-                self.wait_all_nodes =
-                    Some(match v {
-                        "0" => false,
-                        "1" => true,
-                        _ => return Err(RequestError::invalid_value(
+                self.wait_all_nodes = Some(match v {
+                    "0" => false,
+                    "1" => true,
+                    _ => {
+                        return Err(RequestError::invalid_value(
                             typed,
                             v,
-                            "use 1 (start once every node has booted) or 0 (once the first has)",
-                        )),
-                    })
+                            "use 1 (start once every node is ready) or 0 (once the first is)",
+                        ))
+                    }
+                })
             }
             Opt::UseMinNodes => self.use_min_nodes = true,
             Opt::SpreadJob => self.spread_job = true,
+            Opt::DelayBoot => {
+                parse_delay_boot(v)
+                    .map_err(|reason| RequestError::invalid_value(typed, v, reason))?;
+                self.delay_boot = Some(v.to_string());
+            }
+            Opt::McsLabel => self.mcs_label = Some(text(typed, v)?),
             Opt::GresFlags => {
                 self.gres_flags = Some(
                     GresFlags::parse(v)
@@ -1556,6 +1572,8 @@ impl Directives {
             wait_all_nodes: cli.wait_all_nodes.or(script.wait_all_nodes),
             use_min_nodes: cli.use_min_nodes || script.use_min_nodes,
             spread_job: cli.spread_job || script.spread_job,
+            delay_boot: cli.delay_boot.or(script.delay_boot),
+            mcs_label: cli.mcs_label.or(script.mcs_label),
             signal: cli.signal.or(script.signal),
             requeue: cli.requeue.or(script.requeue),
             open_mode: cli.open_mode.or(script.open_mode),
@@ -1863,6 +1881,8 @@ impl Directives {
                 wait_all_nodes: self.wait_all_nodes,
                 use_min_nodes: self.use_min_nodes,
                 spread_job: self.spread_job,
+                delay_boot: self.delay_boot,
+                mcs_label: self.mcs_label,
             },
             ..JobRequest::default()
         };

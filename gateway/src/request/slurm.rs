@@ -4,7 +4,8 @@
 //! `--time-min`, `--tmp`, `--prefer`, `-w/--nodelist`, whose node count is priced,
 //! `-s/--oversubscribe`, `--exclusive=user|mcs|topo`, `--gres-flags`, `--acctg-freq`, `-m/--distribution`, `--mem-bind`,
 //! `--gpu-bind`: [`super::layout`], `--gpu-freq`, `--cpu-freq`, `--profile`, `--switches`,
-//! `--container`, `--container-id`, `--wait-all-nodes`, `--use-min-nodes`, `--spread-job`). They are
+//! `--container`, `--container-id`, `--wait-all-nodes`, `--use-min-nodes`, `--spread-job`,
+//! `--delay-boot`, `--mcs-label`). They are
 //! forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
@@ -105,8 +106,9 @@ pub struct SlurmOptions {
     /// `oversubscribe`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclusive: Option<ExclusiveMode>,
-    /// `--wait-all-nodes=0|1`: the batch script starts once every node of the job has booted
-    /// (`true`) or as soon as its first has (`false`); unset, the cluster's default
+    /// `--wait-all-nodes=0|1`: the batch script starts once every node of the job is ready
+    /// (`true`) or as soon as its first is (`false`, unless Slurm powers up or reboots the
+    /// job's nodes: it then waits for all); unset, the cluster's default
     /// (`SchedulerParameters=sbatch_wait_nodes`). Timing only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_all_nodes: Option<bool>,
@@ -114,11 +116,22 @@ pub struct SlurmOptions {
     /// sends a range's minimum, so the job's node count is already that.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub use_min_nodes: bool,
-    /// `--spread-job`: the job's tasks spread evenly over its nodes. Without a node count
-    /// Slurm would take as many nodes as are free, which cannot be priced before the job
-    /// starts, so a request with it gives `nodes` (`-N`) or `nodelist` (`-w`).
+    /// `--spread-job`: Slurm picks the job's nodes to spread it (and ignores `--switches` on a
+    /// tree topology). Without a node count Slurm would take up to a node per task, as many as
+    /// are free, which cannot be priced before the job starts, so a request with it gives
+    /// `nodes` (`-N`) or `nodelist` (`-w`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub spread_job: bool,
+    /// `--delay-boot=TIME`: how long after the job may start Slurm waits before rebooting
+    /// nodes to give them the features it asks for (`-C`); the `--time` forms, a bare number
+    /// minutes ([`parse_delay_boot`]). Unset: the cluster's `delay_boot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_boot: Option<String>,
+    /// `--mcs-label=LABEL`: the job's MCS label, which `--exclusive=mcs` and the cluster's
+    /// `MCSParameters` share nodes by; the cluster's `MCSPlugin` decides which labels a user
+    /// may give (it refuses others when the job is submitted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcs_label: Option<String>,
     /// `--gres-flags`: whether the job's CPUs must be those bound to its GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gres_flags: Option<GresFlags>,
@@ -465,6 +478,19 @@ pub fn parse_switches(text: &str) -> Result<Switches, String> {
     })
 }
 
+/// `--delay-boot` as sbatch reads it (`time_str2secs`: the `--time` forms, a bare number
+/// minutes), in seconds; stricter: `UNLIMITED` (never reboot) is refused, since not every
+/// OpenAPI version can carry it.
+pub fn parse_delay_boot(text: &str) -> Result<u32, String> {
+    match slurm_seconds(text)? {
+        None => Err("give a time: UNLIMITED cannot be sent to every Slurm version".into()),
+        Some(seconds) => u32::try_from(seconds)
+            .ok()
+            .filter(|s| *s < u32::MAX - 1)
+            .ok_or_else(|| "longer than Slurm can count".to_string()),
+    }
+}
+
 /// A Unix time in JSON: whole seconds, or RFC 3339 text (`2026-12-01T18:00:00+01:00`).
 fn unix_time<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<i64>, D::Error> {
     #[derive(Deserialize)]
@@ -534,6 +560,8 @@ impl SlurmOptions {
         note(self.wait_all_nodes.is_some(), "--wait-all-nodes");
         note(self.use_min_nodes, "--use-min-nodes");
         note(self.spread_job, "--spread-job");
+        note(self.delay_boot.is_some(), "--delay-boot");
+        note(self.mcs_label.is_some(), "--mcs-label");
         given.extend(self.exclusive.map(ExclusiveMode::option));
         given
     }
@@ -550,6 +578,7 @@ impl SlurmOptions {
             ("--nodelist", &self.nodelist),
             ("--container", &self.container),
             ("--container-id", &self.container_id),
+            ("--mcs-label", &self.mcs_label),
         ] {
             if let Some(value) = value {
                 super::check_text(option, value)?;
@@ -560,7 +589,10 @@ impl SlurmOptions {
         }
         // Each text option as its parser reads it.
         type Check = fn(&str) -> Result<(), String>;
-        let checks: [(&str, &Option<String>, Check); 8] = [
+        let checks: [(&str, &Option<String>, Check); 9] = [
+            ("--delay-boot", &self.delay_boot, |t| {
+                parse_delay_boot(t).map(drop)
+            }),
             ("--acctg-freq", &self.acctg_freq, check_acctg_freq),
             ("--distribution", &self.distribution, |t| {
                 parse_distribution(t).map(drop)
