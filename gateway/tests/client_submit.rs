@@ -340,6 +340,27 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
     assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 5);
+    // SBATCH_IGNORE_PBS as sbatch reads an on/off variable: an off value leaves the script's
+    // #PBS line to be refused, an on one has it left out
+    home.write("pbs.sh", "#!/bin/sh\n#PBS -l walltime=01:00:00\nhostname\n");
+    for (value, accepted) in [("no", false), ("0", false), ("yes", true), ("", true)] {
+        let run = run_program(
+            &bursar_exe(),
+            &["submit", "-t", "5", "pbs.sh"],
+            &home,
+            &[("BURSAR_URL", url.as_str()), ("SBATCH_IGNORE_PBS", value)],
+        )
+        .await;
+        assert_eq!(run.code == 0, accepted, "{value:?}: {run:?}");
+        if !accepted {
+            assert!(
+                run.stderr.contains("job script line 2: a #PBS line"),
+                "{}",
+                run.stderr
+            );
+        }
+    }
+    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 7);
     // SBATCH_HINT over SLURM_HINT, as sbatch reads them; a variable's hint gives way to
     // --threads-per-core on the command line, as sbatch's validate_hint_option resets it.
     let hints = [

@@ -1927,6 +1927,72 @@ fn when_the_script_starts_and_how_nodes_are_filled() {
     );
 }
 
+/// A `#PBS` or `#BSUB` line, which sbatch turns into options, is refused naming its line
+/// unless `--ignore-pbs` (command line, script, variable) leaves them out, as in sbatch; sbatch
+/// reads such lines before the script's 101st line not starting with `#`.
+#[test]
+fn pbs_and_bsub_lines_are_refused_unless_ignored() {
+    let pbs = "#!/bin/sh\n#SBATCH -t 10\n#PBS -l walltime=01:00:00\nsrun ./app\n";
+    let bsub = "#!/bin/sh\nhostname\n#BSUB -W 60\n";
+    for (script, line, word) in [(pbs, 3, "#PBS"), (bsub, 3, "#BSUB")] {
+        match parse_sbatch(&[], Some(script)) {
+            Err(RequestError::ScriptLine { line: at, error }) => {
+                assert_eq!(at, line, "{script:?}");
+                let text = error.to_string();
+                assert!(
+                    text.contains(&format!("a {word} line")) && text.contains("--ignore-pbs"),
+                    "{text}"
+                );
+            }
+            other => panic!("{script:?}: {other:?}"),
+        }
+        let r = parse_sbatch(&args(&["--ignore-pbs"]), Some(script)).unwrap();
+        assert_eq!(r.script.as_deref(), Some(script), "sent as written");
+        let env = [("SBATCH_IGNORE_PBS".to_string(), "--ignore-pbs".to_string())];
+        assert!(parse_sbatch_command_with_env(&args(&[]), &env, Some(script)).is_ok());
+    }
+    assert_eq!(
+        parse_sbatch(&[], Some(&pbs.replace("-t 10", "--ignore-pbs")))
+            .unwrap()
+            .time_limit_min,
+        None,
+        "#SBATCH --ignore-pbs: the walltime is not read"
+    );
+    let refused_at = |script: &str| match parse_sbatch(&[], Some(script)) {
+        Err(RequestError::ScriptLine { line, error }) => Some((line, error.to_string())),
+        Ok(_) => None,
+        Err(other) => panic!("{script:?}: {other:?}"),
+    };
+    // not at the start of the line, turned off with ##, or after 100 lines not starting with
+    // `#` (blank ones count): sbatch reads none of them
+    assert_eq!(
+        refused_at("#!/bin/sh\n #PBS -q long\n##PBS -q long\necho '#PBS'\n"),
+        None
+    );
+    for filler in ["true\n", "\n"] {
+        let late = format!("#!/bin/sh\n{}#PBS -q long\n", filler.repeat(101));
+        assert_eq!(refused_at(&late), None, "{filler:?}");
+        let within = format!("#!/bin/sh\n{}#PBS -q long\n", filler.repeat(100));
+        assert_eq!(refused_at(&within).map(|(line, _)| line), Some(102));
+    }
+    assert_eq!(
+        refused_at("#!/bin/sh\n#PBSx\n").map(|(line, _)| line),
+        Some(2),
+        "a prefix, as sbatch matches it"
+    );
+    // sbatch reads the #BSUB lines when there are any: that is the line named
+    let (line, why) = refused_at("#!/bin/sh\n#PBS -q long\nhostname\n#BSUB -W 60\n").unwrap();
+    assert_eq!(line, 4);
+    assert!(
+        why.contains("a #BSUB line") && why.contains("before its first command"),
+        "{why}"
+    );
+    // --wrap: sbatch reads no lines of it
+    assert!(parse_sbatch(&args(&["--wrap", "true\n#PBS -q long"]), None).is_ok());
+    // #SBATCH --ignore-pbs after the first command is not read, by sbatch either
+    assert!(refused_at("#!/bin/sh\n#PBS -V\ntrue\n#SBATCH --ignore-pbs\n").is_some());
+}
+
 /// `--delay-boot` in Slurm's time forms (a bare number minutes; UNLIMITED refused) and
 /// `--mcs-label`: forwarded, not priced.
 #[test]

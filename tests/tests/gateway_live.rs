@@ -1364,6 +1364,50 @@ fn reboot_delay_and_mcs_label_reach_the_job_as_sbatch_s() {
     );
 }
 
+/// A script with `#PBS` lines, which 22.05's sbatch turns into options (its `#PBS -l walltime`
+/// over the script's own `#SBATCH -t`), is refused naming the line; with `--ignore-pbs` it is
+/// held as sbatch's job with that option (the `#SBATCH` time limit, the file's name).
+#[test]
+fn pbs_lines_are_refused_unless_ignored_as_sbatch_ignores_them() {
+    let (gw, _) = Gateway::funded("");
+    let path = format!("/tmp/bursar-live-pbs-{}.sh", std::process::id());
+    std::fs::write(
+        &path,
+        "#!/bin/sh\n#SBATCH -A physics\n#SBATCH -t 10\n#PBS -N pbsname\n\
+         #PBS -l walltime=00:20:00\n#SBATCH -o /dev/null\nhostname\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let stderr = gw.refused(&["-M", "onprem", "-H", &path]);
+    assert!(
+        stderr.contains("job script line 4: a #PBS line"),
+        "{stderr}"
+    );
+    let held = gw.submit(&["-M", "onprem", "-H", "--ignore-pbs", &path]);
+    let ours = scontrol_job(&gw, "onprem", &held.cluster_job_id);
+    let shape = |out: std::process::Output| {
+        assert!(out.status.success(), "{out:?}");
+        let job = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let fields = scontrol_job(&gw, "onprem", &job);
+        gw.dev.slurm("scancel", "onprem", &[&job]);
+        fields
+    };
+    let ignored = shape(
+        gw.dev
+            .sbatch_as("alice", "onprem", &["-H", "--ignore-pbs", &path]),
+    );
+    let translated = shape(gw.dev.sbatch_as("alice", "onprem", &["-H", &path]));
+    let _ = std::fs::remove_file(&path);
+    for key in ["JobName", "TimeLimit", "TRES"] {
+        assert_eq!(ours.get(key), ignored.get(key), "{key}");
+    }
+    assert_eq!(field(&ours, "TimeLimit"), "00:10:00");
+    // what sbatch makes of the script without it
+    assert_eq!(field(&translated, "TimeLimit"), "00:20:00");
+    assert_eq!(field(&translated, "JobName"), "pbsname");
+    gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+}
+
 /// `options` on onprem through bursar and through sbatch, each job printing `env` under a
 /// minute's limit: bursar's job settled at its sacct cost with `allocated` recorded, and
 /// (bursar's submission, sbatch's job id, bursar's job's environment, sbatch's).

@@ -309,6 +309,7 @@ const SBATCH_ENV: &[(&str, &str)] = &[
 const SBATCH_ENV_FLAGS: &[(&str, &str)] = &[
     ("SBATCH_EXCLUSIVE", "--exclusive"),
     ("SBATCH_GET_USER_ENV", "--get-user-env"),
+    ("SBATCH_IGNORE_PBS", "--ignore-pbs"),
     ("SBATCH_NO_KILL", "--no-kill"),
     ("SBATCH_NO_REQUEUE", "--no-requeue"),
     ("SBATCH_REQUEUE", "--requeue"),

@@ -44,6 +44,7 @@
 //! | `--ntasks-per-gpu=N` | [`JobRequest::ntasks_per_gpu`]: N tasks share each GPU. As slurmctld counts them ([`ntasks_per_gpu_shape`]): with GPUs (`--gpus`, `--gpus-per-node`, `--gres=gpu`) the job runs `GPUs × N` tasks (a `-n` that says otherwise is replaced, as Slurm replaces it, with a note; in JSON it is refused); without, `-n` (or `-N` × N) tasks and a GPU of any type for every N of them, priced and left for Slurm to derive again. Refused with `--ntasks-per-node`, `--gpus-per-task` and a `-N` range, as sbatch refuses them or its man page calls them incompatible. Forwarded (`ntasks_per_gpu`, `ntasks_per_tres` from v0.0.40) with the job's `SLURM_NTASKS_PER_GPU`, which the steps' `srun` reads to bind each task to its GPU |
 //! | `--cpu-freq=FREQ` | [`SlurmOptions::cpu_freq`]: the CPUs' frequency or governor for the job's steps, in the forms every release reads alike ([`cpu_freq_request`]: kHz, `low`…`highm1`, a governor, `MIN-MAX:GOVERNOR`); sent in Slurm's spelling as `cpu_frequency`, with the job's `SLURM_CPU_FREQ_REQ`; not priced |
 //! | `--profile=LIST`, `--switches=COUNT[@TIME]`, `--container=PATH`, `--container-id=ID` | [`SlurmOptions`]: what the job's steps record ([`super::parse_profile`]: `none`, `all`, `energy`, `task`, `lustre`, `network`), the most leaf switches and the longest wait for them ([`super::parse_switches`]; sent from OpenAPI v0.0.40, which a v0.0.38 cluster cannot carry), the OCI container (`--container-id` not at v0.0.38); forwarded with the variables sbatch sets (`SLURM_PROFILE`, `SLURM_CONTAINER`, `SLURM_CONTAINER_ID`), not priced |
+//! | `--ignore-pbs` | the script's `#PBS` and `#BSUB` lines left out, as sbatch leaves them out with it. Without it a script with such a line (among those sbatch reads: before its 101st line not starting with `#`) is refused, naming the line: sbatch turns them into options (time limit, nodes, queue, …), which bursar does not. Also from `#SBATCH --ignore-pbs` and `SBATCH_IGNORE_PBS` |
 //! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
@@ -175,11 +176,12 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --container=PATH          run in this OCI container bundle
       --container-id=ID         the container's id
       --get-user-env            load the login environment under the job's
+      --ignore-pbs              leave the script's #PBS and #BSUB lines out
   -s, --oversubscribe           let the job share CPUs where the partition allows
-      --wait-all-nodes=0|1      start the script once all nodes have booted (1)
+      --wait-all-nodes=0|1      start the script once all nodes are ready (1)
       --use-min-nodes           prefer a range's fewest nodes (bursar runs its
                                 minimum)
-      --spread-job              spread the tasks evenly over the job's nodes
+      --spread-job              spread the job over the nodes Slurm picks
                                 (with -N or -w)
       --delay-boot=TIME         wait TIME before rebooting nodes for features
       --mcs-label=LABEL         the job's MCS label
@@ -458,10 +460,49 @@ pub fn parse_sbatch_command_at(
         .check_exclusive()
         .map_err(|e| RequestError::Invalid(format!("in the environment: {e}")))?;
     let merged = Directives::merge(cli, Directives::merge(from_env, from_script));
+    if let (false, Some(text)) = (merged.ignore_pbs, script) {
+        if let Some((line, word)) = wrapper_directive(text) {
+            let what = if word == "#PBS" {
+                "walltime, nodes, queue, …"
+            } else {
+                "run time, tasks, queue, …"
+            };
+            return Err(RequestError::Script(format!(
+                "a {word} line: sbatch turns {word} lines into options ({what}) and bursar does \
+                 not; write them as #SBATCH lines at the top of the script, before its first \
+                 command, or give --ignore-pbs to have them left out, as sbatch leaves them out \
+                 with it (lines such as -V, -j oe or -S change nothing under sbatch; ##PBS turns \
+                 one line off)"
+            ))
+            .at_line(line));
+        }
+    }
     let mut command = merged.resolve(clock)?;
     command.request.script = script.map(str::to_string);
     command.request.validate()?;
     Ok(command)
+}
+
+/// The first line sbatch would turn into options (its `xlate_batch_script`, the same on every
+/// release): of the lines before the script's 101st line not starting with `#` (blank ones
+/// count), the first that starts with `#BSUB`, else the first that starts with `#PBS` (sbatch
+/// reads the `#PBS` lines only when there is no `#BSUB` one), with its number and the word.
+fn wrapper_directive(text: &str) -> Option<(usize, &'static str)> {
+    let mut non_comments = 0;
+    let window: Vec<(usize, &str)> = text
+        .split('\n')
+        .enumerate()
+        .take_while(|(_, line)| {
+            non_comments += usize::from(!line.starts_with('#'));
+            non_comments <= 100
+        })
+        .collect();
+    ["#BSUB", "#PBS"].into_iter().find_map(|word| {
+        window
+            .iter()
+            .find(|(_, line)| line.starts_with(word))
+            .map(|(index, _)| (index + 1, word))
+    })
 }
 
 /// sbatch's memory rules for its input variables, moved into `script` (the command line's own
@@ -717,6 +758,7 @@ enum Opt {
     Container,
     ContainerId,
     GetUserEnv,
+    IgnorePbs,
     Hold,
     Array,
     Licenses,
@@ -829,6 +871,7 @@ const OPTIONS: &[Spec] = &[
     spec("container", None, Opt::Container, Arg::Required),
     spec("container-id", None, Opt::ContainerId, Arg::Required),
     spec("get-user-env", None, Opt::GetUserEnv, Arg::Optional),
+    spec("ignore-pbs", None, Opt::IgnorePbs, Arg::Flag),
     spec("hold", Some('H'), Opt::Hold, Arg::Flag),
     spec("array", Some('a'), Opt::Array, Arg::Required),
     spec("licenses", Some('L'), Opt::Licenses, Arg::Required),
@@ -1005,6 +1048,8 @@ struct Directives {
     container: Option<String>,
     container_id: Option<String>,
     get_user_env: bool,
+    /// `--ignore-pbs`: the script's `#PBS`/`#BSUB` lines left out, as sbatch leaves them.
+    ignore_pbs: bool,
     hold: bool,
     array: Option<ArraySpec>,
     licenses: Option<Licenses>,
@@ -1417,6 +1462,7 @@ impl Directives {
             }
             Opt::Container => self.container = Some(text(typed, v)?),
             Opt::ContainerId => self.container_id = Some(text(typed, v)?),
+            Opt::IgnorePbs => self.ignore_pbs = true,
             Opt::GetUserEnv => {
                 // sbatch's strtol: seconds, then S or L (the login shell's mode); slurmd
                 // ignores both and loads the environment its own way.
@@ -1569,6 +1615,7 @@ impl Directives {
             container: cli.container.or(script.container),
             container_id: cli.container_id.or(script.container_id),
             get_user_env: cli.get_user_env || script.get_user_env,
+            ignore_pbs: cli.ignore_pbs || script.ignore_pbs,
             wait_all_nodes: cli.wait_all_nodes.or(script.wait_all_nodes),
             use_min_nodes: cli.use_min_nodes || script.use_min_nodes,
             spread_job: cli.spread_job || script.spread_job,
