@@ -361,6 +361,18 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         }
     }
     assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 7);
+    // an off value resets the option, the script's setting too
+    home.write("requeue.sh", "#!/bin/sh\n#SBATCH --no-requeue\nhostname\n");
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "-t", "5", "requeue.sh"],
+        &home,
+        &[("BURSAR_URL", url.as_str()), ("SBATCH_NO_REQUEUE", "no")],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let sent = bodies(&server, "POST", "/v1/jobs").await;
+    assert_eq!(sent.last().unwrap().get("slurm"), None, "{:?}", sent.last());
     // SBATCH_HINT over SLURM_HINT, as sbatch reads them; a variable's hint gives way to
     // --threads-per-core on the command line, as sbatch's validate_hint_option resets it.
     let hints = [

@@ -1993,6 +1993,46 @@ fn pbs_and_bsub_lines_are_refused_unless_ignored() {
     assert!(refused_at("#!/bin/sh\n#PBS -V\ntrue\n#SBATCH --ignore-pbs\n").is_some());
 }
 
+/// An on/off variable's off value resets its option, the script's setting too, as sbatch reads
+/// the variables after the script (`!--option` from the client).
+#[test]
+fn an_off_variable_resets_its_option_over_the_script() {
+    let script = "#!/bin/sh\n#SBATCH --no-requeue\n#SBATCH --spread-job -N 2\nsrun ./app\n";
+    let with_env = |env: &[(&str, &str)]| {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        parse_sbatch_command_with_env(&args(&[]), &env, Some(script))
+    };
+    let r = with_env(&[]).unwrap().request;
+    assert!(r.slurm.requeue == Some(false) && r.slurm.spread_job);
+    let r = with_env(&[
+        ("SBATCH_REQUEUE", "!--requeue"),
+        ("SBATCH_SPREAD_JOB", "!--spread-job"),
+    ])
+    .unwrap()
+    .request;
+    assert_eq!(r.slurm.requeue, None, "one setting, reset");
+    assert!(!r.slurm.spread_job);
+    // a later variable's reset clears an earlier one's setting, in sbatch's order
+    let r = with_env(&[
+        ("SBATCH_NO_REQUEUE", "--no-requeue"),
+        ("SBATCH_REQUEUE", "!--requeue"),
+    ])
+    .unwrap()
+    .request;
+    assert_eq!(r.slurm.requeue, None);
+    // the command line still wins
+    let env = [("SBATCH_WAIT".to_string(), "!--wait".to_string())];
+    let command = parse_sbatch_command_with_env(&args(&["-W"]), &env, Some(script)).unwrap();
+    assert!(command.wait);
+    assert!(matches!(
+        with_env(&[("SBATCH_ACCOUNT", "!--account")]),
+        Err(RequestError::Invalid(ref why)) if why.starts_with("SBATCH_ACCOUNT in the environment")
+    ));
+}
+
 /// `--delay-boot` in Slurm's time forms (a bare number minutes; UNLIMITED refused) and
 /// `--mcs-label`: forwarded, not priced.
 #[test]

@@ -299,8 +299,8 @@ const SBATCH_ENV: &[(&str, &str)] = &[
 
 /// sbatch's input variables for on/off options, in sbatch's order (a later one wins). As
 /// sbatch's `slurm_process_option` reads them, one stands for its option when it is empty,
-/// `yes` or a number other than 0, and for nothing otherwise (sbatch then resets the option,
-/// which bursar does not: the script's own setting stays); `SBATCH_NO_KILL`'s and
+/// `yes` or a number other than 0, and otherwise resets it (`!--option`: the script's setting
+/// is cleared too, as sbatch reads the variables after the script); `SBATCH_NO_KILL`'s and
 /// `SBATCH_EXCLUSIVE`'s value, when they have one, is their option's (`set`, `off`; `user`,
 /// `mcs`, `topo`), and empty they stand for the option alone (`--exclusive`: whole nodes). `SBATCH_GET_USER_ENV` turns `--get-user-env` on
 /// when empty, `yes` or a number other than 0, as every sbatch reads it; any other value is
@@ -415,7 +415,9 @@ pub fn sbatch_env_options(
                 "SBATCH_GET_USER_ENV={value:?}: sbatch before 25.05 reads it as --get-user-env's \
                  timeout (on), 25.05 and later as off; set it to 1, or unset it"
             ),
-            Some(_) | None => {}
+            // an off value resets the option, the script's setting too, as in sbatch
+            Some(_) => words.push((name.to_string(), format!("!{option}"))),
+            None => {}
         }
     }
     Ok(words)
@@ -786,8 +788,9 @@ mod tests {
         assert_eq!(words(&[("SBATCH_REQUEUE", "")]), ["--requeue"]);
         assert_eq!(words(&[("SBATCH_REQUEUE", "yes")]), ["--requeue"]);
         assert_eq!(words(&[("SBATCH_REQUEUE", "2")]), ["--requeue"]);
-        assert!(words(&[("SBATCH_REQUEUE", "0")]).is_empty());
-        assert!(words(&[("SBATCH_NO_REQUEUE", "no")]).is_empty());
+        // an off value resets the option (the script's setting too)
+        assert_eq!(words(&[("SBATCH_REQUEUE", "0")]), ["!--requeue"]);
+        assert_eq!(words(&[("SBATCH_NO_REQUEUE", "no")]), ["!--no-requeue"]);
         // Both: sbatch reads SBATCH_REQUEUE last, so it wins.
         assert_eq!(
             words(&[("SBATCH_REQUEUE", "1"), ("SBATCH_NO_REQUEUE", "1")]),

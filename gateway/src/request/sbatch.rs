@@ -377,7 +377,8 @@ pub fn parse_sbatch_command(
 
 /// [`parse_sbatch_command`] with sbatch's input environment variables: `(variable,
 /// "--option=value")` pairs, which override the script's `#SBATCH` lines and yield to the
-/// command line, as in sbatch. An error in one names its variable.
+/// command line, as in sbatch, or `(variable, "!--option")` for an on/off option a variable's
+/// off value resets (the script's setting too). An error in one names its variable.
 pub fn parse_sbatch_command_with_env(
     args: &[String],
     env: &[(String, String)],
@@ -396,6 +397,12 @@ pub fn parse_sbatch_command_at(
 ) -> Result<SbatchCommand, RequestError> {
     let mut from_env = Directives::default();
     for (name, word) in env {
+        if let Some(option) = word.strip_prefix('!') {
+            from_env
+                .reset(option)
+                .map_err(|e| RequestError::Invalid(format!("{name} in the environment: {e}")))?;
+            continue;
+        }
         parse_words([word.as_str()], &mut from_env, Place::Script)
             .map_err(|e| RequestError::Invalid(format!("{name} in the environment: {e}")))?;
     }
@@ -1059,6 +1066,9 @@ struct Directives {
     test_only: bool,
     help: bool,
     notes: Vec<String>,
+    /// On/off options an input variable reset (its value neither empty, `yes` nor a number
+    /// other than 0): sbatch then clears the option, the script's setting too.
+    resets: Vec<Opt>,
 }
 
 /// getopt over `words`: options only; the first non-option word is an error here (the
@@ -1544,9 +1554,46 @@ impl Directives {
         })
     }
 
+    /// `--option` reset by an input variable's off value, as sbatch resets it: cleared here,
+    /// and in the script when merged. Only the on/off options bursar reads from variables.
+    fn reset(&mut self, option: &str) -> Result<(), RequestError> {
+        let opt = match option {
+            "--requeue" => Opt::Requeue,
+            "--no-requeue" => Opt::NoRequeue,
+            "--wait" => Opt::Wait,
+            "--spread-job" => Opt::SpreadJob,
+            "--use-min-nodes" => Opt::UseMinNodes,
+            // sbatch reads SBATCH_IGNORE_PBS before the script, whose own setting stands
+            "--ignore-pbs" => return Ok(()),
+            _ => {
+                return Err(RequestError::Invalid(format!(
+                    "{option} cannot be reset by a variable"
+                )))
+            }
+        };
+        self.clear(opt);
+        self.resets.push(opt);
+        Ok(())
+    }
+
+    /// The on/off option `opt` unset.
+    fn clear(&mut self, opt: Opt) {
+        match opt {
+            // both write one setting
+            Opt::Requeue | Opt::NoRequeue => self.requeue = None,
+            Opt::Wait => self.wait = false,
+            Opt::SpreadJob => self.spread_job = false,
+            Opt::UseMinNodes => self.use_min_nodes = false,
+            _ => {}
+        }
+    }
+
     /// The command line over the script, option by option (see the module docs for the
     /// memory and GPU groups).
     fn merge(cli: Directives, mut script: Directives) -> Directives {
+        for opt in &cli.resets {
+            script.clear(*opt);
+        }
         if !cli.memory_sources().is_empty() {
             script.mem = None;
             script.mem_per_cpu = None;
@@ -1648,6 +1695,8 @@ impl Directives {
             test_only: cli.test_only || script.test_only,
             help: cli.help || script.help,
             notes,
+            // applied to the script above; a merged request has none left to apply
+            resets: Vec::new(),
         }
     }
 
