@@ -1808,6 +1808,19 @@ fn core_threads_are_priced_as_slurmctld_allocates_whole_cores() {
 
 /// `r`'s Slurm options: named by `given`, written back as `#SBATCH` lines that read the same,
 /// and in JSON `json`, which reads back as `r`.
+/// Each of `values` given to `option` is refused as an invalid value.
+fn refuses_values(option: &str, values: &[&str]) {
+    for value in values {
+        assert!(
+            matches!(
+                parse(&[&format!("{option}={value}")]),
+                Err(RequestError::InvalidValue { .. })
+            ),
+            "{option}={value:?}"
+        );
+    }
+}
+
 fn slurm_options_round_trip(r: &JobRequest, given: &[&str], json: serde_json::Value) {
     assert_eq!(r.slurm.given(), given);
     let lines = r.to_sbatch_lines();
@@ -1876,15 +1889,7 @@ fn when_the_script_starts_and_how_nodes_are_filled() {
         parse_ok(&["--wait-all-nodes", "0"]).slurm.wait_all_nodes,
         Some(false)
     );
-    for bad in ["2", "+1", "", "yes"] {
-        assert!(
-            matches!(
-                parse(&[&format!("--wait-all-nodes={bad}")]),
-                Err(RequestError::InvalidValue { .. })
-            ),
-            "{bad:?}"
-        );
-    }
+    refuses_values("--wait-all-nodes", &["2", "+1", "", "yes"]);
     let spread = parse_ok(&["--spread-job", "-N", "2", "-n", "4"]);
     assert!(spread.slurm.spread_job);
     assert_eq!(
@@ -2046,15 +2051,7 @@ fn reboot_delay_and_mcs_label() {
     ] {
         assert_eq!(parse_delay_boot(text), Ok(seconds), "{text}");
     }
-    for bad in ["UNLIMITED", "soon", "", "-5"] {
-        assert!(
-            matches!(
-                parse(&[&format!("--delay-boot={bad}")]),
-                Err(RequestError::InvalidValue { .. })
-            ),
-            "{bad:?}"
-        );
-    }
+    refuses_values("--delay-boot", &["UNLIMITED", "soon", "", "-5"]);
     let r = parse_ok(&["--delay-boot=10", "--mcs-label", "physics"]);
     assert_eq!(r.slurm.delay_boot.as_deref(), Some("10"));
     assert_eq!(r.slurm.mcs_label.as_deref(), Some("physics"));

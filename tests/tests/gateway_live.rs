@@ -417,6 +417,11 @@ impl Gateway {
         }
     }
 
+    /// Bursar job `id`'s estimate (what its hold was priced at), in micros.
+    fn estimate(&self, id: i64) -> i64 {
+        micros(self.job(id)["estimate"].as_str().unwrap())
+    }
+
     /// Bursar job `id`, checked to be still `held` for `estimate` past its hold's lifetime,
     /// kept by the expiry loop because its cluster says the job still waits.
     fn kept(&self, id: i64, estimate: i64) -> Value {
@@ -923,19 +928,13 @@ fn licenses_and_cpus_per_node_reach_slurm_as_sbatch_s_and_are_held_and_charged_a
     );
     let sub = gw.submit(&["-L", "matlab:2", "--mincpus=3", script]);
     assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
-    assert_eq!(
-        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
-        estimate
-    );
+    assert_eq!(gw.estimate(sub.id), estimate);
     settled_recording(&gw, &sub, &["license/matlab=2", "cpu=3", "mem=3000M"]);
 
     // Fewer tasks than --ntasks-per-node × nodes: 22.05 lays out (and charges) the latter.
     let sub = gw.submit(&["-N", "2", "-n", "2", "--ntasks-per-node=2", script]);
     let estimate = cost_micros(&ONPREM, 4, 4000, 0, 60);
-    assert_eq!(
-        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
-        estimate
-    );
+    assert_eq!(gw.estimate(sub.id), estimate);
     settled_recording(&gw, &sub, &["cpu=4"]);
 }
 
@@ -967,10 +966,7 @@ fn whole_cores_are_held_and_charged_as_slurm_allocates_them_on_hyperthreaded_nod
     let sub = gw.submit(&["-H", "-p", "smt", "-n", "2", "-c", "3", "-t", "10", script]);
     let job = scontrol_job(&gw, "onprem", &sub.cluster_job_id);
     assert_eq!(field(&job, "NumNodes"), "1-1", "{job:?}");
-    assert_eq!(
-        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
-        cost_micros(&ONPREM, 6, 6000, 0, 600)
-    );
+    assert_eq!(gw.estimate(sub.id), cost_micros(&ONPREM, 6, 6000, 0, 600));
     gw.client(&gw.alice, &["cancel", &sub.id.to_string()]);
 
     // cloud's partition does not say how many threads its cores have
@@ -1009,11 +1005,7 @@ fn whole_cores_are_held_and_charged_as_slurm_allocates_them_on_hyperthreaded_nod
     for (sub, cpus, mem) in [(&hinted, 6, 3000), (&plain, 2, 2000)] {
         assert_eq!(sub.cluster, "onprem", "{}", sub.stderr);
         let estimate = cost_micros(&ONPREM, cpus, mem, 0, 60);
-        assert_eq!(
-            micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
-            estimate,
-            "{cpus} CPUs, {mem} MB"
-        );
+        assert_eq!(gw.estimate(sub.id), estimate, "{cpus} CPUs, {mem} MB");
         settled_recording(&gw, sub, &[&format!("cpu={cpus}"), &format!("mem={mem}M")]);
     }
     let path = output.replace("%j", &hinted.cluster_job_id);
@@ -1055,7 +1047,7 @@ fn sharing_binding_sampling_and_the_login_environment_reach_slurm_as_sbatch_s() 
         "env",
     ]);
     assert_eq!(
-        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        gw.estimate(sub.id),
         cost_micros(&ONPREM, 1, 1000, 0, 60),
         "priced as without them"
     );
@@ -1114,7 +1106,7 @@ fn layouts_and_bindings_reach_the_job_and_its_steps_as_sbatch_s() {
     let (sub, direct, ours, theirs) =
         environments_both_ways(&gw, "layout", &layout, &["cpu=1", "mem=1000M"]);
     assert_eq!(
-        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        gw.estimate(sub.id),
         cost_micros(&ONPREM, 1, 1000, 0, 60),
         "priced as without them"
     );
@@ -1176,7 +1168,7 @@ fn tasks_per_gpu_shape_the_job_as_sbatch_s() {
             "{ours:?}"
         );
         assert_eq!(
-            micros(gw.job(held.id)["estimate"].as_str().unwrap()),
+            gw.estimate(held.id),
             cost_micros(&ONPREM, tasks, tasks * 1000, gpus, 600),
             "{options:?}: a CPU per task and the GPUs, for 10 minutes"
         );
@@ -1213,10 +1205,7 @@ fn tasks_per_gpu_shape_the_job_as_sbatch_s() {
         "--wrap",
         "true",
     ]);
-    assert_eq!(
-        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
-        cost_micros(&ONPREM, 4, 4000, 1, 60),
-    );
+    assert_eq!(gw.estimate(sub.id), cost_micros(&ONPREM, 4, 4000, 1, 60),);
     settled_recording(&gw, &sub, &["cpu=4", "mem=4000M", "gres/gpu=1"]);
 }
 
@@ -1236,7 +1225,7 @@ fn profiles_and_containers_reach_the_job_as_sbatch_s() {
     let (sub, _, ours, theirs) =
         environments_both_ways(&gw, "profile", &options, &["cpu=1", "mem=1000M"]);
     assert_eq!(
-        micros(gw.job(sub.id)["estimate"].as_str().unwrap()),
+        gw.estimate(sub.id),
         cost_micros(&ONPREM, 1, 1000, 0, 60),
         "priced as without them"
     );
@@ -1280,7 +1269,7 @@ fn exclusive_modes_share_nodes_as_sbatch_s_and_are_priced_as_asked() {
             same_as_sbatch(&gw, &options, script, &["OverSubscribe", "NumCPUs", "TRES"]);
         assert_eq!(field(&ours, "OverSubscribe"), mode.to_uppercase());
         assert_eq!(
-            micros(gw.job(held.id)["estimate"].as_str().unwrap()),
+            gw.estimate(held.id),
             cost_micros(&ONPREM, 2, 2000, 0, 600),
             "{mode}: held for 2 CPUs and their memory for 10 minutes"
         );
@@ -1319,7 +1308,7 @@ fn node_filling_options_shape_the_job_as_sbatch_s_and_are_not_priced() {
         &["NumNodes", "NumTasks", "NumCPUs", "TRES"],
     );
     assert_eq!(
-        micros(gw.job(held.id)["estimate"].as_str().unwrap()),
+        gw.estimate(held.id),
         cost_micros(&ONPREM, 4, 4000, 0, 600),
         "held for 4 CPUs and their memory for 10 minutes"
     );
@@ -1358,7 +1347,7 @@ fn reboot_delay_and_mcs_label_reach_the_job_as_sbatch_s() {
     );
     assert_eq!(field(&ours, "DelayBoot"), "01:30:00", "{ours:?}");
     assert_eq!(
-        micros(gw.job(held.id)["estimate"].as_str().unwrap()),
+        gw.estimate(held.id),
         cost_micros(&ONPREM, 1, 1000, 0, 600),
         "priced as without them"
     );
@@ -2369,7 +2358,7 @@ fn an_exclusive_job_is_shaped_as_sbatch_s_and_held_for_the_whole_nodes_slurm_giv
     // One that runs: held at the price of what Slurm allocates it for the whole time limit,
     // charged what it used of that.
     let sub = gw.submit(&["--exclusive", "-M", "onprem", &script]);
-    let estimate = micros(gw.job(sub.id)["estimate"].as_str().unwrap());
+    let estimate = gw.estimate(sub.id);
     let done = gw.sacct("onprem", &sub.cluster_job_id, true);
     let (cpu, mem, gpus) = tres_counts(&done[4]);
     assert_eq!(
@@ -2522,7 +2511,7 @@ fn a_job_told_when_to_begin_runs_then_and_one_past_its_deadline_settles_at_nothi
     // (`NumNodes=2`); bursar pins the count it priced.
     assert_eq!(field(&ours, "ReqNodeList"), "op-n[1-2]");
     assert_eq!(field(&ours, "NumNodes"), "2-2");
-    let held = micros(gw.job(sub.id)["estimate"].as_str().unwrap());
+    let held = gw.estimate(sub.id);
     assert_eq!(held, cost_micros(&ONPREM, 2, 2000, 0, 600));
     // Fewer tasks than names: sbatch keeps as many names as tasks, and so does bursar.
     let (trimmed, ours_1, direct_1, theirs_1) =
