@@ -805,6 +805,66 @@ fn node_filling_and_start_go_as_each_version_takes_them() {
     }
 }
 
+/// `--contiguous` and `--extra` from v0.0.40 only (v0.0.38 disables the one and has no key for
+/// the other: such a job cannot reach it, naming why); `--priority` in every version, a number
+/// at v0.0.38 and a set number later, and not with `--hold`, which wins.
+#[test]
+fn contiguous_extra_and_priority_go_as_each_version_takes_them() {
+    let job = JobSubmission {
+        contiguous: true,
+        extra: Some("rack=a".into()),
+        priority: Some(4_294_967_293),
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        if !version.is_data_parser() {
+            let why = unsupported_at(version, &job).expect("refused at v0.0.38");
+            assert!(why.starts_with("--contiguous cannot reach"), "{why}");
+            let extra_only = JobSubmission {
+                contiguous: false,
+                ..job.clone()
+            };
+            let why = unsupported_at(version, &extra_only).expect("refused at v0.0.38");
+            assert!(why.starts_with("--extra cannot reach"), "{why}");
+            let priority = JobSubmission {
+                priority: Some(4_294_967_293),
+                ..fixture_job()
+            };
+            assert_eq!(unsupported_at(version, &priority), None);
+            let body = submit_body(version, &priority).unwrap();
+            assert_eq!(
+                body["job"]["priority"],
+                json!(4_294_967_293u32),
+                "{version}"
+            );
+            continue;
+        }
+        assert_eq!(unsupported_at(version, &job), None, "{version}");
+        let body = submit_body(version, &job).unwrap();
+        assert_eq!(body["job"]["contiguous"], json!(true), "{version}");
+        assert_eq!(body["job"]["extra"], json!("rack=a"), "{version}");
+        assert_eq!(
+            body["job"]["priority"],
+            json!({"set": true, "infinite": false, "number": 4_294_967_293u32}),
+            "{version}"
+        );
+    }
+    let held = JobSubmission {
+        hold: true,
+        priority: Some(5),
+        ..fixture_job()
+    };
+    for version in ApiVersion::ALL {
+        let body = submit_body(version, &held).unwrap();
+        assert_eq!(body["job"]["hold"], json!(true), "{version}");
+        assert_eq!(body["job"].get("priority"), None, "{version}");
+    }
+    let unset = submit_body(ApiVersion::V0_0_42, &fixture_job()).unwrap();
+    for key in ["contiguous", "extra", "priority"] {
+        assert_eq!(unset["job"].get(key), None, "{key}");
+    }
+}
+
 /// `--exclusive=user|mcs|topo`: `exclusive` with sbatch's word at v0.0.38, the `shared` flag
 /// later; `topo` only from v0.0.41 (Slurm 24.05's parsers), so v0.0.38 and v0.0.40 cannot
 /// take it, naming why.
@@ -1244,9 +1304,11 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         spread_job: true,
         delay_boot: Some(600),
         mcs_label: Some("physics".into()),
+        contiguous: true,
+        extra: Some("rack=a".into()),
         ..fixture_job()
     };
-    // the fields that exclude those above, in a second body
+    // the fields that exclude those above, in a second body (`priority`: not with `hold`)
     let others = JobSubmission {
         memory_per_node_mb: None,
         memory_per_cpu_mb: Some(1000),
@@ -1256,6 +1318,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             kind: None,
         }),
         ntasks_per_gpu: Some(2),
+        priority: Some(500),
         ..fixture_job()
     };
     // and the GPU-relative ones, in a third
@@ -1287,7 +1350,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
         let job = body["job"].as_object().unwrap();
         // `distribution` from v0.0.41
         let layout = usize::from(version >= ApiVersion::V0_0_41);
-        assert_eq!(job.len(), 60 + layout, "{version}: {job:?}");
+        assert_eq!(job.len(), 62 + layout, "{version}: {job:?}");
         let second = submit_body(version, &others).unwrap();
         let third = submit_body(version, &gpu_relative).unwrap();
         let extra: Vec<(&String, &Value)> = [&second, &third]
@@ -1295,7 +1358,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             .flat_map(|body| body["job"].as_object().unwrap().iter())
             .filter(|(k, _)| !job.contains_key(*k))
             .collect();
-        assert_eq!(extra.len(), 5, "{version}: {extra:?}");
+        assert_eq!(extra.len(), 6, "{version}: {extra:?}");
         for (key, value) in job.iter().chain(extra) {
             assert_eq!(
                 fields[key].as_str(),
@@ -1321,7 +1384,7 @@ fn every_field_sent_is_in_the_versions_submit_schema_with_its_type() {
             assert_eq!(body.as_object().unwrap().len(), 1, "{version}: only `job`");
         }
     }
-    assert_eq!(checked, 65 * 6 + 5);
+    assert_eq!(checked, 68 * 6 + 5);
 }
 
 #[tokio::test]

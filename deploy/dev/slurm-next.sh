@@ -445,13 +445,18 @@ step "accounting (QOS, accounts, users)" "$LOGD/slurmdbd.log"
 sam() {
   local out
   out=$(inch sacctmgr -i "$@" 2>&1) && return 0
-  case $out in *"Nothing new added"* | *"Nothing modified"* | *"already exists"*) return 0 ;; esac
+  # On a stack set up before, 24.11 says "Already existing account …" and, for users already
+  # there, "Request didn't affect anything" (exiting 1), where 22.05 says nothing new was added
+  case $out in
+    *"Nothing new added"* | *"Nothing modified"* | *"already exists"* | *"Already existing"* | \
+      *"Request didn't affect anything"*) return 0 ;;
+  esac
   die "sacctmgr $* failed: $out" "$LOGD/slurmdbd.log"
 }
 accounting_fingerprint() {
   { inch sacctmgr -n -P show assoc format=cluster,account,user,parentname,qos,defaultqos,grptresmins
     inch sacctmgr -n -P show qos format=name,usagefactor,priority
-    inch sacctmgr -n -P show user format=user,defaultaccount; } | sha256sum | cut -d' ' -f1
+    inch sacctmgr -n -P show user format=user,defaultaccount,adminlevel; } | sha256sum | cut -d' ' -f1
 }
 if [ -s "$STATE/accounting.sha256" ] && [ "$(accounting_fingerprint)" = "$(cat "$STATE/accounting.sha256")" ]; then
   log "  unchanged since the last run: skipped"
@@ -466,6 +471,8 @@ else
   sam add user bob,carol Account=chemistry DefaultAccount=chemistry Cluster="$CLUSTER"
   sam modify user where name=alice,carol set DefaultAccount=physics
   sam modify user where name=alice,bob,carol set QOS=normal,standard,premium DefaultQOS=normal
+  # carol is a Slurm operator, as on onprem (slurmctld takes --priority from operators only)
+  sam modify user where name=carol set AdminLevel=Operator
   # the one limit of slurm.sh's onprem, so that AccountingStorageEnforce=limits has something to check
   sam modify account where name=chemistry cluster="$CLUSTER" set GrpTRESMins=cpu=100000
   accounting_fingerprint > "$STATE/accounting.sha256"

@@ -274,7 +274,7 @@ sam() { # sacctmgr -i ARGS; "already there" answers are fine, anything else is f
 accounting_fingerprint() {
   { sacctmgr -n -P show assoc format=cluster,account,user,parentname,qos,defaultqos,grptresmins
     sacctmgr -n -P show qos format=name,usagefactor,priority
-    sacctmgr -n -P show user format=user,defaultaccount; } | sha256sum | cut -d' ' -f1
+    sacctmgr -n -P show user format=user,defaultaccount,adminlevel; } | sha256sum | cut -d' ' -f1
 }
 if [ -s "$STATE/accounting.sha256" ] && [ "$(accounting_fingerprint)" = "$(cat "$STATE/accounting.sha256")" ]; then
   log "  unchanged since the last run: skipped"
@@ -289,6 +289,8 @@ else
   sam add user bob,carol Account=chemistry DefaultAccount=chemistry Cluster="$CLUSTER_NAMES"
   sam modify user where name=alice,carol set DefaultAccount=physics
   sam modify user where name=alice,bob,carol set QOS=normal,standard,premium DefaultQOS=normal
+  # carol is a Slurm operator, as sites have some (slurmctld takes --priority from them only)
+  sam modify user where name=carol set AdminLevel=Operator
   # one limit, so that AccountingStorageEnforce=limits has something to check
   sam modify account where name=chemistry cluster=onprem set GrpTRESMins=cpu=100000
   accounting_fingerprint > "$STATE/accounting.sha256"

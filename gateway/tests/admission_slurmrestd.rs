@@ -330,6 +330,14 @@ fn every_option_reaches_slurm_as_the_user_gave_it() {
     assert_eq!(filled.delay_boot, Some(90), "MM:SS");
     assert_eq!(filled.mcs_label.as_deref(), Some("physics"));
     assert_eq!(filled.nodes, Some(2));
+    let options = json!({"contiguous": true, "extra": "rack=a", "priority": "top"});
+    let s = slurm_submission(&job(json!({"slurm": options}))).unwrap();
+    assert!(s.contiguous);
+    assert_eq!(s.extra.as_deref(), Some("rack=a"));
+    assert_eq!(s.priority, Some(4_294_967_293));
+    // --hold wins, as in sbatch
+    let s = slurm_submission(&job(json!({"hold": true, "slurm": options}))).unwrap();
+    assert_eq!((s.hold, s.priority), (true, None));
     let err = slurm_submission(&job(json!({"mail_type": "END,SOON"}))).unwrap_err();
     assert!(err.starts_with("--mail-type: \"SOON\""), "{err}");
     // Per-CPU memory, per-job GPUs and tasks per node go as given, not converted: Slurm

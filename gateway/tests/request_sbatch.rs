@@ -2,10 +2,10 @@
 //! the shebang rule, `alloc()`, and rendering back to `#SBATCH` lines.
 
 use bursar_gateway::request::{
-    parse_delay_boot, parse_sbatch, parse_sbatch_command, parse_sbatch_command_at,
+    parse_delay_boot, parse_priority, parse_sbatch, parse_sbatch_command, parse_sbatch_command_at,
     parse_sbatch_command_with_env, split_sbatch_args, ArraySpec, Clock, ExclusiveMode, GpuPer,
     GpuRequest, GresFlags, Hint, JobRequest, Licenses, MemoryRequest, NodeSize, OpenMode,
-    PartitionDefaults, RequestError, SlurmOptions, TimeLimit, WarnSignal,
+    PartitionDefaults, RequestError, SlurmOptions, TimeLimit, WarnSignal, TOP_PRIORITY,
 };
 use bursar_gateway::timefmt::parse_zone;
 use bursar_pricing::{ClusterPricing, PriceBook, Tres};
@@ -949,7 +949,12 @@ fn refuses_what_it_cannot_carry() {
         }
         other => panic!("{words:?}: {other:?}"),
     };
-    unsupported(&["--overcommit"], "--overcommit", "not supported");
+    // refused with reasons of their own, the short form too
+    unsupported(&["--overcommit"], "--overcommit", "cannot price it alike");
+    unsupported(&["-O"], "-O", "cannot price it alike");
+    unsupported(&["-n", "4", "-O"], "-O", "REST API refuses it");
+    unsupported(&["--reboot"], "--reboot", "only its administrators");
+    unsupported(&["-S", "2"], "-S", "not supported");
     unsupported(&["-B", "2:4"], "-B", "not supported");
     unsupported(&["--bogus"], "--bogus", "not supported");
     unsupported(&["--accou=physics"], "--accou", "did you mean --account");
@@ -2068,6 +2073,65 @@ fn reboot_delay_and_mcs_label() {
     assert!(bad.validate().is_err());
 }
 
+/// `--contiguous`, `--extra`, `--priority` (`TOP`, numbers below `NO_VAL`; `0` asks nothing,
+/// as sbatch sends none, and wins over a script's): forwarded, not priced.
+#[test]
+fn contiguous_extra_and_priority() {
+    for (text, priority) in [
+        ("TOP", TOP_PRIORITY),
+        ("top", TOP_PRIORITY),
+        ("1", 1),
+        ("0", 0),
+        ("4294967293", 4_294_967_293),
+    ] {
+        assert_eq!(parse_priority(text), Ok(priority), "{text}");
+    }
+    refuses_values(
+        "--priority",
+        &["4294967294", "-1", "10x", "", "high", "99999999999"],
+    );
+    refuses_values("--extra", &[""]);
+    let r = parse_ok(&["--contiguous", "--extra=rack=a&gpu", "--priority=TOP"]);
+    assert!(r.slurm.contiguous);
+    assert_eq!(r.slurm.extra.as_deref(), Some("rack=a&gpu"));
+    assert_eq!(r.slurm.priority, Some(TOP_PRIORITY));
+    assert_eq!(r.alloc(), parse_ok(&[]).alloc(), "not priced");
+    slurm_options_round_trip(
+        &r,
+        &["--contiguous", "--extra", "--priority"],
+        serde_json::json!({"contiguous": true, "extra": "rack=a&gpu", "priority": 4_294_967_293u32}),
+    );
+    let r = parse_ok(&["--priority", "500"]);
+    slurm_options_round_trip(&r, &["--priority"], serde_json::json!({"priority": 500}));
+    // 0 asks nothing (sbatch sends no priority), and on the command line wins over a script's
+    assert_eq!(parse_ok(&["--priority=0"]).slurm.priority, None);
+    let script = "#!/bin/sh\n#SBATCH --priority=7\n#SBATCH --extra=a\nhostname\n";
+    let r = parse_sbatch(&args(&["--priority=0", "--extra=b"]), Some(script)).unwrap();
+    assert_eq!(
+        (r.slurm.priority, r.slurm.extra.as_deref()),
+        (None, Some("b"))
+    );
+    let r = parse_sbatch(&[], Some(script)).unwrap();
+    assert_eq!(r.slurm.priority, Some(7));
+    // JSON: a number from 1, or "TOP" in any case
+    let read = |json: &str| serde_json::from_str::<JobRequest>(json).map(|r| r.slurm.priority);
+    assert_eq!(
+        read(r#"{"slurm": {"priority": "Top"}}"#).unwrap(),
+        Some(TOP_PRIORITY)
+    );
+    assert_eq!(read(r#"{"slurm": {"priority": 12}}"#).unwrap(), Some(12));
+    for bad in ["0", "4294967294", "-3", "\"high\"", "1.5"] {
+        let json = format!(r#"{{"slurm": {{"priority": {bad}}}}}"#);
+        let error = read(&json).unwrap_err().to_string();
+        assert!(
+            error.contains("a priority is a whole number"),
+            "{bad}: {error}"
+        );
+    }
+    let bad: JobRequest = serde_json::from_str(r#"{"slurm": {"extra": "a\nb"}}"#).unwrap();
+    assert!(bad.validate().is_err());
+}
+
 /// `--exclusive=user|mcs|topo`: one setting with `--exclusive` and `-s`, as sbatch's `shared`
 /// (the later in one place, the command line's over the environment's over the script's);
 /// priced as without it, with a note; `exclusive` and `oversubscribe` its other values.
@@ -2867,6 +2931,11 @@ fn request() -> impl Strategy<Value = JobRequest> {
             any::<bool>(),
             proptest::option::of("[1-9][0-9]{0,2}|[0-9]{1,2}:[0-5][0-9]|[1-3]-[0-9]{1,2}"),
             proptest::option::of(text()),
+            (
+                any::<bool>(),
+                proptest::option::of(text()),
+                proptest::option::of(prop_oneof![Just(TOP_PRIORITY), 1..=TOP_PRIORITY]),
+            ),
         ),
     );
     let slurm = (slurm, times).prop_map(
@@ -2912,6 +2981,7 @@ fn request() -> impl Strategy<Value = JobRequest> {
                     spread_job,
                     delay_boot,
                     mcs_label,
+                    (contiguous, extra, priority),
                 ),
             ),
         )| SlurmOptions {
@@ -2954,6 +3024,9 @@ fn request() -> impl Strategy<Value = JobRequest> {
             spread_job: spread_job && on_n1,
             delay_boot,
             mcs_label,
+            contiguous,
+            extra,
+            priority,
         },
     );
     (shape, names, texts, slurm).prop_map(

@@ -180,7 +180,8 @@ fn the_job_request_schema_lists_every_field() {
             "gpu_freq": "medium,memory=high", "cpu_freq": "2400000", "profile": "task",
             "switches": "2@10", "container": "/srv/oci/py", "container_id": "py-1",
             "exclusive": "user", "wait_all_nodes": true, "use_min_nodes": true,
-            "spread_job": true, "delay_boot": "10", "mcs_label": "physics"
+            "spread_job": true, "delay_boot": "10", "mcs_label": "physics",
+            "contiguous": true, "extra": "rack=a", "priority": "TOP"
         }))
         .unwrap(),
         dstack: dstack.dstack,

@@ -325,9 +325,14 @@ impl Gateway {
     }
 
     fn submit(&self, args: &[&str]) -> Submission {
+        self.submit_as(&self.alice, args)
+    }
+
+    /// [`submit`](Gateway::submit) as the user of `token`.
+    fn submit_as(&self, token: &str, args: &[&str]) -> Submission {
         let mut all = vec!["submit"];
         all.extend_from_slice(args);
-        let out = self.client(&self.alice, &all);
+        let out = self.client(token, &all);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(
@@ -1351,6 +1356,59 @@ fn reboot_delay_and_mcs_label_reach_the_job_as_sbatch_s() {
         cost_micros(&ONPREM, 1, 1000, 0, 600),
         "priced as without them"
     );
+}
+
+/// `--contiguous` and `--extra` cannot reach Slurm 22.05 (OpenAPI v0.0.38), naming why, and
+/// nothing is held; `--priority` reaches the job of a Slurm operator (carol) as sbatch's, is
+/// ignored for other users as for sbatch, and `--hold` wins over it, as in sbatch.
+#[test]
+fn contiguous_extra_and_priority_as_slurm_22_05_takes_them() {
+    let (gw, script) = Gateway::funded("");
+    for (option, name) in [
+        ("--contiguous", "--contiguous"),
+        ("--extra=rack=a", "--extra"),
+    ] {
+        let stderr = gw.refused(&["-M", "onprem", option, "-t", "10", &script]);
+        assert!(
+            stderr.contains(&format!("{name} cannot reach this cluster"))
+                && stderr.contains("v0.0.38"),
+            "{stderr}"
+        );
+    }
+    // held: priority 0, as sbatch's `-H --priority=TOP` job
+    let (_, ours) = same_as_sbatch(&gw, &["--priority=TOP"], &script, &["Priority", "TRES"]);
+    assert_eq!(field(&ours, "Priority"), "0", "{ours:?}");
+    // waiting for its begin: an operator's priority is the job's, another user's is not
+    let waiting = ["-M", "onprem", "--begin=now+1hour", "-t", "10"];
+    let carol = gw.issue("carol", "user");
+    for (token, priority, applied) in [
+        (&carol, "TOP", true),
+        (&carol, "12345", true),
+        (&gw.alice, "12345", false),
+    ] {
+        let option = format!("--priority={priority}");
+        let mut args = waiting.to_vec();
+        args.extend([option.as_str(), script.as_str()]);
+        let job = gw.submit_as(token, &args);
+        let shown = field(
+            &scontrol_job(&gw, "onprem", &job.cluster_job_id),
+            "Priority",
+        );
+        let expected = if priority == "TOP" {
+            "4294967293"
+        } else {
+            priority
+        };
+        assert_eq!(shown == expected, applied, "{option}: Priority={shown}");
+        // (the admin's view: alice may not see carol's job)
+        let (status, row) = gw.api("GET", &format!("/v1/jobs/{}", job.id), &gw.admin, None);
+        assert_eq!(status, 200, "{row}");
+        assert_eq!(
+            micros(row["estimate"].as_str().unwrap()),
+            cost_micros(&ONPREM, 1, 1000, 0, 600),
+            "priced as without it"
+        );
+    }
 }
 
 /// A script with `#PBS` lines, which 22.05's sbatch turns into options (its `#PBS -l walltime`

@@ -481,6 +481,11 @@ impl Gateway {
 
     /// `bursar ARGS` as alice, however it ends.
     fn run_client(&self, args: &[&str]) -> std::process::Output {
+        self.run_client_as(&self.alice, args)
+    }
+
+    /// [`run_client`](Gateway::run_client) as the user of `token`.
+    fn run_client_as(&self, token: &str, args: &[&str]) -> std::process::Output {
         // A clean login environment, as `next-slurm -u alice` gives sbatch: the test runner's
         // own variables (an MPI launcher's, say) would be exported with the job.
         in_login_shell(bursar_bin().to_str().unwrap())
@@ -489,7 +494,7 @@ impl Gateway {
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", "/tmp")
             .env("BURSAR_URL", &self.url)
-            .env("BURSAR_TOKEN", &self.alice)
+            .env("BURSAR_TOKEN", token)
             .env("NO_COLOR", "1")
             // The zone sbatch reads --begin in: the chroot's.
             .env("TZ", "UTC")
@@ -569,7 +574,7 @@ impl Drop for Gateway {
 }
 
 /// The fields of `scontrol show job` that the submitted options decide.
-const SHAPE: [&str; 45] = [
+const SHAPE: [&str; 48] = [
     "UserId",
     "Account",
     "QOS",
@@ -631,6 +636,10 @@ const SHAPE: [&str; 45] = [
     "Switches",
     "Container",
     "ContainerID",
+    // --contiguous: `Contiguous=1`; --extra; --priority (0 for a held job, as sbatch's).
+    "Contiguous",
+    "Extra",
+    "Priority",
 ];
 
 fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
@@ -665,7 +674,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let deadline = format!("--deadline={deadline_day}T10:00");
     // when the script starts and how nodes are filled: not priced
     let node_filling: Vec<&str> = NODE_FILLING.iter().copied().chain(["-t", "5"]).collect();
-    let cases: [&[&str]; 26] = [
+    let cases: [&[&str]; 27] = [
         &["-t", "5"],
         &[
             "-N",
@@ -785,6 +794,13 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
         &["--exclusive=topo", "-n", "2", "-t", "5"],
         &node_filling,
         &["--delay-boot=90", "--mcs-label=physics", "-t", "5"],
+        &[
+            "--contiguous",
+            "--extra=rack=a",
+            "--priority=TOP",
+            "-t",
+            "5",
+        ],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);
@@ -1177,6 +1193,35 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             );
             gw.jobs
                 .push(submitted_job(&String::from_utf8_lossy(&out.stdout)));
+        }
+
+        // --priority from a Slurm operator (carol, on the dev stack) is the job's, sent as a
+        // set number; from alice (above, and here) slurmctld ignores it, as it does sbatch's.
+        let carol = gw
+            .site
+            .ok(&[
+                "token", "issue", "--user", "carol", "--role", "user", "--ttl", "1h",
+            ])
+            .trim()
+            .to_string();
+        for (token, option, expected) in [
+            (&carol, "--priority=TOP", Some("4294967293")),
+            (&carol, "--priority=12345", Some("12345")),
+            (&gw.alice, "--priority=12345", None),
+        ] {
+            let out = gw.run_client_as(
+                token,
+                &["submit", "--begin=now+1hour", option, "-t", "5", script],
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{version} {option}: {out:?}");
+            let job = submitted_job(&stdout);
+            gw.jobs.push(job.clone());
+            let priority = scontrol_shape(&gw.dev, &job)["Priority"].clone();
+            match expected {
+                Some(expected) => assert_eq!(priority, expected, "{version} {option}"),
+                None => assert_ne!(priority, "12345", "{version} {option}: ignored"),
+            }
         }
 
         // One that runs: as alice, on a node with the CPUs it asks for (--mincpus: allocated

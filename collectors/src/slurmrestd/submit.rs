@@ -123,6 +123,15 @@ pub struct JobSubmission {
     pub delay_boot: Option<u32>,
     /// `--mcs-label` (`mcs_label`, every version).
     pub mcs_label: Option<String>,
+    /// `--contiguous` (`contiguous: true`), from v0.0.40: v0.0.38's slurmrestd disables the key
+    /// ([`unsupported_at`]).
+    pub contiguous: bool,
+    /// `--extra` (`extra`), from v0.0.40: v0.0.38 has no such key ([`unsupported_at`]).
+    pub extra: Option<String>,
+    /// `--priority`, 1 to `NO_VAL - 1` (`TOP`): `priority` in every version, a number at
+    /// v0.0.38 (read with sbatch's parser, which takes numbers in that range), a set number
+    /// later. Not sent with `hold`, which wins, as in sbatch.
+    pub priority: Option<u32>,
     /// `-b/--begin`, Unix seconds. v0.0.38 reads `begin_time` with sbatch's text parser in
     /// slurmrestd's own time zone, which takes a number for a date (`1764201600` is refused):
     /// it is sent as `uts1764201600`, the parser's Unix-time form. From v0.0.40 a number.
@@ -752,6 +761,23 @@ pub fn submit_body(version: ApiVersion, job: &JobSubmission) -> Result<Value, Re
     if let Some(label) = &job.mcs_label {
         put("mcs_label", json!(label));
     }
+    if job.contiguous {
+        put("contiguous", json!(true));
+    }
+    if let Some(extra) = &job.extra {
+        put("extra", json!(extra));
+    }
+    // `hold` wins, as in sbatch (from v0.0.40 both keys write the one setting).
+    if let (Some(priority), false) = (job.priority, job.hold) {
+        put(
+            "priority",
+            if modern {
+                no_val(u64::from(priority))
+            } else {
+                json!(priority)
+            },
+        );
+    }
     if let Some(wait) = job.wait_all_nodes {
         put(
             "wait_all_nodes",
@@ -1029,6 +1055,20 @@ pub fn unsupported_at(version: ApiVersion, job: &JobSubmission) -> Option<String
     }
     if version.is_data_parser() {
         return None;
+    }
+    if job.contiguous {
+        return Some(
+            "--contiguous cannot reach this cluster: slurmrestd's OpenAPI v0.0.38 (Slurm 22.05 \
+             and 23.02) disables it; leave it out, or use a cluster on Slurm 23.11 or later"
+                .to_string(),
+        );
+    }
+    if job.extra.is_some() {
+        return Some(
+            "--extra cannot reach this cluster: slurmrestd's OpenAPI v0.0.38 (Slurm 22.05 and \
+             23.02) has no such field; leave it out, or use a cluster on Slurm 23.11 or later"
+                .to_string(),
+        );
     }
     if job.warn_signal.as_ref().is_some_and(|w| w.batch_only) {
         return Some(

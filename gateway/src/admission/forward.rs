@@ -422,6 +422,10 @@ pub fn slurm_submission(job: &ForwardJob) -> Result<JobSubmission, String> {
         spread_job: r.slurm.spread_job,
         delay_boot: read(&r.slurm.delay_boot, parse_delay_boot)?,
         mcs_label: r.slurm.mcs_label.clone(),
+        contiguous: r.slurm.contiguous,
+        extra: r.slurm.extra.clone(),
+        // As sbatch: `--hold` wins over `--priority` (priority 0 until released).
+        priority: r.slurm.priority.filter(|_| !r.hold),
         begin_time: r.slurm.begin,
         deadline: r.slurm.deadline,
         time_min: r

@@ -68,9 +68,9 @@ pub use sbatch::{
     split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
 };
 pub use slurm::{
-    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_delay_boot, parse_profile,
-    parse_switches, ExclusiveMode, GresFlags, OpenMode, Profile, SlurmOptions, Switches,
-    WarnSignal,
+    check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_delay_boot, parse_priority,
+    parse_profile, parse_switches, ExclusiveMode, GresFlags, OpenMode, Profile, SlurmOptions,
+    Switches, WarnSignal, TOP_PRIORITY,
 };
 pub use time::{TimeLimit, MAX_TIME_LIMIT_MIN};
 pub use units::{
@@ -1496,6 +1496,14 @@ impl JobRequest {
         put("exclusive", slurm.exclusive.map(|m| m.as_str().to_string()));
         put("delay-boot", slurm.delay_boot.clone());
         put("mcs-label", slurm.mcs_label.clone());
+        put("extra", slurm.extra.clone());
+        put(
+            "priority",
+            slurm.priority.map(|p| match p {
+                TOP_PRIORITY => "TOP".to_string(),
+                p => p.to_string(),
+            }),
+        );
         put(
             "wait-all-nodes",
             slurm.wait_all_nodes.map(|w| u8::from(w).to_string()),
@@ -1515,6 +1523,7 @@ impl JobRequest {
             (slurm.oversubscribe, "--oversubscribe"),
             (slurm.use_min_nodes, "--use-min-nodes"),
             (slurm.spread_job, "--spread-job"),
+            (slurm.contiguous, "--contiguous"),
         ] {
             if set {
                 lines.push(format!("#SBATCH {flag}"));

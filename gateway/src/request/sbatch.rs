@@ -39,6 +39,7 @@
 //! | `-s/--oversubscribe`, `--gres-flags=enforce-binding\|disable-binding`, `--acctg-freq=LIST` | [`SlurmOptions`]: where and how the job shares and samples, not what it is allocated; checked as sbatch checks them (the acctg-freq entries stricter), forwarded, not priced. Of `--exclusive[=MODE]` and `--oversubscribe` (one setting in Slurm) the later in one place wins, and the command line's over the environment's (`SBATCH_EXCLUSIVE`) over the script's, as in sbatch |
 //! | `--wait-all-nodes=0\|1`, `--use-min-nodes`, `--spread-job` | [`SlurmOptions`]: when the script starts (once every node is ready, or the first unless Slurm powers nodes up or reboots them for the job), which of a node range Slurm prefers (bursar already prices and sends a range's minimum), and which nodes Slurm picks to spread the job (ignoring `--switches` on a tree topology); forwarded, not priced. `--spread-job` needs `-N` or `-w` (without, Slurm takes up to a node per task, as many as are free, which cannot be priced); an even spread is what bursar prices a job of several nodes for. Also from `SBATCH_WAIT_ALL_NODES`, `SBATCH_USE_MIN_NODES`, `SBATCH_SPREAD_JOB` |
 //! | `--delay-boot=TIME`, `--mcs-label=LABEL` | [`SlurmOptions`]: how long Slurm waits before rebooting nodes for the job's features (the `--time` forms, [`super::parse_delay_boot`]; `UNLIMITED` refused), the job's MCS label (which `--exclusive=mcs` shares nodes by; the cluster's `MCSPlugin` refuses labels the user may not give when the job is submitted); forwarded, not priced. `--delay-boot` also from `SBATCH_DELAY_BOOT` |
+//! | `--contiguous`, `--extra=TEXT`, `--priority=N\|TOP` | [`SlurmOptions`]: the job's nodes contiguous (node choice only); a text that Slurm filters nodes by where the cluster sets `SchedulerParameters=extra_constraints` (else kept with the job); the job's priority ([`super::parse_priority`]; `TOP` the highest), which slurmctld takes from Slurm operators and administrators and, as for sbatch, ignores from others (`0` asks nothing, and `--hold` wins, as in sbatch); forwarded, not priced. `--contiguous` and `--extra` cannot reach a cluster at OpenAPI v0.0.38 (its slurmrestd disables the one and has no key for the other): such a cluster is not eligible, saying why |
 //! | `-m/--distribution=LAYOUT`, `--mem-bind=BINDING`, `--gpu-bind=BINDING` | [`SlurmOptions`]: how tasks are laid out and bound, read as sbatch reads them ([`super::layout`]; `arbitrary` and a plane without its size refused); the job gets the variables sbatch sets for its steps (`SLURM_DISTRIBUTION`, `SLURM_MEM_BIND`, `SLURM_GPU_BIND`/`SLURM_TRES_BIND`), and slurmctld the layout (OpenAPI v0.0.41 and later) and GPU binding. Not priced; on nodes of several threads per core, a plane layout over several nodes can take more whole cores, so such a partition is eligible for it on one node, or with `--ntasks-per-node` and no GRES; with GRES the job needs a node per plane of tasks (Slurm 24.05 and later). `--mem-bind` given again keeps the earlier flags, as in sbatch |
 //! | `--gpu-freq=FREQ` | [`SlurmOptions::gpu_freq`]: the GPUs' clocks while the job's steps run, checked as Slurm's `tres_freq_verify_cmdline`; sent as `gpu:FREQ` (`gpu_frequency` at v0.0.38) with the `SLURM_GPU_FREQ` sbatch sets (steps read it); not priced, and refused with shard or mps GRES, as slurmctld refuses it |
 //! | `--ntasks-per-gpu=N` | [`JobRequest::ntasks_per_gpu`]: N tasks share each GPU. As slurmctld counts them ([`ntasks_per_gpu_shape`]): with GPUs (`--gpus`, `--gpus-per-node`, `--gres=gpu`) the job runs `GPUs × N` tasks (a `-n` that says otherwise is replaced, as Slurm replaces it, with a note; in JSON it is refused); without, `-n` (or `-N` × N) tasks and a GPU of any type for every N of them, priced and left for Slurm to derive again. Refused with `--ntasks-per-node`, `--gpus-per-task` and a `-N` range, as sbatch refuses them or its man page calls them incompatible. Forwarded (`ntasks_per_gpu`, `ntasks_per_tres` from v0.0.40) with the job's `SLURM_NTASKS_PER_GPU`, which the steps' `srun` reads to bind each task to its GPU |
@@ -90,7 +91,7 @@ use super::hostlist;
 use super::layout::{parse_distribution, parse_gpu_bind, parse_mem_bind, then_mem_bind};
 use super::slurm::{
     check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_delay_boot, parse_nice,
-    parse_profile, parse_switches, ExclusiveMode, GresFlags,
+    parse_priority, parse_profile, parse_switches, ExclusiveMode, GresFlags,
 };
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
@@ -185,6 +186,10 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
                                 (with -N or -w)
       --delay-boot=TIME         wait TIME before rebooting nodes for features
       --mcs-label=LABEL         the job's MCS label
+      --contiguous              contiguous nodes (Slurm 23.11 and later)
+      --extra=TEXT              the job's extra text, for node filtering where the
+                                cluster enables it (Slurm 23.11 and later)
+      --priority=N|TOP          the job's priority, if you are a Slurm operator
       --gres-flags=enforce-binding|disable-binding  CPUs bound to the job's GPUs or not
       --acctg-freq=LIST         usage sampling intervals (30, task=30,energy=60)
   -m, --distribution=LAYOUT     how tasks are laid out (block, cyclic:cyclic, plane=4)
@@ -753,6 +758,9 @@ enum Opt {
     SpreadJob,
     DelayBoot,
     McsLabel,
+    Contiguous,
+    Extra,
+    Priority,
     GresFlags,
     AcctgFreq,
     Distribution,
@@ -866,6 +874,9 @@ const OPTIONS: &[Spec] = &[
     spec("spread-job", None, Opt::SpreadJob, Arg::Flag),
     spec("delay-boot", None, Opt::DelayBoot, Arg::Required),
     spec("mcs-label", None, Opt::McsLabel, Arg::Required),
+    spec("contiguous", None, Opt::Contiguous, Arg::Flag),
+    spec("extra", None, Opt::Extra, Arg::Required),
+    spec("priority", None, Opt::Priority, Arg::Required),
     spec("gres-flags", None, Opt::GresFlags, Arg::Required),
     spec("acctg-freq", None, Opt::AcctgFreq, Arg::Required),
     spec("distribution", Some('m'), Opt::Distribution, Arg::Required),
@@ -899,6 +910,17 @@ fn refusal(long: &str) -> Option<&'static str> {
              jobs"
         }
         "ntasks-per-tres" => "an undocumented spelling of --ntasks-per-gpu: use --ntasks-per-gpu",
+        "overcommit" => {
+            "bursar cannot price it alike on every cluster: Slurm then allocates CPUs per node \
+             rather than per task, in ways that differ by release and by how the job is sent \
+             (on Slurm 24.11, sbatch's -n 4 -c 2 -O job waits on idle nodes), and Slurm \
+             22.05's REST API refuses it; leave it out (each task then has its CPUs)"
+        }
+        "reboot" => {
+            "Slurm lets only its administrators reboot nodes for a job (it refuses others: \
+             \"rebooting of nodes is only allowed for admins\"), and Slurm 22.05's REST API \
+             refuses it; administrators submit such jobs with sbatch"
+        }
         "gpus-per-socket" => {
             "bursar cannot price this GPU-relative request yet; use --gpus-per-task, \
              --gpus-per-node or --gpus, with --cpus-per-gpu or --cpus-per-task"
@@ -944,9 +966,16 @@ fn lookup_short(c: char) -> Result<&'static Spec, RequestError> {
     if let Some(spec) = OPTIONS.iter().find(|s| s.short == Some(c)) {
         return Ok(spec);
     }
+    // sbatch's short forms of options refused with a reason of their own.
+    let long = match c {
+        'O' => Some("overcommit"),
+        _ => None,
+    };
     Err(RequestError::UnsupportedOption {
         option: format!("-{c}"),
-        reason: NOT_SUPPORTED.to_string(),
+        reason: long
+            .and_then(refusal)
+            .map_or_else(|| NOT_SUPPORTED.to_string(), str::to_string),
     })
 }
 
@@ -1043,6 +1072,11 @@ struct Directives {
     spread_job: bool,
     delay_boot: Option<String>,
     mcs_label: Option<String>,
+    contiguous: bool,
+    extra: Option<String>,
+    /// `--priority`: 0 kept here, so that the command line's `--priority=0` wins over a
+    /// script's value, and dropped once merged (sbatch then sends none).
+    priority: Option<u32>,
     gres_flags: Option<GresFlags>,
     acctg_freq: Option<String>,
     distribution: Option<String>,
@@ -1422,6 +1456,14 @@ impl Directives {
                 self.delay_boot = Some(v.to_string());
             }
             Opt::McsLabel => self.mcs_label = Some(text(typed, v)?),
+            Opt::Contiguous => self.contiguous = true,
+            Opt::Extra => self.extra = Some(text(typed, v)?),
+            Opt::Priority => {
+                self.priority = Some(
+                    parse_priority(v)
+                        .map_err(|reason| RequestError::invalid_value(typed, v, reason))?,
+                )
+            }
             Opt::GresFlags => {
                 self.gres_flags = Some(
                     GresFlags::parse(v)
@@ -1668,6 +1710,9 @@ impl Directives {
             spread_job: cli.spread_job || script.spread_job,
             delay_boot: cli.delay_boot.or(script.delay_boot),
             mcs_label: cli.mcs_label.or(script.mcs_label),
+            contiguous: cli.contiguous || script.contiguous,
+            extra: cli.extra.or(script.extra),
+            priority: cli.priority.or(script.priority),
             signal: cli.signal.or(script.signal),
             requeue: cli.requeue.or(script.requeue),
             open_mode: cli.open_mode.or(script.open_mode),
@@ -1979,6 +2024,10 @@ impl Directives {
                 spread_job: self.spread_job,
                 delay_boot: self.delay_boot,
                 mcs_label: self.mcs_label,
+                contiguous: self.contiguous,
+                extra: self.extra,
+                // As sbatch: `--priority=0` asks nothing.
+                priority: self.priority.filter(|p| *p != 0),
             },
             ..JobRequest::default()
         };

@@ -5,7 +5,7 @@
 //! `-s/--oversubscribe`, `--exclusive=user|mcs|topo`, `--gres-flags`, `--acctg-freq`, `-m/--distribution`, `--mem-bind`,
 //! `--gpu-bind`: [`super::layout`], `--gpu-freq`, `--cpu-freq`, `--profile`, `--switches`,
 //! `--container`, `--container-id`, `--wait-all-nodes`, `--use-min-nodes`, `--spread-job`,
-//! `--delay-boot`, `--mcs-label`). They are
+//! `--delay-boot`, `--mcs-label`, `--contiguous`, `--extra`, `--priority`). They are
 //! forwarded to a Slurm cluster as given and never priced;
 //! a dstack cluster has none of them, so it is not eligible for a request that sets any.
 
@@ -132,6 +132,24 @@ pub struct SlurmOptions {
     /// may give (it refuses others when the job is submitted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcs_label: Option<String>,
+    /// `--contiguous`: the job's nodes must be contiguous (node choice only). OpenAPI v0.0.40
+    /// and later (v0.0.38's slurmrestd disables the key).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub contiguous: bool,
+    /// `--extra=TEXT`: a text kept with the job, which Slurm filters nodes by where the
+    /// cluster sets `SchedulerParameters=extra_constraints` (there it must be a constraint
+    /// Slurm reads, or the job is refused when submitted). OpenAPI v0.0.40 and later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<String>,
+    /// `--priority=N|TOP`: the job's priority, from 1 to [`TOP_PRIORITY`] (JSON: a number or
+    /// `"TOP"`). slurmctld takes it from Slurm operators and administrators; for other users
+    /// it ignores it, as it does for sbatch. Not sent with `--hold`, which wins, as in sbatch.
+    #[serde(
+        default,
+        deserialize_with = "priority",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub priority: Option<u32>,
     /// `--gres-flags`: whether the job's CPUs must be those bound to its GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gres_flags: Option<GresFlags>,
@@ -491,6 +509,52 @@ pub fn parse_delay_boot(text: &str) -> Result<u32, String> {
     }
 }
 
+/// `--priority=TOP`: the highest priority Slurm sets (`NO_VAL - 1`), as sbatch sends it.
+pub const TOP_PRIORITY: u32 = 0xffff_fffd;
+
+/// `--priority` as sbatch reads it (`arg_set_priority`): `TOP` (any case) or a number below
+/// Slurm's `NO_VAL`; stricter: digits only (sbatch reads `10x` as 10). `0` is read (sbatch
+/// takes it and sends no priority).
+pub fn parse_priority(text: &str) -> Result<u32, String> {
+    if text.eq_ignore_ascii_case("top") {
+        return Ok(TOP_PRIORITY);
+    }
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse::<u64>().ok())
+        .flatten()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n <= TOP_PRIORITY)
+        .ok_or_else(|| format!("use TOP or a whole number from 0 to {TOP_PRIORITY}"))
+}
+
+/// `priority` in JSON: a number from 1 to [`TOP_PRIORITY`], or `"TOP"`.
+fn priority<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Number(u64),
+        Text(String),
+        // anything else (a negative or fractional number, an object): refused below
+        Other(serde::de::IgnoredAny),
+    }
+    let bad = || {
+        serde::de::Error::custom(format!(
+            "a priority is a whole number from 1 to {TOP_PRIORITY}, or \"TOP\" (leave it out \
+             for Slurm's own; hold for 0)"
+        ))
+    };
+    match Option::<Raw>::deserialize(de)? {
+        None => Ok(None),
+        Some(Raw::Number(n)) => u32::try_from(n)
+            .ok()
+            .filter(|n| (1..=TOP_PRIORITY).contains(n))
+            .map(Some)
+            .ok_or_else(bad),
+        Some(Raw::Text(text)) if text.eq_ignore_ascii_case("top") => Ok(Some(TOP_PRIORITY)),
+        Some(Raw::Text(_) | Raw::Other(_)) => Err(bad()),
+    }
+}
+
 /// A Unix time in JSON: whole seconds, or RFC 3339 text (`2026-12-01T18:00:00+01:00`).
 fn unix_time<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<i64>, D::Error> {
     #[derive(Deserialize)]
@@ -562,6 +626,9 @@ impl SlurmOptions {
         note(self.spread_job, "--spread-job");
         note(self.delay_boot.is_some(), "--delay-boot");
         note(self.mcs_label.is_some(), "--mcs-label");
+        note(self.contiguous, "--contiguous");
+        note(self.extra.is_some(), "--extra");
+        note(self.priority.is_some(), "--priority");
         given.extend(self.exclusive.map(ExclusiveMode::option));
         given
     }
@@ -579,6 +646,7 @@ impl SlurmOptions {
             ("--container", &self.container),
             ("--container-id", &self.container_id),
             ("--mcs-label", &self.mcs_label),
+            ("--extra", &self.extra),
         ] {
             if let Some(value) = value {
                 super::check_text(option, value)?;
