@@ -302,7 +302,8 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         (
             "SBATCH_OVERCOMMIT",
             "",
-            "SBATCH_OVERCOMMIT is set in the environment",
+            "SBATCH_OVERCOMMIT is set in the environment (sbatch's -O): bursar cannot price it \
+             alike on every cluster",
         ),
         // read, and refused as --spread-job without -N is
         ("SBATCH_SPREAD_JOB", "", "--spread-job without a node count"),

@@ -952,7 +952,11 @@ fn refuses_what_it_cannot_carry() {
     // refused with reasons of their own, the short form too
     unsupported(&["--overcommit"], "--overcommit", "cannot price it alike");
     unsupported(&["-O"], "-O", "cannot price it alike");
-    unsupported(&["-n", "4", "-O"], "-O", "REST API refuses it");
+    unsupported(
+        &["-n", "4", "-O"],
+        "-O",
+        "OpenAPI v0.0.38 (Slurm 22.05 and 23.02) refuses it",
+    );
     unsupported(&["--reboot"], "--reboot", "only its administrators");
     unsupported(&["-S", "2"], "-S", "not supported");
     unsupported(&["-B", "2:4"], "-B", "not supported");
@@ -2130,6 +2134,184 @@ fn contiguous_extra_and_priority() {
     }
     let bad: JobRequest = serde_json::from_str(r#"{"slurm": {"extra": "a\nb"}}"#).unwrap();
     assert!(bad.validate().is_err());
+}
+
+/// `--tres-per-task`: `cpu` is `-c`, `gres/gpu[:TYPE]` is `--gpus-per-task`, in 24.05's and
+/// 23.11's spellings; the same request as those options. Beside them (from any option place),
+/// beside `--cpus-per-gpu` or `--ntasks-per-gpu`, refused as sbatch refuses them; a later list
+/// replaces an earlier one; from `SBATCH_TRES_PER_TASK` an option's `-c` or
+/// `--gpus-per-task` wins.
+#[test]
+fn tres_per_task_is_cpus_and_gpus_per_task() {
+    let gpus = |kind: Option<&str>, count: u32| {
+        Some(GpuRequest {
+            count,
+            kind: kind.map(str::to_string),
+            per: GpuPer::PerTask,
+        })
+    };
+    for (list, cpus, gpu) in [
+        ("cpu=4", 4, None),
+        ("cpu:4", 4, None),
+        ("gres/gpu=2", 1, gpus(None, 2)),
+        ("gres/gpu:a100=2", 1, gpus(Some("a100"), 2)),
+        ("gres/gpu:2", 1, gpus(None, 2)),
+        ("gres:gpu:a100:2", 1, gpus(Some("a100"), 2)),
+        ("cpu=3,gres/gpu=1", 3, gpus(None, 1)),
+        ("gres/gpu:h100=1,cpu:2", 2, gpus(Some("h100"), 1)),
+    ] {
+        let option = format!("--tres-per-task={list}");
+        let r = parse_ok(&["-n", "2", &option]);
+        assert_eq!(
+            (r.cpus_per_task, r.cpus_per_task_given),
+            (cpus, list.contains("cpu")),
+            "{list}"
+        );
+        assert_eq!(r.gpus, gpu, "{list}");
+        // the same request as sbatch's other options give
+        let mut same = vec!["-n".to_string(), "2".to_string()];
+        if list.contains("cpu") {
+            same.push(format!("-c{cpus}"));
+        }
+        if let Some(g) = &gpu {
+            same.push(match &g.kind {
+                Some(kind) => format!("--gpus-per-task={kind}:{}", g.count),
+                None => format!("--gpus-per-task={}", g.count),
+            });
+        }
+        let words: Vec<&str> = same.iter().map(String::as_str).collect();
+        assert_eq!(r, parse_ok(&words), "{list}");
+    }
+    refuses_values(
+        "--tres-per-task",
+        &[
+            "",
+            "cpu=0",
+            "cpu=2,cpu=3",
+            "CPU=4",
+            "cpu=2k",
+            "mem=4G",
+            "license/matlab=1",
+            "gres/shard=1",
+            "gpu:2",
+            "gres/gpu",
+            "gres/gpu=1,gres/gpu:a100=1",
+        ],
+    );
+    for (words, says) in [
+        (
+            &["-c", "2", "--tres-per-task=cpu=2"][..],
+            "with cpu= and -c",
+        ),
+        (
+            &["--tres-per-task=cpu=2", "--cpus-per-gpu=2", "--gpus=1"],
+            "with cpu= and --cpus-per-gpu",
+        ),
+        (
+            &["-n", "2", "--gpus-per-task=1", "--tres-per-task=gres/gpu=1"],
+            "with gres/gpu and --gpus-per-task",
+        ),
+        (
+            &["--gpus=2", "--ntasks-per-gpu=1", "--tres-per-task=cpu=2"],
+            "with --ntasks-per-gpu",
+        ),
+    ] {
+        let error = parse(words).unwrap_err().to_string();
+        assert!(error.contains(says), "{words:?}: {error}");
+    }
+    // the script's -c against the command line's list: refused too (both are options)
+    let script = "#!/bin/sh\n#SBATCH -c 2\n#SBATCH --tres-per-task=cpu=8\nhostname\n";
+    let error = parse_sbatch(&args(&["--tres-per-task=cpu=4"]), Some(script)).unwrap_err();
+    assert!(error.to_string().contains("with cpu= and -c"), "{error}");
+    // a later list replaces an earlier one whole: the command line's the script's
+    let script = "#!/bin/sh\n#SBATCH --tres-per-task=cpu=8\nhostname\n";
+    let r = parse_sbatch(
+        &args(&["-n", "2", "--tres-per-task=gres/gpu=1"]),
+        Some(script),
+    )
+    .unwrap();
+    assert_eq!((r.cpus_per_task, r.gpus.map(|g| g.count)), (1, Some(1)));
+    let r = parse_ok(&["--tres-per-task=cpu=8", "--tres-per-task=cpu=2"]);
+    assert_eq!(r.cpus_per_task, 2);
+    // from the environment: between the script and the command line, and the options' -c or
+    // --gpus-per-task win over its entries
+    let with_env = |cli: &[&str], script: &str, list: &str| {
+        let env = vec![(
+            "SBATCH_TRES_PER_TASK".to_string(),
+            format!("--tres-per-task={list}"),
+        )];
+        parse_sbatch_command_with_env(&args(cli), &env, Some(script)).map(|c| c.request)
+    };
+    let r = with_env(&["-n", "2"], script, "cpu=3,gres/gpu=1").unwrap();
+    assert_eq!((r.cpus_per_task, r.gpus.map(|g| g.count)), (3, Some(1)));
+    let r = with_env(&["-n", "2", "-c", "5"], SCRIPT, "cpu=3,gres/gpu=1").unwrap();
+    assert_eq!((r.cpus_per_task, r.gpus.map(|g| g.count)), (5, Some(1)));
+    let r = with_env(
+        &["-n", "2", "--gpus-per-task=2"],
+        SCRIPT,
+        "cpu=3,gres/gpu=1",
+    )
+    .unwrap();
+    assert_eq!((r.cpus_per_task, r.gpus.map(|g| g.count)), (3, Some(2)));
+    let r = with_env(&["-n", "2", "--tres-per-task=cpu=6"], SCRIPT, "gres/gpu=1").unwrap();
+    assert_eq!((r.cpus_per_task, r.gpus), (6, None));
+    let error = with_env(&[], SCRIPT, "cpu=x").unwrap_err().to_string();
+    assert!(
+        error.starts_with("SBATCH_TRES_PER_TASK in the environment"),
+        "{error}"
+    );
+}
+
+/// Texts longer than slurmctld keeps (1024 bytes; paths 4096) are refused before anything is
+/// held, naming the option, in JSON as from sbatch's options; at the limit they are taken.
+#[test]
+fn texts_longer_than_slurm_keeps_are_refused() {
+    let long = |n: usize| "a".repeat(n);
+    for (option, max) in [
+        ("--job-name", 1024),
+        ("--comment", 1024),
+        ("--constraint", 1024),
+        ("--extra", 1024),
+        ("--mcs-label", 1024),
+        ("--wckey", 1024),
+        ("--reservation", 1024),
+        ("--prefer", 1024),
+        ("--account", 1024),
+        ("--qos", 1024),
+        ("--output", 4096),
+        ("--chdir", 4096),
+        ("--input", 4096),
+    ] {
+        let fits = format!("{option}={}", long(max));
+        let request = parse_ok(&[fits.as_str()]);
+        assert!(request.validate().is_ok(), "{option} of {max} bytes");
+        let over = format!("{option}={}", long(max + 1));
+        let error = parse(&[over.as_str()])
+            .and_then(|r| r.validate().map(|()| r))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&format!(
+                "{} bytes long: Slurm refuses more than {max}",
+                max + 1
+            )),
+            "{option}: {error}"
+        );
+    }
+    let json = format!(r#"{{"slurm": {{"extra": "{}"}}}}"#, long(1025));
+    let r: JobRequest = serde_json::from_str(&json).unwrap();
+    assert!(r
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("--extra is 1025 bytes long"));
+    // bytes, as slurmctld counts them: 512 two-byte characters fit, 513 do not
+    let name = |n: usize| JobRequest {
+        job_name: Some("é".repeat(n)),
+        ..JobRequest::default()
+    };
+    assert!(name(512).validate().is_ok());
+    assert!(name(513).validate().is_err());
 }
 
 /// `--exclusive=user|mcs|topo`: one setting with `--exclusive` and `-s`, as sbatch's `shared`

@@ -674,7 +674,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
     let deadline = format!("--deadline={deadline_day}T10:00");
     // when the script starts and how nodes are filled: not priced
     let node_filling: Vec<&str> = NODE_FILLING.iter().copied().chain(["-t", "5"]).collect();
-    let cases: [&[&str]; 27] = [
+    let cases: [&[&str]; 28] = [
         &["-t", "5"],
         &[
             "-N",
@@ -801,6 +801,7 @@ fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles
             "-t",
             "5",
         ],
+        &["-n", "2", "--tres-per-task=cpu=2,gres/gpu=1", "-t", "5"],
     ];
     for version in VERSIONS {
         let mut gw = Gateway::start(DevStack::next(), version);

@@ -129,8 +129,8 @@ pub struct JobSubmission {
     /// `--extra` (`extra`), from v0.0.40: v0.0.38 has no such key ([`unsupported_at`]).
     pub extra: Option<String>,
     /// `--priority`, 1 to `NO_VAL - 1` (`TOP`): `priority` in every version, a number at
-    /// v0.0.38 (read with sbatch's parser, which takes numbers in that range), a set number
-    /// later. Not sent with `hold`, which wins, as in sbatch.
+    /// v0.0.38 (its `arg_set_data_priority` takes 1 to `NO_VAL - 1`), a set number later. Not
+    /// sent with `hold`, which wins, as in sbatch.
     pub priority: Option<u32>,
     /// `-b/--begin`, Unix seconds. v0.0.38 reads `begin_time` with sbatch's text parser in
     /// slurmrestd's own time zone, which takes a number for a date (`1764201600` is refused):

@@ -272,6 +272,7 @@ const SBATCH_ENV: &[(&str, &str)] = &[
     ("SBATCH_GPUS", "--gpus"),
     ("SBATCH_GPUS_PER_NODE", "--gpus-per-node"),
     ("SBATCH_GPUS_PER_TASK", "--gpus-per-task"),
+    ("SBATCH_TRES_PER_TASK", "--tres-per-task"),
     ("SBATCH_CPUS_PER_GPU", "--cpus-per-gpu"),
     ("SLURM_HINT", "--hint"),
     ("SBATCH_HINT", "--hint"),
@@ -351,7 +352,6 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
     "SBATCH_SPREAD_SEGMENTS",
     "SBATCH_THREAD_SPEC",
     "SBATCH_TRES_BIND",
-    "SBATCH_TRES_PER_TASK",
     "SBATCH_WAIT4SWITCH",
 ];
 
@@ -372,6 +372,13 @@ pub fn sbatch_env_options(
                 "SBATCH_MEM_BIND is set in the environment, and sbatch then leaves the job's \
                  steps without the binding (it sets no SLURM_MEM_BIND); unset it and pass \
                  --mem-bind instead"
+            );
+        }
+        if *name == "SBATCH_OVERCOMMIT" {
+            bail!(
+                "SBATCH_OVERCOMMIT is set in the environment (sbatch's -O): {}; unset it to \
+                 submit through bursar",
+                crate::request::OVERCOMMIT_REFUSED
             );
         }
         if matches!(*name, "SBATCH_REQ_SWITCH" | "SBATCH_WAIT4SWITCH") {

@@ -65,7 +65,7 @@ pub use gpu::{is_gres_type_name, normalize_model, GpuSpec, GpuVendor};
 pub use licenses::{Licenses, MAX_LICENSE_COUNT};
 pub use sbatch::{
     parse_sbatch, parse_sbatch_command, parse_sbatch_command_at, parse_sbatch_command_with_env,
-    split_sbatch_args, SbatchArgs, SbatchCommand, SBATCH_USAGE,
+    split_sbatch_args, SbatchArgs, SbatchCommand, OVERCOMMIT_REFUSED, SBATCH_USAGE,
 };
 pub use slurm::{
     check_acctg_freq, check_gpu_freq, cpu_freq_request, parse_delay_boot, parse_priority,
@@ -1210,19 +1210,19 @@ impl JobRequest {
                 return invalid(format!("cluster {cluster} is listed twice"));
             }
         }
-        for (field, value) in [
-            ("job name", &self.job_name),
-            ("output", &self.output),
-            ("error", &self.error),
-            ("working directory", &self.working_dir),
-            ("export", &self.export),
-            ("mail type", &self.mail_type),
-            ("mail user", &self.mail_user),
-            ("comment", &self.comment),
-            ("constraint", &self.constraint),
+        for (field, value, max) in [
+            ("job name", &self.job_name, SLURM_TEXT_MAX),
+            ("output", &self.output, SLURM_PATH_MAX),
+            ("error", &self.error, SLURM_PATH_MAX),
+            ("working directory", &self.working_dir, SLURM_PATH_MAX),
+            ("export", &self.export, usize::MAX),
+            ("mail type", &self.mail_type, usize::MAX),
+            ("mail user", &self.mail_user, SLURM_TEXT_MAX),
+            ("comment", &self.comment, SLURM_TEXT_MAX),
+            ("constraint", &self.constraint, SLURM_TEXT_MAX),
         ] {
             if let Some(v) = value {
-                check_text(field, v)?;
+                check_text_within(field, v, max)?;
             }
         }
         for (key, value) in &self.environment {
@@ -1580,6 +1580,12 @@ pub(crate) fn nodes_for_tasks(ntasks: u32, per_node: u32) -> Option<u32> {
 
 /// Account, partition, QOS and cluster names: Slurm names, no spaces, commas or controls.
 fn check_name(field: &str, value: &str) -> Result<(), RequestError> {
+    if value.len() > SLURM_TEXT_MAX {
+        return Err(RequestError::Invalid(format!(
+            "{field} is {} bytes long: Slurm refuses more than {SLURM_TEXT_MAX}",
+            value.len()
+        )));
+    }
     if field == "partition" && value.contains(',') {
         return Err(RequestError::Invalid(format!(
             "partition {value:?} is a list: bursar prices and submits a job to one partition; \
@@ -1598,11 +1604,31 @@ fn check_name(field: &str, value: &str) -> Result<(), RequestError> {
     Ok(())
 }
 
+/// The most bytes slurmctld keeps of a job's names and texts (its `_test_strlen` checks when
+/// a job is submitted: the name, account, partition, QOS, comment, features, mail user,
+/// reservation, wckey, MCS label, `--prefer`, `--extra`), and of its paths (`PATH_MAX`: the
+/// output, error and input files, the working folder). Longer is refused before anything is
+/// held, where slurmctld would refuse the job when bursar submits it.
+const SLURM_TEXT_MAX: usize = 1024;
+const SLURM_PATH_MAX: usize = 4096;
+
 /// Free text (names, paths, addresses): not empty, one line.
 fn check_text(field: &str, value: &str) -> Result<(), RequestError> {
     if value.is_empty() || value.chars().any(char::is_control) {
         return Err(RequestError::Invalid(format!(
             "{field} {value:?} must be one line of text"
+        )));
+    }
+    Ok(())
+}
+
+/// [`check_text`], and at most `max` bytes ([`SLURM_TEXT_MAX`], [`SLURM_PATH_MAX`]).
+fn check_text_within(field: &str, value: &str, max: usize) -> Result<(), RequestError> {
+    check_text(field, value)?;
+    if value.len() > max {
+        return Err(RequestError::Invalid(format!(
+            "{field} is {} bytes long: Slurm refuses more than {max}",
+            value.len()
         )));
     }
     Ok(())

@@ -22,6 +22,7 @@
 //! | `-G/--gpus=[TYPE:]N` | GPUs for the whole job |
 //! | `--gpus-per-node=[TYPE:]N` | GPUs per node |
 //! | `--gpus-per-task=[TYPE:]N` | GPUs per task (× `ntasks` in the estimate) |
+//! | `--tres-per-task=LIST` | sbatch's other spelling of `-c` (`cpu=N`) and `--gpus-per-task` (`gres/gpu[:TYPE]=N`), 23.02's and 23.11's forms too ([`parse_tres_per_task`]), applied into them as sbatch applies it ([`tres_per_task`]); other entries refused. Also from `SBATCH_TRES_PER_TASK` |
 //! | `--mincpus=N` | at least N CPUs on each node: priced for `nodes × N` CPUs when that is more, as slurmctld up to 24.11.0 allocates them (from 24.11.1 it only picks nodes by it: [`PartitionDefaults::min_cpus_only_select`]), and pinned to its node count (on more nodes Slurm would allocate more) |
 //! | `--hint=HINT`, `--threads-per-core=N`, `--ntasks-per-core=N` | [`Hint`] and the counts: how the job uses each core's threads, read as sbatch reads them (`nomultithread`, `compute_bound` and `memory_bound` are one thread per core, `multithread` any number of tasks per core; `--hint` with either count is refused, a variable's giving way to an option as in sbatch; `-N N` without `-n` runs a task per thread). Priced for the whole cores Slurm allocates where the partition declares its threads per core ([`super::cores`]), and a Slurm cluster is eligible for them only there; forwarded as `threads_per_core` and `tasks_per_core` |
 //! | `--cpus-per-gpu=N` | CPUs per GPU: the job's CPUs are N × its GPUs when that is more than its tasks' (not with `-c`, as in sbatch) |
@@ -186,6 +187,7 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
                                 (with -N or -w)
       --delay-boot=TIME         wait TIME before rebooting nodes for features
       --mcs-label=LABEL         the job's MCS label
+      --tres-per-task=LIST      cpu=N, gres/gpu[:TYPE]=N: as -c, --gpus-per-task
       --contiguous              contiguous nodes (Slurm 23.11 and later)
       --extra=TEXT              the job's extra text, for node filtering where the
                                 cluster enables it (Slurm 23.11 and later)
@@ -443,6 +445,7 @@ pub fn parse_sbatch_command_at(
         }
         (None, Some(_)) => {}
     }
+    tres_per_task(&mut from_env, &mut from_script, &mut cli)?;
     memory_from_env(&mut from_env, &mut from_script, &cli)?;
     // A -c given on the command line or in the script drops SBATCH_CPUS_PER_GPU, as in sbatch.
     if cli.cpus_per_task.is_some() || from_script.cpus_per_task.is_some() {
@@ -493,6 +496,145 @@ pub fn parse_sbatch_command_at(
     command.request.script = script.map(str::to_string);
     command.request.validate()?;
     Ok(command)
+}
+
+/// `--tres-per-task`'s entries bursar reads: sbatch's other spelling of `-c` and
+/// `--gpus-per-task`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct TresPerTask {
+    cpus: Option<u32>,
+    gpus: Option<(Option<String>, u32)>,
+}
+
+/// `--tres-per-task=LIST` as sbatch 23.11 to 25.11 read it, stricter: comma-separated `cpu=N`
+/// (or 23.02's `cpu:N`; `cpu` in lower case, as 25.05 reads it) and `gres/gpu=N`,
+/// `gres/gpu:TYPE=N` (or 23.11's `gres/gpu:N`, `gres/gpu:TYPE:N`, and `gres:` for `gres/`),
+/// each once, counts whole numbers from 1. Licenses and other GRES per task are refused.
+fn parse_tres_per_task(option: &str, text: &str) -> Result<TresPerTask, RequestError> {
+    let bad = |reason: String| RequestError::invalid_value(option, text, reason);
+    let twice = |entry: &str| bad(format!("{entry:?}: given twice in the list"));
+    let mut tres = TresPerTask::default();
+    for entry in text.split(',') {
+        if let Some(n) = entry
+            .strip_prefix("cpu=")
+            .or_else(|| entry.strip_prefix("cpu:"))
+        {
+            let cpus = count(option, n)?;
+            if cpus == 0 {
+                return Err(bad(format!("{entry:?}: a task needs at least one CPU")));
+            }
+            if tres.cpus.replace(cpus).is_some() {
+                return Err(twice(entry));
+            }
+            continue;
+        }
+        if let Some(rest) = entry
+            .strip_prefix("gres/gpu")
+            .or_else(|| entry.strip_prefix("gres:gpu"))
+        {
+            // as --gpus-per-task writes it: N or TYPE:N
+            let spec = match (rest.strip_prefix('='), rest.strip_prefix(':')) {
+                (Some(n), _) => n.to_string(),
+                (None, Some(typed)) => match typed.split_once('=') {
+                    Some((kind, n)) => format!("{kind}:{n}"),
+                    None => typed.to_string(),
+                },
+                (None, None) => {
+                    return Err(bad(format!(
+                        "{entry:?}: write gres/gpu=N or gres/gpu:TYPE=N"
+                    )))
+                }
+            };
+            if tres
+                .gpus
+                .replace(parse_typed_count(option, &spec)?)
+                .is_some()
+            {
+                return Err(twice(entry));
+            }
+            continue;
+        }
+        let why = if entry.starts_with("license") {
+            "bursar takes licenses with -L/--licenses, as the job's total (per task × tasks)"
+        } else if entry.starts_with("gres") {
+            "bursar reads GPUs per task here; give other GRES with --gres, per node"
+        } else {
+            "use cpu=N, gres/gpu=N or gres/gpu:TYPE=N, comma-separated"
+        };
+        return Err(bad(format!("{entry:?}: {why}")));
+    }
+    Ok(tres)
+}
+
+/// `--tres-per-task` applied as sbatch applies it, into `-c` and `--gpus-per-task` of the place
+/// its list comes from: the command line's list replaces the variable's
+/// (`SBATCH_TRES_PER_TASK`), which replaces the script's. Given as an option (command line or
+/// `#SBATCH`), its `cpu` beside `-c` (or `--cpus-per-gpu`), its GPUs beside
+/// `--gpus-per-task`, or any list beside `--ntasks-per-gpu`, are refused, as sbatch refuses
+/// them; from the variable, an option's `-c`, `--cpus-per-gpu` or `--gpus-per-task` wins over
+/// its entry, as in sbatch 23.11 and later.
+fn tres_per_task(
+    env: &mut Directives,
+    script: &mut Directives,
+    cli: &mut Directives,
+) -> Result<(), RequestError> {
+    let refused = |what: &str| {
+        Err(RequestError::Invalid(format!(
+            "--tres-per-task {what}: give one or the other (sbatch refuses both)"
+        )))
+    };
+    let options = [&*cli, &*script];
+    let cpus_given = options.iter().any(|d| d.cpus_per_task.is_some());
+    let cpus_per_gpu_given = options.iter().any(|d| d.cpus_per_gpu.is_some());
+    let gpus_given = options.iter().any(|d| d.gpus_per_task.is_some());
+    let per_gpu = [&*cli, &*script, &*env]
+        .iter()
+        .any(|d| d.ntasks_per_gpu.is_some());
+    let (tres, place, from_env) = match (
+        cli.tres_per_task.take(),
+        env.tres_per_task.take(),
+        script.tres_per_task.take(),
+    ) {
+        (Some(tres), _, _) => (tres, &mut *cli, false),
+        (None, Some(tres), _) => (tres, &mut *env, true),
+        (None, None, Some(tres)) => (tres, &mut *script, false),
+        (None, None, None) => return Ok(()),
+    };
+    if per_gpu {
+        return refused("with --ntasks-per-gpu");
+    }
+    let TresPerTask { mut cpus, mut gpus } = tres;
+    if from_env {
+        if cpus_given || cpus_per_gpu_given {
+            cpus = None;
+        }
+        if gpus_given {
+            gpus = None;
+        }
+    } else {
+        if cpus.is_some() && cpus_given {
+            return refused("with cpu= and -c/--cpus-per-task");
+        }
+        if cpus.is_some() && cpus_per_gpu_given {
+            return refused("with cpu= and --cpus-per-gpu");
+        }
+        if gpus.is_some() && gpus_given {
+            return refused("with gres/gpu and --gpus-per-task");
+        }
+    }
+    if from_env && gpus.is_some() && place.gpus_per_task.is_some() {
+        return Err(RequestError::Invalid(
+            "SBATCH_TRES_PER_TASK and SBATCH_GPUS_PER_TASK both give GPUs per task: unset one"
+                .into(),
+        ));
+    }
+    if cpus.is_some() {
+        place.cpus_per_task = cpus;
+    }
+    if gpus.is_some() {
+        place.gpus_per_task = gpus;
+    }
+    Ok(())
 }
 
 /// The first line sbatch would turn into options (its `xlate_batch_script`, the same on every
@@ -761,6 +903,7 @@ enum Opt {
     Contiguous,
     Extra,
     Priority,
+    TresPerTask,
     GresFlags,
     AcctgFreq,
     Distribution,
@@ -829,6 +972,7 @@ const OPTIONS: &[Spec] = &[
     spec("ntasks-per-core", None, Opt::NtasksPerCore, Arg::Required),
     spec("ntasks-per-gpu", None, Opt::NtasksPerGpu, Arg::Required),
     spec("gpus-per-task", None, Opt::GpusPerTask, Arg::Required),
+    spec("tres-per-task", None, Opt::TresPerTask, Arg::Required),
     spec("gres", None, Opt::Gres, Arg::Required),
     spec("gpus", Some('G'), Opt::Gpus, Arg::Required),
     spec("gpus-per-node", None, Opt::GpusPerNode, Arg::Required),
@@ -910,16 +1054,12 @@ fn refusal(long: &str) -> Option<&'static str> {
              jobs"
         }
         "ntasks-per-tres" => "an undocumented spelling of --ntasks-per-gpu: use --ntasks-per-gpu",
-        "overcommit" => {
-            "bursar cannot price it alike on every cluster: Slurm then allocates CPUs per node \
-             rather than per task, in ways that differ by release and by how the job is sent \
-             (on Slurm 24.11, sbatch's -n 4 -c 2 -O job waits on idle nodes), and Slurm \
-             22.05's REST API refuses it; leave it out (each task then has its CPUs)"
-        }
+        "overcommit" => OVERCOMMIT_REFUSED,
         "reboot" => {
             "Slurm lets only its administrators reboot nodes for a job (it refuses others: \
-             \"rebooting of nodes is only allowed for admins\"), and Slurm 22.05's REST API \
-             refuses it; administrators submit such jobs with sbatch"
+             \"rebooting of nodes is only allowed for admins\"), and slurmrestd's OpenAPI \
+             v0.0.38 (Slurm 22.05 and 23.02) refuses it; administrators submit such jobs with \
+             sbatch"
         }
         "gpus-per-socket" => {
             "bursar cannot price this GPU-relative request yet; use --gpus-per-task, \
@@ -928,6 +1068,13 @@ fn refusal(long: &str) -> Option<&'static str> {
         _ => return None,
     })
 }
+
+/// Why `-O/--overcommit` (and `SBATCH_OVERCOMMIT`) is refused.
+pub const OVERCOMMIT_REFUSED: &str = "bursar cannot price it alike on every cluster: Slurm \
+     then allocates CPUs per node rather than per task, in ways that differ by release and by \
+     how the job is sent (seen on Slurm 24.11.5: sbatch's -n 4 -c 2 -O job waits on idle \
+     nodes), and slurmrestd's OpenAPI v0.0.38 (Slurm 22.05 and 23.02) refuses it; leave it \
+     out (each task then has its CPUs)";
 
 const NOT_SUPPORTED: &str = "not supported by bursar, which refuses options it cannot price \
                              and forward rather than drop them; remove it (see bursar submit \
@@ -1074,6 +1221,9 @@ struct Directives {
     mcs_label: Option<String>,
     contiguous: bool,
     extra: Option<String>,
+    /// `--tres-per-task`: applied into `cpus_per_task` and `gpus_per_task` before the places
+    /// are merged ([`tres_per_task`]).
+    tres_per_task: Option<TresPerTask>,
     /// `--priority`: 0 kept here, so that the command line's `--priority=0` wins over a
     /// script's value, and dropped once merged (sbatch then sends none).
     priority: Option<u32>,
@@ -1334,6 +1484,8 @@ impl Directives {
             Opt::NtasksPerCore => self.ntasks_per_core = Some(count(typed, v)?),
             Opt::NtasksPerGpu => self.ntasks_per_gpu = Some(count(typed, v)?),
             Opt::GpusPerTask => self.gpus_per_task = Some(parse_typed_count(typed, v)?),
+            // As sbatch: a later list replaces the whole of an earlier one.
+            Opt::TresPerTask => self.tres_per_task = Some(parse_tres_per_task(typed, v)?),
             Opt::Gres => self.gres = Some(parse_gres_list(typed, v)?),
             Opt::Gpus => self.gpus = Some(parse_typed_count(typed, v)?),
             Opt::GpusPerNode => self.gpus_per_node = Some(parse_typed_count(typed, v)?),
@@ -1710,6 +1862,8 @@ impl Directives {
             spread_job: cli.spread_job || script.spread_job,
             delay_boot: cli.delay_boot.or(script.delay_boot),
             mcs_label: cli.mcs_label.or(script.mcs_label),
+            // (applied already: see tres_per_task)
+            tres_per_task: cli.tres_per_task.or(script.tres_per_task),
             contiguous: cli.contiguous || script.contiguous,
             extra: cli.extra.or(script.extra),
             priority: cli.priority.or(script.priority),

@@ -635,21 +635,21 @@ impl SlurmOptions {
 
     /// Text values: not empty, one line (the request's own check); `nice` within Slurm's range.
     pub(crate) fn validate(&self) -> Result<(), RequestError> {
-        for (option, value) in [
-            ("--reservation", &self.reservation),
-            ("--wckey", &self.wckey),
-            ("--exclude", &self.exclude),
-            ("--input", &self.input),
-            ("--dependency", &self.dependency),
-            ("--prefer", &self.prefer),
-            ("--nodelist", &self.nodelist),
-            ("--container", &self.container),
-            ("--container-id", &self.container_id),
-            ("--mcs-label", &self.mcs_label),
-            ("--extra", &self.extra),
+        for (option, value, max) in [
+            ("--reservation", &self.reservation, super::SLURM_TEXT_MAX),
+            ("--wckey", &self.wckey, super::SLURM_TEXT_MAX),
+            ("--exclude", &self.exclude, usize::MAX),
+            ("--input", &self.input, super::SLURM_PATH_MAX),
+            ("--dependency", &self.dependency, 128 * 1024),
+            ("--prefer", &self.prefer, super::SLURM_TEXT_MAX),
+            ("--nodelist", &self.nodelist, usize::MAX),
+            ("--container", &self.container, usize::MAX),
+            ("--container-id", &self.container_id, usize::MAX),
+            ("--mcs-label", &self.mcs_label, super::SLURM_TEXT_MAX),
+            ("--extra", &self.extra, super::SLURM_TEXT_MAX),
         ] {
             if let Some(value) = value {
-                super::check_text(option, value)?;
+                super::check_text_within(option, value, max)?;
             }
         }
         if let Some(nice) = self.nice {
