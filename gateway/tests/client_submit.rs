@@ -329,6 +329,12 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             "yes",
             "SBATCH_EXCLUSIVE in the environment: invalid --exclusive value",
         ),
+        // sbatch would run the job on the file's nodes, laid out as it lists them
+        (
+            "SLURM_HOSTFILE",
+            "/home/alice/hosts",
+            "SLURM_HOSTFILE is set in the environment",
+        ),
     ] {
         let run = run_program(
             &bursar_exe(),
@@ -341,6 +347,18 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
     assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 5);
+    // with -w, sbatch leaves SLURM_HOSTFILE alone, and so does bursar
+    let run = run_program(
+        &bursar_exe(),
+        &["submit", "-t", "5", "-w", "op-n1", "plain.sh"],
+        &home,
+        &[
+            ("BURSAR_URL", url.as_str()),
+            ("SLURM_HOSTFILE", "/home/alice/hosts"),
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
     // SBATCH_IGNORE_PBS as sbatch reads an on/off variable: an off value leaves the script's
     // #PBS line to be refused, an on one has it left out
     home.write("pbs.sh", "#!/bin/sh\n#PBS -l walltime=01:00:00\nhostname\n");
@@ -361,7 +379,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             );
         }
     }
-    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 7);
+    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 8);
     // an off value resets the option, the script's setting too
     home.write("requeue.sh", "#!/bin/sh\n#SBATCH --no-requeue\nhostname\n");
     let run = run_program(

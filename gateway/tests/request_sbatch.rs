@@ -1397,7 +1397,13 @@ fn gpu_relative_options_follow_sbatch() {
     assert_eq!(r.gpus.map(|g| (g.count, g.per)), Some((2, GpuPer::PerJob)));
     assert_eq!(r.memory, Some(MemoryRequest::PerNode(4096)));
     // The JSON names.
-    let json = serde_json::to_value(parse_ok(&["--gpus-per-task=1", "--mem-per-gpu=1G"])).unwrap();
+    let json = serde_json::to_value(parse_ok(&[
+        "-n",
+        "1",
+        "--gpus-per-task=1",
+        "--mem-per-gpu=1G",
+    ]))
+    .unwrap();
     assert_eq!(json["gpus"]["per"], "task");
     assert_eq!(json["memory"], serde_json::json!({"per_gpu_mb": 1024}));
 }
@@ -2260,6 +2266,47 @@ fn tres_per_task_is_cpus_and_gpus_per_task() {
         error.starts_with("SBATCH_TRES_PER_TASK in the environment"),
         "{error}"
     );
+    // an empty variable is an empty list: the script's is gone
+    let empty = vec![(
+        "SBATCH_TRES_PER_TASK".to_string(),
+        "!--tres-per-task".to_string(),
+    )];
+    let r = parse_sbatch_command_with_env(&args(&[]), &empty, Some(script))
+        .unwrap()
+        .request;
+    assert_eq!(r.cpus_per_task, 1);
+    // GPUs one way in one place, and with a task count, as --gpus-per-task
+    for (words, says) in [
+        (
+            &["-n", "4", "--gres=gpu:2", "--tres-per-task=gres/gpu=1"][..],
+            "--tres-per-task=gres/gpu",
+        ),
+        (
+            &["-n", "4", "--gpus=2", "--tres-per-task=gres/gpu=1"],
+            "--tres-per-task=gres/gpu",
+        ),
+        (&["--tres-per-task=gres/gpu=1"], "need a task count"),
+        (&["--gpus-per-task=1"], "need a task count"),
+        // as sbatch 22.05.8 and 24.11.5: a node list is no task count
+        (&["-w", "n[1-2]", "--gpus-per-task=1"], "need a task count"),
+    ] {
+        let error = parse(words).unwrap_err().to_string();
+        assert!(error.contains(says), "{words:?}: {error}");
+    }
+    for words in [
+        &["-N", "2", "--gpus-per-task=1"][..],
+        &["-N", "2", "--tres-per-task=gres/gpu=1"],
+    ] {
+        assert_eq!(
+            parse_ok(words).total_gpus(),
+            2,
+            "{words:?}: a task per node"
+        );
+    }
+    // the command line's GPUs replace the script's list's, as they replace its --gpus-per-task
+    let script = "#!/bin/sh\n#SBATCH -n 2 --tres-per-task=gres/gpu=1\nhostname\n";
+    let r = parse_sbatch(&args(&["--gpus=3"]), Some(script)).unwrap();
+    assert_eq!(r.gpus.map(|g| (g.count, g.per)), Some((3, GpuPer::PerJob)));
 }
 
 /// Texts longer than slurmctld keeps (1024 bytes; paths 4096) are refused before anything is

@@ -358,7 +358,8 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
 /// The options the shell's `SBATCH_*` variables stand for (see [`SBATCH_ENV`]): each
 /// variable's name and its `--option=value` word; an error names a variable bursar cannot
 /// honour. An empty variable of [`SBATCH_ENV`] counts as unset (sbatch would refuse the empty
-/// value), but for `SBATCH_WAIT_ALL_NODES`, which sbatch reads as 0; one of
+/// value), but for `SBATCH_WAIT_ALL_NODES`, which sbatch reads as 0, and
+/// `SBATCH_TRES_PER_TASK`, an empty list replacing the script's; one of
 /// [`SBATCH_ENV_REFUSED`] counts as set.
 pub fn sbatch_env_options(
     vars: &BTreeMap<String, String>,
@@ -403,6 +404,10 @@ pub fn sbatch_env_options(
             // sbatch's parse_int reads an empty value as 0: an explicit "do not wait".
             Some("") if *name == "SBATCH_WAIT_ALL_NODES" => {
                 words.push((name.to_string(), format!("{option}=0")))
+            }
+            // sbatch keeps an empty list, which replaces the script's.
+            Some("") if *name == "SBATCH_TRES_PER_TASK" => {
+                words.push((name.to_string(), format!("!{option}")))
             }
             Some(value) if !value.is_empty() => {
                 words.push((name.to_string(), format!("{option}={value}")))
@@ -514,6 +519,17 @@ fn sbatch_submission(
     }
     let from_env = sbatch_env_options(vars)?;
     match parse_sbatch_command_with_env(options, &from_env, script) {
+        // sbatch reads a job without -w (or -F) from this file's node names, laid out in its
+        // order (an arbitrary distribution): a job bursar cannot carry.
+        Ok(command)
+            if command.request.slurm.nodelist.is_none() && vars.contains_key("SLURM_HOSTFILE") =>
+        {
+            bail!(
+                "SLURM_HOSTFILE is set in the environment, and sbatch would then run the job on \
+                 the nodes that file lists, its tasks laid out in the file's order; bursar reads \
+                 no node files: unset it, or name the nodes with -w/--nodelist"
+            )
+        }
         Ok(command) => Ok(Parsed::Job(Box::new(Submission {
             request: command.request,
             parsable: command.parsable,

@@ -21,7 +21,7 @@
 //! | `--gres=LIST` | `gpu`, `gpu:N`, `gpu:TYPE`, `gpu:TYPE:N` entries → GPUs per node; other GRES (`shard:1`) are kept in `other_gres`, forwarded and not priced (with a note); `none` clears |
 //! | `-G/--gpus=[TYPE:]N` | GPUs for the whole job |
 //! | `--gpus-per-node=[TYPE:]N` | GPUs per node |
-//! | `--gpus-per-task=[TYPE:]N` | GPUs per task (× `ntasks` in the estimate) |
+//! | `--gpus-per-task=[TYPE:]N` | GPUs per task (× `ntasks` in the estimate); needs `-n` or `-N`, as sbatch refuses it without (`-w` alone too) |
 //! | `--tres-per-task=LIST` | sbatch's other spelling of `-c` (`cpu=N`) and `--gpus-per-task` (`gres/gpu[:TYPE]=N`), 23.02's and 23.11's forms too ([`parse_tres_per_task`]), applied into them as sbatch applies it ([`tres_per_task`]); other entries refused. Also from `SBATCH_TRES_PER_TASK` |
 //! | `--mincpus=N` | at least N CPUs on each node: priced for `nodes × N` CPUs when that is more, as slurmctld up to 24.11.0 allocates them (from 24.11.1 it only picks nodes by it: [`PartitionDefaults::min_cpus_only_select`]), and pinned to its node count (on more nodes Slurm would allocate more) |
 //! | `--hint=HINT`, `--threads-per-core=N`, `--ntasks-per-core=N` | [`Hint`] and the counts: how the job uses each core's threads, read as sbatch reads them (`nomultithread`, `compute_bound` and `memory_bound` are one thread per core, `multithread` any number of tasks per core; `--hint` with either count is refused, a variable's giving way to an option as in sbatch; `-N N` without `-n` runs a task per thread). Priced for the whole cores Slurm allocates where the partition declares its threads per core ([`super::cores`]), and a Slurm cluster is eligible for them only there; forwarded as `threads_per_core` and `tasks_per_core` |
@@ -121,7 +121,8 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
       --gres=gpu[:TYPE][:N],... generic resources (GPUs per node)
   -G, --gpus=[TYPE:]N           GPUs for the whole job
       --gpus-per-node=[TYPE:]N  GPUs per node
-      --gpus-per-task=[TYPE:]N  GPUs per task
+      --gpus-per-task=[TYPE:]N  GPUs per task (with -n or -N)
+      --tres-per-task=LIST      cpu=N, gres/gpu[:TYPE]=N: as -c, --gpus-per-task
       --cpus-per-gpu=N          CPUs per GPU (not with -c)
       --mincpus=N               at least N CPUs on each node
       --hint=HINT               nomultithread (one thread per core), multithread,
@@ -187,7 +188,6 @@ Options (as sbatch; #SBATCH lines in SCRIPT are read too, the command line wins)
                                 (with -N or -w)
       --delay-boot=TIME         wait TIME before rebooting nodes for features
       --mcs-label=LABEL         the job's MCS label
-      --tres-per-task=LIST      cpu=N, gres/gpu[:TYPE]=N: as -c, --gpus-per-task
       --contiguous              contiguous nodes (Slurm 23.11 and later)
       --extra=TEXT              the job's extra text, for node filtering where the
                                 cluster enables it (Slurm 23.11 and later)
@@ -590,6 +590,10 @@ fn tres_per_task(
     let per_gpu = [&*cli, &*script, &*env]
         .iter()
         .any(|d| d.ntasks_per_gpu.is_some());
+    // An empty SBATCH_TRES_PER_TASK is an empty list, which replaces the script's.
+    if env.resets.contains(&Opt::TresPerTask) {
+        script.tres_per_task = None;
+    }
     let (tres, place, from_env) = match (
         cli.tres_per_task.take(),
         env.tres_per_task.take(),
@@ -622,11 +626,13 @@ fn tres_per_task(
             return refused("with gres/gpu and --gpus-per-task");
         }
     }
-    if from_env && gpus.is_some() && place.gpus_per_task.is_some() {
-        return Err(RequestError::Invalid(
-            "SBATCH_TRES_PER_TASK and SBATCH_GPUS_PER_TASK both give GPUs per task: unset one"
-                .into(),
-        ));
+    // One way of asking for GPUs in one place, as for the other GPU options (sbatch would
+    // send both and derive the tasks from the pair, or refuse them).
+    if let (Some(_), Some(other)) = (&gpus, place.gpu_sources().first()) {
+        return Err(RequestError::Conflict {
+            first: (*other).into(),
+            second: "--tres-per-task=gres/gpu".into(),
+        });
     }
     if cpus.is_some() {
         place.cpus_per_task = cpus;
@@ -1757,6 +1763,8 @@ impl Directives {
             "--wait" => Opt::Wait,
             "--spread-job" => Opt::SpreadJob,
             "--use-min-nodes" => Opt::UseMinNodes,
+            // an empty list (SBATCH_TRES_PER_TASK=)
+            "--tres-per-task" => Opt::TresPerTask,
             // sbatch reads SBATCH_IGNORE_PBS before the script, whose own setting stands
             "--ignore-pbs" => return Ok(()),
             _ => {
@@ -1778,6 +1786,7 @@ impl Directives {
             Opt::Wait => self.wait = false,
             Opt::SpreadJob => self.spread_job = false,
             Opt::UseMinNodes => self.use_min_nodes = false,
+            Opt::TresPerTask => self.tres_per_task = None,
             _ => {}
         }
     }
@@ -1910,6 +1919,8 @@ impl Directives {
             ),
             None => None,
         };
+        // -N itself (-w below sets a node count too)
+        let nodes_given = self.nodes.is_some();
         // -w: at least the nodes it names (sbatch's `_opt_verify`), so priced and pinned;
         // fewer tasks than names keep as many names as tasks, as sbatch keeps them.
         if let Some(list) = &self.nodelist {
@@ -2029,6 +2040,17 @@ impl Directives {
             .or(self.gpus.map(|g| (g, GpuPer::PerJob)))
             .or(self.gpus_per_node.map(|g| (g, GpuPer::PerNode)))
             .or(self.gpus_per_task.map(|g| (g, GpuPer::PerTask)));
+        // sbatch refuses GPUs per task without a task count or node count ("Invalid generic
+        // resource (gres) specification", seen on 22.05.8 and 24.11.5, with -w too); with -N
+        // it runs a task per node.
+        if matches!(gpu, Some((_, GpuPer::PerTask))) && self.ntasks.is_none() && !nodes_given {
+            return Err(RequestError::Invalid(
+                "GPUs per task (--gpus-per-task, or --tres-per-task's gres/gpu) need a task \
+                 count: give -n (or -N), as sbatch refuses them without (\"Invalid generic \
+                 resource (gres) specification\")"
+                    .into(),
+            ));
+        }
         let gpus = gpu
             .filter(|((_, count), _)| *count > 0)
             .map(|((kind, count), per)| GpuRequest { count, per, kind });
