@@ -347,6 +347,17 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
     assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 5);
+    // SBATCH_OVERCOMMIT off (sbatch's no, 0) asks nothing
+    for value in ["no", "0"] {
+        let run = run_program(
+            &bursar_exe(),
+            &["submit", "-t", "5", "plain.sh"],
+            &home,
+            &[("BURSAR_URL", url.as_str()), ("SBATCH_OVERCOMMIT", value)],
+        )
+        .await;
+        assert_eq!(run.code, 0, "{value}: {run:?}");
+    }
     // with -w, sbatch leaves SLURM_HOSTFILE alone, and so does bursar
     let run = run_program(
         &bursar_exe(),
@@ -379,7 +390,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
             );
         }
     }
-    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 8);
+    assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 10);
     // an off value resets the option, the script's setting too
     home.write("requeue.sh", "#!/bin/sh\n#SBATCH --no-requeue\nhostname\n");
     let run = run_program(

@@ -364,10 +364,12 @@ const SBATCH_ENV_REFUSED: &[&str] = &[
 pub fn sbatch_env_options(
     vars: &BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<(String, String)>> {
-    if let Some(name) = SBATCH_ENV_REFUSED
-        .iter()
-        .find(|name| vars.contains_key(**name))
-    {
+    // An off value of an on/off variable asks nothing bursar would not do anyway.
+    let asks = |name: &str| match name {
+        "SBATCH_OVERCOMMIT" => vars.get(name).is_some_and(|value| turns_on(value)),
+        _ => vars.contains_key(name),
+    };
+    if let Some(name) = SBATCH_ENV_REFUSED.iter().find(|name| asks(name)) {
         if *name == "SBATCH_MEM_BIND" {
             bail!(
                 "SBATCH_MEM_BIND is set in the environment, and sbatch then leaves the job's \
