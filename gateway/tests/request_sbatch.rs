@@ -2345,6 +2345,33 @@ fn texts_longer_than_slurm_keeps_are_refused() {
             "{option}: {error}"
         );
     }
+    // the array's indexes (4096 bytes) and the licenses (1024, as sent) are held to theirs
+    // when read
+    let indexes = |n: usize| {
+        (0..n)
+            .map(|i| (i * 2).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let fits = (1..2000).rev().find(|n| indexes(*n).len() <= 4096).unwrap();
+    let array = format!("--array={}", indexes(fits));
+    assert!(
+        parse(&[array.as_str()]).is_ok(),
+        "{} bytes",
+        indexes(fits).len()
+    );
+    let array = format!("--array={}", indexes(fits + 1));
+    let error = parse(&[array.as_str()]).unwrap_err().to_string();
+    assert!(error.contains("Slurm takes at most 4096"), "{error}");
+    let licenses = format!(
+        "-L{}",
+        (0..200)
+            .map(|i| format!("lic{i}:1"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let error = parse(&[licenses.as_str()]).unwrap_err().to_string();
+    assert!(error.contains("more than the 1024 Slurm takes"), "{error}");
     let json = format!(r#"{{"slurm": {{"extra": "{}"}}}}"#, long(1025));
     let r: JobRequest = serde_json::from_str(&json).unwrap();
     assert!(r
