@@ -1580,12 +1580,7 @@ pub(crate) fn nodes_for_tasks(ntasks: u32, per_node: u32) -> Option<u32> {
 
 /// Account, partition, QOS and cluster names: Slurm names, no spaces, commas or controls.
 fn check_name(field: &str, value: &str) -> Result<(), RequestError> {
-    if value.len() > SLURM_TEXT_MAX {
-        return Err(RequestError::Invalid(format!(
-            "{field} is {} bytes long: Slurm refuses more than {SLURM_TEXT_MAX}",
-            value.len()
-        )));
-    }
+    check_length(field, value, SLURM_TEXT_MAX)?;
     if field == "partition" && value.contains(',') {
         return Err(RequestError::Invalid(format!(
             "partition {value:?} is a list: bursar prices and submits a job to one partition; \
@@ -1625,6 +1620,11 @@ fn check_text(field: &str, value: &str) -> Result<(), RequestError> {
 /// [`check_text`], and at most `max` bytes ([`SLURM_TEXT_MAX`], [`SLURM_PATH_MAX`]).
 fn check_text_within(field: &str, value: &str, max: usize) -> Result<(), RequestError> {
     check_text(field, value)?;
+    check_length(field, value, max)
+}
+
+/// At most `max` bytes, as slurmctld's `strlen` counts them.
+fn check_length(field: &str, value: &str, max: usize) -> Result<(), RequestError> {
     if value.len() > max {
         return Err(RequestError::Invalid(format!(
             "{field} is {} bytes long: Slurm refuses more than {max}",

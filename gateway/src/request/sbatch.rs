@@ -1871,8 +1871,8 @@ impl Directives {
             spread_job: cli.spread_job || script.spread_job,
             delay_boot: cli.delay_boot.or(script.delay_boot),
             mcs_label: cli.mcs_label.or(script.mcs_label),
-            // (applied already: see tres_per_task)
-            tres_per_task: cli.tres_per_task.or(script.tres_per_task),
+            // taken and applied into -c and --gpus-per-task before the merge (tres_per_task)
+            tres_per_task: None,
             contiguous: cli.contiguous || script.contiguous,
             extra: cli.extra.or(script.extra),
             priority: cli.priority.or(script.priority),
