@@ -262,6 +262,60 @@ async fn a_retry_with_the_same_key_gets_the_first_answer() {
 }
 
 #[tokio::test]
+async fn each_answer_says_what_its_own_hold_left() {
+    let f = fixture().await;
+    f.allocate("physics", "su", 100_000_000).await;
+    // Submitted one after the other within the admission view's life, then 8 at once: each
+    // answer names what was left once its own hold was placed, never an earlier view's.
+    // The micros of `physics has 95.023438 su left after it`.
+    let left = |s: &bursar_gateway::admission::Submitted| -> i64 {
+        let text = &s.route.explanation[0];
+        let figure = text
+            .split_once("physics has ")
+            .and_then(|(_, rest)| rest.strip_suffix(" su left after it"))
+            .expect(text);
+        let (units, fraction) = figure.split_once('.').expect(figure);
+        let fraction = format!("{fraction:0<6}");
+        units.parse::<i64>().unwrap() * 1_000_000 + fraction.parse::<i64>().unwrap()
+    };
+    let mut seen = Vec::new();
+    for n in 0..3 {
+        let key = Some(format!("left-{n}"));
+        let submitted = f.admission.submit(&alice(), job(), key).await.unwrap();
+        seen.push(left(&submitted));
+    }
+    let after = |k: i64| 100_000_000 - k * ONPREM_ESTIMATE;
+    assert_eq!(seen, [after(1), after(2), after(3)]);
+    let mut tasks = Vec::new();
+    for n in 0..8 {
+        let admission = f.admission.clone();
+        let key = Some(format!("burst-{n}"));
+        tasks.push(tokio::spawn(async move {
+            admission.submit(&alice(), job(), key).await
+        }));
+    }
+    let mut answers = Vec::new();
+    for t in tasks {
+        let submitted = t.await.unwrap().unwrap();
+        seen.push(left(&submitted));
+        answers.push(submitted);
+    }
+    seen[3..].sort_by(|a, b| b.cmp(a));
+    let expected: Vec<i64> = (1..=11).map(after).collect();
+    assert_eq!(
+        seen, expected,
+        "one figure per hold, each as its hold left it"
+    );
+
+    // A retry is answered with the figures of the first answer, as recorded with the job.
+    for (n, first) in answers.iter().enumerate() {
+        let key = Some(format!("burst-{n}"));
+        let again = f.admission.submit(&alice(), job(), key).await.unwrap();
+        assert_eq!(again.to_json(), first.to_json());
+    }
+}
+
+#[tokio::test]
 async fn concurrent_retries_with_one_key_forward_once() {
     let f = fixture().await;
     f.allocate("physics", "su", 100_000_000).await;
@@ -504,6 +558,7 @@ async fn forwarded_at(f: &Fixture, at: i64, cluster_job_id: &str) -> bursar_ledg
                 settle_ref: cluster_job_id.into(),
                 cluster_job_id: cluster_job_id.into(),
                 at,
+                route_json: None,
             }],
             at,
         )

@@ -634,6 +634,11 @@ pub enum AdmitOutcome {
     Admitted {
         job: ApiJob,
         hold: Option<Box<HoldRow>>,
+        /// What each allocation the hold draws on (the account's and its ancestors' in the
+        /// hold's currency, nearest first) has left once it is placed, by account name, as
+        /// the transaction that placed it left them: later holds are not counted. Empty
+        /// without a hold.
+        remaining_after: Vec<(String, i64)>,
     },
     /// The job's idempotency key was already used: the job recorded with it, nothing done.
     Existing(ApiJob),
@@ -660,6 +665,9 @@ pub struct ForwardedJob {
     pub settle_ref: String,
     pub cluster_job_id: String,
     pub at: i64,
+    /// The route to keep for the job instead of the one recorded at admission (whose text
+    /// was written before the ledger decided), when given.
+    pub route_json: Option<String>,
 }
 
 /// What admission needs to know about a user and an account at a moment, read in one

@@ -64,7 +64,7 @@ async fn setup() -> (tempfile::TempDir, Ledger) {
 
 fn admitted(outcome: &Result<AdmitOutcome, LedgerError>) -> (i64, Option<i64>) {
     match outcome {
-        Ok(AdmitOutcome::Admitted { job, hold }) => (job.id, hold.as_ref().map(|h| h.id)),
+        Ok(AdmitOutcome::Admitted { job, hold, .. }) => (job.id, hold.as_ref().map(|h| h.id)),
         other => panic!("expected an admission, got {other:?}"),
     }
 }
@@ -110,6 +110,24 @@ async fn a_batch_admits_in_order_until_the_tightest_link_is_spent() {
     assert_eq!(h6, None);
     assert_eq!((j2, j4, j6), (j1 + 1, j1 + 2, j1 + 3));
     assert_eq!(h2, h1.map(|h| h + 1));
+
+    // Each admission tells what its hold left on each link of the chain, nearest first.
+    let left = |outcome: &Result<AdmitOutcome, LedgerError>| match outcome {
+        Ok(AdmitOutcome::Admitted {
+            remaining_after, ..
+        }) => remaining_after.clone(),
+        other => panic!("expected an admission, got {other:?}"),
+    };
+    let pair = |a: &str, units: i64, b: &str, units_b: i64| {
+        vec![
+            (a.to_string(), units * UNIT),
+            (b.to_string(), units_b * UNIT),
+        ]
+    };
+    assert_eq!(left(&out[0]), pair("physics", 50, "org", 70));
+    assert_eq!(left(&out[1]), pair("physics", 20, "org", 40));
+    assert_eq!(left(&out[3]), [("org".to_string(), 10 * UNIT)]);
+    assert_eq!(left(&out[5]), [], "a free job holds nothing");
 
     let org = &ledger.balance("org", T0 + HOUR).await.unwrap()[0];
     assert_eq!((org.held, org.remaining), (90 * UNIT, Some(10 * UNIT)));
@@ -197,6 +215,7 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
                     settle_ref: "5".to_string(),
                     cluster_job_id: "5".to_string(),
                     at: T0 + HOUR,
+                    route_json: None,
                 },
                 ForwardedJob {
                     job: j2,
@@ -204,6 +223,7 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
                     settle_ref: "submission-6".to_string(),
                     cluster_job_id: "6".to_string(),
                     at: T0 + HOUR,
+                    route_json: None,
                 },
             ],
             T0 + HOUR,
@@ -247,6 +267,7 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
                     settle_ref: "7".to_string(),
                     cluster_job_id: "7".to_string(),
                     at: T0 + HOUR,
+                    route_json: None,
                 },
                 ForwardedJob {
                     job: j2,
@@ -254,6 +275,7 @@ async fn forwarded_jobs_link_their_holds_and_final_usage_settles_them() {
                     settle_ref: "8".to_string(),
                     cluster_job_id: "8".to_string(),
                     at: T0 + 2 * HOUR,
+                    route_json: None,
                 },
             ],
             T0 + HOUR,
@@ -289,6 +311,7 @@ async fn the_record_that_ends_a_free_job_settles_it_as_it_is_posted() {
         settle_ref: settle_ref.to_string(),
         cluster_job_id: cluster_job_id.to_string(),
         at: T0 + HOUR,
+        route_json: None,
     };
     ledger
         .admit_recording(
@@ -381,6 +404,7 @@ async fn forwarded_jobs_ride_in_the_next_batch() {
                 settle_ref: "41".to_string(),
                 cluster_job_id: "41".to_string(),
                 at: T0 + HOUR + 1,
+                route_json: None,
             }],
             T0 + HOUR + 1,
         )
@@ -763,7 +787,7 @@ async fn queued_submissions_from_many_tasks_admit_exactly_what_the_allocation_co
     let mut admitted_jobs = Vec::new();
     for task in tasks {
         match task.await.unwrap() {
-            Ok(AdmitOutcome::Admitted { job, hold }) => admitted_jobs.push((job.id, hold)),
+            Ok(AdmitOutcome::Admitted { job, hold, .. }) => admitted_jobs.push((job.id, hold)),
             Err(LedgerError::InsufficientAllocation { remaining, .. }) => {
                 assert!(remaining < 10 * UNIT)
             }
@@ -781,6 +805,7 @@ async fn queued_submissions_from_many_tasks_admit_exactly_what_the_allocation_co
                 settle_ref: format!("{}", 500 + i),
                 cluster_job_id: format!("{}", 500 + i),
                 at: T0 + HOUR,
+                route_json: None,
             })
             .unwrap();
     }
@@ -834,6 +859,7 @@ async fn forwarded_jobs_are_written_unasked_whenever_they_are_handed_over() {
         settle_ref: format!("c{job}"),
         cluster_job_id: format!("c{job}"),
         at: T0 + HOUR,
+        route_json: None,
     };
     // Written within a few milliseconds; the deadline only bounds a hang on a busy machine.
     let written = |ledger: Ledger, job: i64| async move {

@@ -236,7 +236,7 @@ impl Quote {
         let mut explanation = Explanation::new(&self.order);
         for q in &self.clusters {
             if q.eligible() {
-                explanation.choose(&q.cluster, chosen_reason(q));
+                explanation.choose(&q.cluster, chosen_reason(q, &q.remaining_after));
                 break;
             }
             explanation.skip(&q.cluster, q.all_reasons(&self.account).join("; "));
@@ -262,10 +262,11 @@ impl Quote {
     }
 }
 
-/// `estimate 2.00 su; physics has 8.00 su left after it`
-fn chosen_reason(q: &ClusterQuote) -> String {
+/// `estimate 2.00 su; physics has 8.00 su left after it`: the account of `remaining_after`
+/// (account, what it has left after the job) with the least left, the nearest among equals.
+fn chosen_reason(q: &ClusterQuote, remaining_after: &[(String, i64)]) -> String {
     let estimate = q.amount_with_unit(q.estimate.unwrap_or(0));
-    match q.remaining_after.iter().min_by_key(|(_, r)| *r) {
+    match remaining_after.iter().min_by_key(|(_, r)| *r) {
         Some((account, after)) => format!(
             "estimate {estimate}; {account} has {} left after it",
             q.amount_with_unit(*after)
@@ -674,6 +675,9 @@ struct Admitted {
     chosen: ClusterQuote,
     job: ApiJob,
     route: Route,
+    /// The route to record in place of the one written at admission, when the ledger left
+    /// other balances than the quote saw.
+    route_json: Option<String>,
 }
 
 /// How admission ended when it did not refuse.
@@ -943,7 +947,7 @@ impl Admission {
             }
             tried = true;
             let mut chosen = explanation.clone();
-            chosen.choose(&q.cluster, chosen_reason(q));
+            chosen.choose(&q.cluster, chosen_reason(q, &q.remaining_after));
             let route = chosen.finish();
             let admission =
                 self.admission(&quote, q, request, request_json, &stored_key, &route, at)?;
@@ -957,13 +961,30 @@ impl Admission {
                 outcome = ledger.admit_queued(admission.clone(), now()).await;
             }
             match outcome {
-                Ok(AdmitOutcome::Admitted { job, .. }) => {
+                Ok(AdmitOutcome::Admitted {
+                    job,
+                    remaining_after,
+                    ..
+                }) => {
+                    // The quote's balances may predate holds placed since: what is left is
+                    // what the ledger left when it placed this one.
+                    let mut route = route;
+                    let mut route_json = None;
+                    if !remaining_after.is_empty() && remaining_after != q.remaining_after {
+                        let mut chosen = explanation.clone();
+                        chosen.choose(&q.cluster, chosen_reason(q, &remaining_after));
+                        route = chosen.finish();
+                        route_json = Some(serde_json::to_string(&route).map_err(|e| {
+                            AdmissionError::Internal(format!("serializing the route: {e}"))
+                        })?);
+                    }
                     return Ok(Admit::Admitted(Box::new(Admitted {
                         chosen: q.clone(),
                         quote,
                         job,
                         route,
-                    })))
+                        route_json,
+                    })));
                 }
                 Ok(AdmitOutcome::Existing(job)) => {
                     return Ok(Admit::Replay(Box::new(self.recorded(job).await?)))
@@ -1105,6 +1126,7 @@ impl Admission {
             chosen: q,
             job,
             route,
+            route_json,
         } = admitted;
         let hold_id = job.hold_id;
         let mut request = request;
@@ -1156,6 +1178,7 @@ impl Admission {
             settle_ref: forwarded.settle_ref.clone(),
             cluster_job_id: forwarded.cluster_job_id.clone(),
             at: now(),
+            route_json,
         };
         if let Err(e) = ledger.queue_forwarded(record) {
             tracing::error!(job = job.id, cluster_job_id = %forwarded.cluster_job_id, error = %e,

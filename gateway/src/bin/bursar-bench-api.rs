@@ -728,7 +728,7 @@ fn prime(rt: &Runtime, server: &Server) -> anyhow::Result<()> {
                             array_tasks: None,
                         },
                     };
-                    let AdmitOutcome::Admitted { job, hold } =
+                    let AdmitOutcome::Admitted { job, hold, .. } =
                         app.ledger.admit_queued(admission, now).await?
                     else {
                         bail!("priming job {n} was not admitted");
@@ -739,6 +739,7 @@ fn prime(rt: &Runtime, server: &Server) -> anyhow::Result<()> {
                         settle_ref: format!("p{n}"),
                         cluster_job_id: format!("p{n}"),
                         at: now,
+                        route_json: None,
                     })?;
                 }
                 Ok(())

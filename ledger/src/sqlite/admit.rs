@@ -539,6 +539,7 @@ fn decide_and_write(
     let mut earlier: Vec<Earlier> = Vec::new();
     let mut placed: Vec<Placed> = Vec::new();
     let mut recorded: Vec<(usize, Id, Option<Id>)> = Vec::new();
+    let mut remaining_after: Vec<Vec<(String, i64)>> = vec![Vec::new(); batch.len()];
     for (i, admission) in batch.iter().enumerate() {
         if let Some(key) = admission.job.idempotency_key.as_deref() {
             if let Some(&job) = ctx.used_job_keys.get(key) {
@@ -605,6 +606,14 @@ fn decide_and_write(
                 continue;
             }
             effects.hold(account, currency, hold.placed_at, hold.amount)?;
+            remaining_after[i] = effects
+                .covering_remaining(account, currency, hold.placed_at)?
+                .into_iter()
+                .map(|(a, r)| {
+                    let name = ctx.names.get(&a.account).cloned();
+                    (name.unwrap_or_else(|| a.account.to_string()), r)
+                })
+                .collect();
             used_hold_keys.insert(hold.idempotency_key.clone());
             placed.push(Placed {
                 item: i,
@@ -659,6 +668,7 @@ fn decide_and_write(
                 array_tasks: job.array_tasks,
             },
             hold,
+            remaining_after: std::mem::take(&mut remaining_after[i]),
         }));
     }
     let decided = Decided {
@@ -690,7 +700,7 @@ struct Decided<'a, 'e> {
 const LINK_HOLD_SQL: &str = "update holds set job_ref = ?2 where id = ?1 and job_ref is null";
 
 const NOTE_JOB_SQL: &str = "update api_jobs set cluster_job_id = ?2, updated_at = ?3,
-     settle_ref = nullif(?4, ?2) where id = ?1";
+     settle_ref = nullif(?4, ?2), route_json = coalesce(?5, route_json) where id = ?1";
 
 const INSERT_HOLD_SQL: &str = "insert into holds (id, idempotency_key, account_id, currency_id,
         amount, cluster_id, job_ref, placed_at, expires_at, note, lifetime)
@@ -737,7 +747,7 @@ fn write(
                 linked += link.execute((hold, &j.settle_ref)).map_err(sql)? as u64;
             }
             if note
-                .execute((j.job, &j.cluster_job_id, j.at, &j.settle_ref))
+                .execute((j.job, &j.cluster_job_id, j.at, &j.settle_ref, &j.route_json))
                 .map_err(sql)?
                 == 0
             {
