@@ -371,8 +371,9 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
     .await;
     assert_eq!(run.code, 0, "{run:?}");
     // SBATCH_IGNORE_PBS as sbatch reads an on/off variable: an off value leaves the script's
-    // #PBS line to be refused, an on one has it left out
-    home.write("pbs.sh", "#!/bin/sh\n#PBS -l walltime=01:00:00\nhostname\n");
+    // #PBS lines to be read (this one refused: sbatch would drop it), an on one has them
+    // left out
+    home.write("pbs.sh", "#!/bin/sh\n#PBS -l procs=4\nhostname\n");
     for (value, accepted) in [("no", false), ("0", false), ("yes", true), ("", true)] {
         let run = run_program(
             &bursar_exe(),
@@ -384,7 +385,7 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         assert_eq!(run.code == 0, accepted, "{value:?}: {run:?}");
         if !accepted {
             assert!(
-                run.stderr.contains("job script line 2: a #PBS line"),
+                run.stderr.contains("job script line 2: #PBS -l procs=4"),
                 "{}",
                 run.stderr
             );

@@ -1947,70 +1947,286 @@ fn when_the_script_starts_and_how_nodes_are_filled() {
     );
 }
 
-/// A `#PBS` or `#BSUB` line, which sbatch turns into options, is refused naming its line
-/// unless `--ignore-pbs` (command line, script, variable) leaves them out, as in sbatch; sbatch
-/// reads such lines before the script's 101st line not starting with `#`.
+/// `script` read as sbatch reads it, and a plain script with sbatch's `options`: the same job.
+fn same_job(script: &str, options: &[&str]) {
+    let mut ours = parse_sbatch(&[], Some(script)).unwrap_or_else(|e| panic!("{script:?}: {e}"));
+    let mut theirs = parse_sbatch(&args(options), Some("#!/bin/sh\nhostname\n"))
+        .unwrap_or_else(|e| panic!("{options:?}: {e}"));
+    ours.script = None;
+    theirs.script = None;
+    assert_eq!(ours, theirs, "{script:?}");
+}
+
+/// The line and message of a script refused for one of its lines; `None` when it is accepted.
+fn refused_at(script: &str) -> Option<(usize, String)> {
+    match parse_sbatch(&[], Some(script)) {
+        Err(RequestError::ScriptLine { line, error }) => Some((line, error.to_string())),
+        Ok(_) => None,
+        Err(other) => panic!("{script:?}: {other:?}"),
+    }
+}
+
+/// `script` parsed with the command line `options`.
+fn parse_ok_script(options: &[&str], script: &str) -> JobRequest {
+    parse_sbatch(&args(options), Some(script)).unwrap_or_else(|e| panic!("{script:?}: {e}"))
+}
+
+/// `#PBS` lines become the options sbatch translates them into (Slurm's `xlate.c`): Torque's
+/// and PBS Pro's resource lists, names, queues, mail, arrays, holds, exported variables.
 #[test]
-fn pbs_and_bsub_lines_are_refused_unless_ignored() {
-    let pbs = "#!/bin/sh\n#SBATCH -t 10\n#PBS -l walltime=01:00:00\nsrun ./app\n";
-    let bsub = "#!/bin/sh\nhostname\n#BSUB -W 60\n";
-    for (script, line, word) in [(pbs, 3, "#PBS"), (bsub, 3, "#BSUB")] {
-        match parse_sbatch(&[], Some(script)) {
-            Err(RequestError::ScriptLine { line: at, error }) => {
-                assert_eq!(at, line, "{script:?}");
-                let text = error.to_string();
-                assert!(
-                    text.contains(&format!("a {word} line")) && text.contains("--ignore-pbs"),
-                    "{text}"
-                );
-            }
-            other => panic!("{script:?}: {other:?}"),
-        }
+fn pbs_lines_are_read_as_sbatch_translates_them() {
+    same_job(
+        "#!/bin/bash\n#PBS -N pbsjob\n#PBS -q batch\n\
+         #PBS -l nodes=2:ppn=4,walltime=01:30:00,mem=4gb\n#PBS -j oe\n#PBS -V\n\
+         #PBS -S /bin/bash\n#PBS -m abe\n#PBS -M alice@example.org\n#PBS -r n -k oe\n\
+         cd \"$PBS_O_WORKDIR\"\n",
+        &[
+            "-J",
+            "pbsjob",
+            "-p",
+            "batch",
+            "-N",
+            "2",
+            "-n",
+            "8",
+            "-t",
+            "01:30:00",
+            "--mem=4g",
+            "--mail-type=BEGIN,END,FAIL",
+            "--mail-user=alice@example.org",
+        ],
+    );
+    // PBS Pro's chunk: CPUs per task from ncpus / mpiprocs, as sbatch divides them
+    same_job(
+        "#!/bin/sh\n#PBS -l select=2:ncpus=8:mpiprocs=4:mem=16gb\n#PBS -l walltime=2:00:00\n\
+         #PBS -A physics\n#PBS -J 1-4\nhostname\n",
+        &[
+            "-N",
+            "2",
+            "--mincpus=8",
+            "--ntasks-per-node=4",
+            "-c",
+            "2",
+            "--mem=16g",
+            "-t",
+            "2:00:00",
+            "-A",
+            "physics",
+            "--array=1-4",
+        ],
+    );
+    // GPUs per node, a hold, nice, Torque's -t array, -v added to the script's --export,
+    // output and error, 23.02's -d; options grouped and values attached, as getopt reads them
+    same_job(
+        "#!/bin/sh\n#SBATCH --export=A=1\n#PBS -v B=2,C\n#PBS -l nodes=1:ppn=2:gpus=1\n\
+         #PBS -hV -p10\n#PBS -t 0-3%2\n#PBS -o out.txt -e err.txt\n#PBS -d /scratch/run\n\
+         hostname\n",
+        &[
+            "--export=A=1,B=2,C",
+            "-N",
+            "1",
+            "-n",
+            "2",
+            "--gpus-per-node=1",
+            "-H",
+            "--nice=10",
+            "--array=0-3%2",
+            "-o",
+            "out.txt",
+            "-e",
+            "err.txt",
+            "-D",
+            "/scratch/run",
+        ],
+    );
+    // accelerators, CPU time as the limit, temporary disk, nice in the list, -m n
+    same_job(
+        "#!/bin/sh\n#PBS -l nodes=1:ppn=4,naccelerators=2\n#PBS -l cput=10:00,file=10gb\n\
+         #PBS -l nice=5\n#PBS -m n\nhostname\n",
+        &[
+            "-N",
+            "1",
+            "-n",
+            "4",
+            "--gres=gpu:2",
+            "-t",
+            "10:00",
+            "--tmp=10g",
+            "--nice=5",
+            "--mail-type=NONE",
+        ],
+    );
+    same_job(
+        "#!/bin/sh\n#PBS -l accelerator=true:ncpus=2\nhostname\n",
+        &["--mincpus=2", "--gres=gpu:1"],
+    );
+    // a value on the next line, as getopt takes it
+    same_job(
+        "#!/bin/sh\n#PBS -N\n#PBS named\nhostname\n",
+        &["-J", "named"],
+    );
+
+    // #PBS over #SBATCH, the environment over both, the command line over all
+    let script = "#!/bin/sh\n#SBATCH -t 10\n#PBS -l walltime=00:20:00\nhostname\n";
+    assert_eq!(parse_ok_script(&[], script).time_limit_min, Some(20));
+    assert_eq!(
+        parse_ok_script(&["-t", "5"], script).time_limit_min,
+        Some(5)
+    );
+    let env = [("SBATCH_TIMELIMIT".to_string(), "--time=7".to_string())];
+    let r = parse_sbatch_command_with_env(&[], &env, Some(script)).unwrap();
+    assert_eq!(r.request.time_limit_min, Some(7));
+    // -W depend= is a dependency (one cluster named, as for -d); other attributes are noted
+    let r = parse_sbatch_command(
+        &args(&["-M", "onprem"]),
+        Some("#!/bin/sh\n#PBS -W depend=afterok:12\n#PBS -W group_list=hpc\n#PBS -l pmem=2gb\nhostname\n"),
+    )
+    .unwrap();
+    assert_eq!(r.request.slurm.dependency.as_deref(), Some("afterok:12"));
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("line 3") && n.contains("group_list=hpc"))
+            && r.notes
+                .iter()
+                .any(|n| n.contains("line 4") && n.contains("pmem=2gb")),
+        "{:?}",
+        r.notes
+    );
+    // sent as written: the cluster's slurmctld reads no #PBS line
+    let script = "#!/bin/sh\n#PBS -q batch\nhostname\n";
+    assert_eq!(parse_ok_script(&[], script).script.as_deref(), Some(script));
+}
+
+/// `#BSUB` lines as sbatch translates them; a script with any has its `#PBS` lines left alone.
+#[test]
+fn bsub_lines_are_read_as_sbatch_translates_them() {
+    same_job(
+        "#!/bin/sh\n#BSUB -J lsfjob\n#BSUB -q normal\n#BSUB -n 2,8\n#BSUB -W 90\n\
+         #BSUB -M 2G\n#BSUB -cwd /scratch\n#BSUB -o out.%J -e err.%J\n#BSUB -x\nhostname\n",
+        &[
+            "-J",
+            "lsfjob",
+            "-p",
+            "normal",
+            "-n",
+            "8",
+            "-t",
+            "90",
+            "--mem-per-cpu=2G",
+            "-D",
+            "/scratch",
+            "-o",
+            "out.%J",
+            "-e",
+            "err.%J",
+            "--exclusive",
+        ],
+    );
+    same_job(
+        "#!/bin/sh\n#BSUB -m \"op-n1 op-n2\"\n#PBS -q long\nhostname\n",
+        &["-w", "op-n1,op-n2"],
+    );
+}
+
+/// Where sbatch would run a job other than the lines ask for, or refuses the script itself,
+/// the script is refused naming the line and why.
+#[test]
+fn pbs_and_bsub_lines_sbatch_would_misread_are_refused() {
+    for (line, needle) in [
+        ("#PBS -l procs=16", "procs=16"),
+        ("#PBS -l select=1:ncpus=4:ngpus=1", "ngpus=1"),
+        ("#PBS -l Walltime=1:00:00", "Walltime=1:00:00"),
+        ("#PBS -l mppmem=4gb", "mppmem=4gb"),
+        ("#PBS -l walltime=3600", "3600 minutes"),
+        ("#PBS -l nodes=1:ppn=8:ib", "node name"),
+        ("#PBS -l nodes=1:ppn=4+1:ppn=2", "`+` parts"),
+        ("#PBS -l proc=fast", "proc="),
+        ("#PBS -l select=2,walltime=1:00:00", "up to the next `:`"),
+        ("#PBS -l accelerator=yes", "accelerator=true"),
+        ("#PBS -P project", "#PBS -P: sbatch does not know"),
+        ("#PBS -N", "needs a value"),
+        ("#PBS stray", "not an option"),
+        ("#PBSx", "#PBS x: not an option"),
+        ("#PBS --job_name=x", "one-letter options"),
+        ("#PBS -m p", "b, e, a and n"),
+        ("#PBS -l mem=lots", "(sbatch's --mem=lots)"),
+        ("#PBS -W umask=022", "(sbatch's --umask=022)"),
+        (
+            "#PBS -l nodes=2:ppn=4 hostname",
+            "#PBS hostname: not an option",
+        ),
+        ("#BSUB -W 1:30", "minutes:seconds"),
+        ("#BSUB -M 4000", "kilobytes"),
+        ("#BSUB -c 10", "CPU time"),
+        ("#BSUB -x\n#BSUB -cwd /tmp", "-cwd"),
+        (
+            "#BSUB -R \"span[hosts=1]\"",
+            "#BSUB -R: sbatch does not know",
+        ),
+        ("#BSUB -n 2,", "maximum"),
+    ] {
+        let script = format!("#!/bin/sh\n{line}\nhostname\n");
+        let (at, why) = refused_at(&script).unwrap_or_else(|| panic!("{line:?} accepted"));
+        assert!(
+            at == 2 || (at == 3 && line.contains('\n')),
+            "{line:?}: line {at}"
+        );
+        assert!(why.contains(needle), "{line:?}: {why}");
+        println!("{line:?}: {why}");
+    }
+    // naccelerators beside the script's --gres (sbatch would add them up)
+    let (at, why) =
+        refused_at("#!/bin/sh\n#SBATCH --gres=gpu:1\n#PBS -l naccelerators=1\nhostname\n").unwrap();
+    assert_eq!(at, 3);
+    assert!(why.contains("--gres"), "{why}");
+}
+
+/// `--ignore-pbs` (command line, script, variable) leaves the lines out, as in sbatch; sbatch
+/// reads such lines before the script's 101st line not starting with `#`, at the start of the
+/// line.
+#[test]
+fn pbs_and_bsub_lines_are_left_out_where_sbatch_leaves_them_out() {
+    let pbs = "#!/bin/sh\n#SBATCH -t 10\n#PBS -l procs=4\nsrun ./app\n";
+    let bsub = "#!/bin/sh\nhostname\n#BSUB -R span\n";
+    for (script, line) in [(pbs, 3), (bsub, 3)] {
+        assert_eq!(refused_at(script).map(|(at, _)| at), Some(line));
         let r = parse_sbatch(&args(&["--ignore-pbs"]), Some(script)).unwrap();
         assert_eq!(r.script.as_deref(), Some(script), "sent as written");
         let env = [("SBATCH_IGNORE_PBS".to_string(), "--ignore-pbs".to_string())];
         assert!(parse_sbatch_command_with_env(&args(&[]), &env, Some(script)).is_ok());
     }
-    assert_eq!(
-        parse_sbatch(&[], Some(&pbs.replace("-t 10", "--ignore-pbs")))
-            .unwrap()
-            .time_limit_min,
-        None,
-        "#SBATCH --ignore-pbs: the walltime is not read"
-    );
-    let refused_at = |script: &str| match parse_sbatch(&[], Some(script)) {
-        Err(RequestError::ScriptLine { line, error }) => Some((line, error.to_string())),
-        Ok(_) => None,
-        Err(other) => panic!("{script:?}: {other:?}"),
-    };
+    let ignored =
+        "#!/bin/sh\n#SBATCH -t 10\n#SBATCH --ignore-pbs\n#PBS -l walltime=00:20:00\nhostname\n";
+    assert_eq!(parse_ok_script(&[], ignored).time_limit_min, Some(10));
     // not at the start of the line, turned off with ##, or after 100 lines not starting with
     // `#` (blank ones count): sbatch reads none of them
     assert_eq!(
-        refused_at("#!/bin/sh\n #PBS -q long\n##PBS -q long\necho '#PBS'\n"),
+        refused_at("#!/bin/sh\n #PBS -P x\n##PBS -P x\necho '#PBS -P x'\n"),
         None
     );
     for filler in ["true\n", "\n"] {
-        let late = format!("#!/bin/sh\n{}#PBS -q long\n", filler.repeat(101));
+        let late = format!("#!/bin/sh\n{}#PBS -P x\n", filler.repeat(101));
         assert_eq!(refused_at(&late), None, "{filler:?}");
-        let within = format!("#!/bin/sh\n{}#PBS -q long\n", filler.repeat(100));
+        let within = format!("#!/bin/sh\n{}#PBS -P x\n", filler.repeat(100));
         assert_eq!(refused_at(&within).map(|(line, _)| line), Some(102));
+        // read after the script's first command, unlike #SBATCH lines
+        let within = format!("#!/bin/sh\n{}#PBS -q long\n", filler.repeat(100));
+        assert_eq!(
+            parse_ok_script(&[], &within).partition.as_deref(),
+            Some("long")
+        );
     }
+    // sbatch reads the #BSUB lines when there are any, and then no #PBS line
+    let both = "#!/bin/sh\n#PBS -P x\nhostname\n#BSUB -q short\n";
     assert_eq!(
-        refused_at("#!/bin/sh\n#PBSx\n").map(|(line, _)| line),
-        Some(2),
-        "a prefix, as sbatch matches it"
-    );
-    // sbatch reads the #BSUB lines when there are any: that is the line named
-    let (line, why) = refused_at("#!/bin/sh\n#PBS -q long\nhostname\n#BSUB -W 60\n").unwrap();
-    assert_eq!(line, 4);
-    assert!(
-        why.contains("a #BSUB line") && why.contains("before its first command"),
-        "{why}"
+        parse_ok_script(&[], both).partition.as_deref(),
+        Some("short")
     );
     // --wrap: sbatch reads no lines of it
-    assert!(parse_sbatch(&args(&["--wrap", "true\n#PBS -q long"]), None).is_ok());
+    assert!(parse_sbatch(&args(&["--wrap", "true\n#PBS -P x"]), None).is_ok());
     // #SBATCH --ignore-pbs after the first command is not read, by sbatch either
-    assert!(refused_at("#!/bin/sh\n#PBS -V\ntrue\n#SBATCH --ignore-pbs\n").is_some());
+    assert!(refused_at("#!/bin/sh\n#PBS -P x\ntrue\n#SBATCH --ignore-pbs\n").is_some());
 }
 
 /// An on/off variable's off value resets its option, the script's setting too, as sbatch reads

@@ -1444,26 +1444,21 @@ fn tres_per_task_reaches_slurm_22_05_as_cpus_and_gpus_per_task() {
 }
 
 /// A script with `#PBS` lines, which 22.05's sbatch turns into options (its `#PBS -l walltime`
-/// over the script's own `#SBATCH -t`), is refused naming the line; with `--ignore-pbs` it is
-/// held as sbatch's job with that option (the `#SBATCH` time limit, the file's name).
+/// over the script's own `#SBATCH -t`, `-N` the job's name, nodes and tasks from `nodes=`, mail
+/// types from `-m`), is held as sbatch's job with them; with `--ignore-pbs`, as sbatch's
+/// without them.
 #[test]
-fn pbs_lines_are_refused_unless_ignored_as_sbatch_ignores_them() {
+fn pbs_lines_are_read_as_sbatch_reads_them_unless_ignored() {
     let (gw, _) = Gateway::funded("");
     let path = format!("/tmp/bursar-live-pbs-{}.sh", std::process::id());
     std::fs::write(
         &path,
         "#!/bin/sh\n#SBATCH -A physics\n#SBATCH -t 10\n#PBS -N pbsname\n\
-         #PBS -l walltime=00:20:00\n#SBATCH -o /dev/null\nhostname\n",
+         #PBS -l nodes=1:ppn=2,walltime=00:20:00,mem=1500mb\n#PBS -m ae\n#PBS -j oe -V\n\
+         #SBATCH -o /dev/null\nhostname\n",
     )
     .unwrap();
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    let stderr = gw.refused(&["-M", "onprem", "-H", &path]);
-    assert!(
-        stderr.contains("job script line 4: a #PBS line"),
-        "{stderr}"
-    );
-    let held = gw.submit(&["-M", "onprem", "-H", "--ignore-pbs", &path]);
-    let ours = scontrol_job(&gw, "onprem", &held.cluster_job_id);
     let shape = |out: std::process::Output| {
         assert!(out.status.success(), "{out:?}");
         let job = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -1471,20 +1466,45 @@ fn pbs_lines_are_refused_unless_ignored_as_sbatch_ignores_them() {
         gw.dev.slurm("scancel", "onprem", &[&job]);
         fields
     };
-    let ignored = shape(
+    let translated = gw.submit(&["-M", "onprem", "-H", &path]);
+    let ignored = gw.submit(&["-M", "onprem", "-H", "--ignore-pbs", &path]);
+    let ours = scontrol_job(&gw, "onprem", &translated.cluster_job_id);
+    let ours_ignored = scontrol_job(&gw, "onprem", &ignored.cluster_job_id);
+    let theirs = shape(gw.dev.sbatch_as("alice", "onprem", &["-H", &path]));
+    let theirs_ignored = shape(
         gw.dev
             .sbatch_as("alice", "onprem", &["-H", "--ignore-pbs", &path]),
     );
-    let translated = shape(gw.dev.sbatch_as("alice", "onprem", &["-H", &path]));
     let _ = std::fs::remove_file(&path);
-    for key in ["JobName", "TimeLimit", "TRES"] {
-        assert_eq!(ours.get(key), ignored.get(key), "{key}");
+    for key in [
+        "JobName",
+        "TimeLimit",
+        "TRES",
+        "NumNodes",
+        "NumTasks",
+        "NumCPUs",
+        "MinMemoryNode",
+        "MailType",
+    ] {
+        assert_eq!(ours.get(key), theirs.get(key), "{key}");
+        assert_eq!(ours_ignored.get(key), theirs_ignored.get(key), "{key}");
     }
-    assert_eq!(field(&ours, "TimeLimit"), "00:10:00");
-    // what sbatch makes of the script without it
-    assert_eq!(field(&translated, "TimeLimit"), "00:20:00");
-    assert_eq!(field(&translated, "JobName"), "pbsname");
-    gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+    assert_eq!(field(&ours, "TimeLimit"), "00:20:00");
+    assert_eq!(field(&ours, "JobName"), "pbsname");
+    assert_eq!(field(&ours, "NumTasks"), "2");
+    assert_eq!(field(&ours_ignored, "TimeLimit"), "00:10:00");
+    // held at the price of what Slurm will allocate: 2 CPUs and 1500 MB for 20 minutes
+    let tres = parse_tres(&field(&ours, "TRES"));
+    assert_eq!(
+        (tres.get("cpu"), tres.get("mem")),
+        (Some(&2), Some(&1500)),
+        "{tres:?}"
+    );
+    let expected = expected_micros(&ONPREM, &tres, 1200, 1);
+    assert_eq!(gw.estimate(translated.id), expected);
+    for held in [&translated, &ignored] {
+        gw.client(&gw.alice, &["cancel", &held.id.to_string()]);
+    }
 }
 
 /// `options` on onprem through bursar and through sbatch, each job printing `env` under a

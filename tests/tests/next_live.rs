@@ -649,6 +649,65 @@ fn scontrol_shape(dev: &DevStack, job: &str) -> BTreeMap<String, String> {
     fields
 }
 
+/// Scripts with `#PBS` and `#BSUB` lines (Torque's nodes and walltime over the script's own
+/// `#SBATCH -t`, PBS Pro's chunk and accelerators with an array, LSF's task range, limit and
+/// memory), held through bursar and through the cluster's own sbatch, which reads the lines
+/// itself: the same shape and name, and each held at the price of what Slurm will allocate.
+#[test]
+fn pbs_and_bsub_scripts_are_shaped_as_sbatch_shapes_them() {
+    let _next = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let head = "#!/bin/sh\n#SBATCH -A physics\n#SBATCH -o /dev/null\n";
+    // (the lines, the seconds of the time limit, the array's tasks)
+    let scripts = [
+        (
+            "#SBATCH -t 30\n#PBS -N pbsjob\n#PBS -l nodes=2:ppn=2,walltime=00:20:00,mem=1000mb\n\
+             #PBS -m abe\n#PBS -j oe\n#PBS -V\n",
+            1200,
+            1,
+        ),
+        (
+            "#PBS -N chunk\n#PBS -l select=1:ncpus=4:mpiprocs=2\n\
+             #PBS -l walltime=0:10:00,naccelerators=1\n#PBS -J 0-3%2\n",
+            600,
+            4,
+        ),
+        (
+            "#BSUB -J lsfjob\n#BSUB -n 1,3\n#BSUB -W 15\n#BSUB -M 500M\n#PBS -q other\n",
+            900,
+            1,
+        ),
+    ];
+    let mut gw = Gateway::start(DevStack::next(), "v0.0.42");
+    for (n, (lines, seconds, tasks)) in scripts.into_iter().enumerate() {
+        let text = format!("{head}{lines}id -un\n");
+        let path = dir.path().join(format!("job{n}.sh"));
+        std::fs::write(&path, &text).unwrap();
+        let (job, id) = gw.submit(&["-H", path.to_str().unwrap()]);
+        let direct = sbatch(&gw.dev, "alice", &["-H"], Some(&text));
+        gw.jobs.push(direct.clone());
+        let shape = |job: &str| {
+            let line = next_slurm(&gw.dev, None, &["scontrol", "show", "job", "-o", job], None);
+            let name = scontrol_fields(&line).get("JobName").cloned();
+            (scontrol_shape(&gw.dev, job), name)
+        };
+        let (ours, our_name) = shape(&job);
+        let (theirs, their_name) = shape(&direct);
+        assert_eq!(
+            ours, theirs,
+            "{lines}: bursar's job {job} against sbatch's {direct}"
+        );
+        assert_eq!(our_name, their_name, "{lines}");
+        let tres = parse_tres(&ours["ReqTRES"]);
+        // An array holds its tasks × one task's estimate.
+        let expected = expected_micros(&ONPREM, &tres, seconds, 1) * tasks;
+        let held = micros(gw.job(id)["estimate"].as_str().unwrap());
+        assert_eq!(held, expected, "{lines}: {tres:?}");
+        println!("{lines:?}: {ours:?} {our_name:?}");
+        next_slurm(&gw.dev, None, &["scancel", &job, &direct], None);
+    }
+}
+
 #[test]
 fn a_job_submitted_at_each_api_version_is_shaped_as_sbatch_shapes_it_and_settles_at_its_cost() {
     let _next = lock();

@@ -49,6 +49,7 @@ mod slurm;
 mod time;
 mod units;
 pub mod when;
+mod wrapper;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

@@ -46,7 +46,7 @@
 //! | `--ntasks-per-gpu=N` | [`JobRequest::ntasks_per_gpu`]: N tasks share each GPU. As slurmctld counts them ([`ntasks_per_gpu_shape`]): with GPUs (`--gpus`, `--gpus-per-node`, `--gres=gpu`) the job runs `GPUs × N` tasks (a `-n` that says otherwise is replaced, as Slurm replaces it, with a note; in JSON it is refused); without, `-n` (or `-N` × N) tasks and a GPU of any type for every N of them, priced and left for Slurm to derive again. Refused with `--ntasks-per-node`, `--gpus-per-task` and a `-N` range, as sbatch refuses them or its man page calls them incompatible. Forwarded (`ntasks_per_gpu`, `ntasks_per_tres` from v0.0.40) with the job's `SLURM_NTASKS_PER_GPU`, which the steps' `srun` reads to bind each task to its GPU |
 //! | `--cpu-freq=FREQ` | [`SlurmOptions::cpu_freq`]: the CPUs' frequency or governor for the job's steps, in the forms every release reads alike ([`cpu_freq_request`]: kHz, `low`…`highm1`, a governor, `MIN-MAX:GOVERNOR`); sent in Slurm's spelling as `cpu_frequency`, with the job's `SLURM_CPU_FREQ_REQ`; not priced |
 //! | `--profile=LIST`, `--switches=COUNT[@TIME]`, `--container=PATH`, `--container-id=ID` | [`SlurmOptions`]: what the job's steps record ([`super::parse_profile`]: `none`, `all`, `energy`, `task`, `lustre`, `network`), the most leaf switches and the longest wait for them ([`super::parse_switches`]; sent from OpenAPI v0.0.40, which a v0.0.38 cluster cannot carry), the OCI container (`--container-id` not at v0.0.38); forwarded with the variables sbatch sets (`SLURM_PROFILE`, `SLURM_CONTAINER`, `SLURM_CONTAINER_ID`), not priced |
-//! | `--ignore-pbs` | the script's `#PBS` and `#BSUB` lines left out, as sbatch leaves them out with it. Without it a script with such a line (among those sbatch reads: before its 101st line not starting with `#`) is refused, naming the line: sbatch turns them into options (time limit, nodes, queue, …), which bursar does not. Also from `#SBATCH --ignore-pbs` and `SBATCH_IGNORE_PBS` |
+//! | `--ignore-pbs` | the script's `#PBS` and `#BSUB` lines left out, as sbatch leaves them out with it; without it they are read as sbatch translates them ([`super::wrapper`]) and override the script's `#SBATCH` lines. Also from `#SBATCH --ignore-pbs` and `SBATCH_IGNORE_PBS` |
 //! | `--get-user-env[=SECONDS[S\|L]]` | [`SbatchCommand::get_user_env`]: the client asks slurmd for the user's login environment (`SLURM_GET_USER_ENV=1`) and sends no resource limits, as sbatch |
 //! | `--propagate[=LIST]` | [`SbatchCommand::propagate`]: the client sends those of its shell's resource limits for the job to get whatever the cluster propagates |
 //! | `-L/--licenses=NAME[:N],…` | [`Licenses`]: cluster-wide licenses, read as slurmctld reads them (`,`/`;`, `:N`/`=N`, a name twice added up), priced as `license/<name>` TRES and forwarded as `name:N,…`; a cluster whose configuration lists its licenses (`submit.licenses`) is eligible only for those it has, in the counts it has; a dstack cluster never |
@@ -96,6 +96,7 @@ use super::slurm::{
 };
 use super::units::parse_slurm_megabytes;
 use super::when::{Clock, Moment};
+use super::wrapper::{self, Action};
 use super::{
     nodes_for_tasks, ntasks_per_gpu_shape, ArraySpec, GpuPer, GpuRequest, Hint, JobRequest,
     Licenses, MemoryRequest, OpenMode, SlurmOptions, TimeLimit, WarnSignal,
@@ -438,6 +439,9 @@ pub fn parse_sbatch_command_at(
         (Some(text), None) => {
             check_script(text)?;
             read_directives(text, &mut from_script)?;
+            if !(cli.ignore_pbs || from_env.ignore_pbs || from_script.ignore_pbs) {
+                read_wrapper_lines(text, &mut from_script)?;
+            }
             if from_script.help {
                 return Err(RequestError::HelpRequested);
             }
@@ -475,23 +479,6 @@ pub fn parse_sbatch_command_at(
         .check_exclusive()
         .map_err(|e| RequestError::Invalid(format!("in the environment: {e}")))?;
     let merged = Directives::merge(cli, Directives::merge(from_env, from_script));
-    if let (false, Some(text)) = (merged.ignore_pbs, script) {
-        if let Some((line, word)) = wrapper_directive(text) {
-            let what = if word == "#PBS" {
-                "walltime, nodes, queue, …"
-            } else {
-                "run time, tasks, queue, …"
-            };
-            return Err(RequestError::Script(format!(
-                "a {word} line: sbatch turns {word} lines into options ({what}) and bursar does \
-                 not; write them as #SBATCH lines at the top of the script, before its first \
-                 command, or give --ignore-pbs to have them left out, as sbatch leaves them out \
-                 with it (lines such as -V, -j oe or -S change nothing under sbatch; ##PBS turns \
-                 one line off)"
-            ))
-            .at_line(line));
-        }
-    }
     let mut command = merged.resolve(clock)?;
     command.request.script = script.map(str::to_string);
     command.request.validate()?;
@@ -643,26 +630,51 @@ fn tres_per_task(
     Ok(())
 }
 
-/// The first line sbatch would turn into options (its `xlate_batch_script`, the same on every
-/// release): of the lines before the script's 101st line not starting with `#` (blank ones
-/// count), the first that starts with `#BSUB`, else the first that starts with `#PBS` (sbatch
-/// reads the `#PBS` lines only when there is no `#BSUB` one), with its number and the word.
-fn wrapper_directive(text: &str) -> Option<(usize, &'static str)> {
-    let mut non_comments = 0;
-    let window: Vec<(usize, &str)> = text
-        .split('\n')
-        .enumerate()
-        .take_while(|(_, line)| {
-            non_comments += usize::from(!line.starts_with('#'));
-            non_comments <= 100
-        })
-        .collect();
-    ["#BSUB", "#PBS"].into_iter().find_map(|word| {
-        window
-            .iter()
-            .find(|(_, line)| line.starts_with(word))
-            .map(|(index, _)| (index + 1, word))
-    })
+/// The script's `#BSUB` or `#PBS` lines applied to its `#SBATCH` options as sbatch applies
+/// them after those ([`wrapper::translate`]): each translated option replaces the script's
+/// own, and the environment and the command line still win. An option the translation gives
+/// that bursar refuses is refused naming the line it comes from.
+fn read_wrapper_lines(text: &str, into: &mut Directives) -> Result<(), RequestError> {
+    let Some(translation) = wrapper::translate(text, split_directive)? else {
+        return Ok(());
+    };
+    into.notes.extend(translation.notes);
+    for step in translation.steps {
+        let word = match step.action {
+            Action::Set {
+                option,
+                value: Some(value),
+            } => format!("--{option}={value}"),
+            Action::Set {
+                option,
+                value: None,
+            } => format!("--{option}"),
+            Action::ExportAppend(list) => match &into.export {
+                Some(export) => format!("--export={export},{list}"),
+                None => format!("--export={list}"),
+            },
+            Action::GresGpus(n) => {
+                if into.gres.is_some() {
+                    return Err(RequestError::Script(format!(
+                        "{}: sbatch adds gpu:{n} to the script's --gres; give the GPUs in \
+                         --gres alone",
+                        step.shown
+                    ))
+                    .at_line(step.line));
+                }
+                format!("--gres=gpu:{n}")
+            }
+        };
+        parse_words([word.as_str()], into, Place::Script).map_err(|e| {
+            let e = match e {
+                RequestError::ScriptLine { error, .. } => *error,
+                e => e,
+            };
+            RequestError::Script(format!("{} (sbatch's {word}): {e}", step.shown))
+                .at_line(step.line)
+        })?;
+    }
+    Ok(())
 }
 
 /// sbatch's memory rules for its input variables, moved into `script` (the command line's own
