@@ -2065,6 +2065,12 @@ fn pbs_lines_are_read_as_sbatch_translates_them() {
         "#!/bin/sh\n#PBS -N\n#PBS named\nhostname\n",
         &["-J", "named"],
     );
+    // blanks in a quoted list, an empty nice= (--nice: 100), a hetjob word ending its line
+    // (seen on 22.05.8: JobName=a Partition=batch TimeLimit=01:00:00 Nice=100)
+    same_job(
+        "#!/bin/sh\n#PBS -l \"walltime=1:00:00, nice=\"\n#PBS -N a hetjob -q x\nhostname\n",
+        &["-t", "1:00:00", "--nice", "-J", "a"],
+    );
 
     // #PBS over #SBATCH, the environment over both, the command line over all
     let script = "#!/bin/sh\n#SBATCH -t 10\n#PBS -l walltime=00:20:00\nhostname\n";
@@ -2160,6 +2166,12 @@ fn pbs_and_bsub_lines_sbatch_would_misread_are_refused() {
         ("#BSUB -M 4000", "kilobytes"),
         ("#BSUB -c 10", "CPU time"),
         ("#BSUB -x\n#BSUB -cwd /tmp", "-cwd"),
+        ("#BSUB -Jname\n#BSUB -cwd /tmp", "put #BSUB -cwd first"),
+        (
+            "#PBS -l select=1:ncpus=8:vmem=8gb:mpiprocs=4",
+            "and mpiprocs=4 with it",
+        ),
+        ("#PBS -l naccelerators=0", "from 1"),
         (
             "#BSUB -R \"span[hosts=1]\"",
             "#BSUB -R: sbatch does not know",

@@ -14,14 +14,15 @@
 //!   `-a` begin, `-h` hold, `-J`/`-t` array, `-m` mail types (`b`, `e`, `a`: BEGIN, END, FAIL;
 //!   `n`: NONE), `-M` mail user, `-p` nice (as written), `-v LIST` added to `--export`,
 //!   `-d`/`-w` working folder (from Slurm 23.02; 22.05's sbatch refuses them), `-W depend=…`
-//!   and `-W umask=…`, and `-l LIST`: `walltime=`, `cput=`, `pcput=` the time limit, `mem=`
+//!   (and `-W umask=…`, which bursar refuses as it refuses `--umask`), and `-l LIST`: `walltime=`, `cput=`, `pcput=` the time limit, `mem=`
 //!   memory per node and `file=` temporary disk (one trailing `b` dropped: `4gb` is `4g`),
 //!   `nodes=N[:ppn=M][:gpus=G]` (`-N N`, `-n N×M`, `--gpus-per-node=G`), `select=`, `ncpus=`,
 //!   `mpiprocs=` (`-N`, `--mincpus`, `--ntasks-per-node`, and `-c ncpus/mpiprocs` when all
 //!   three are given and the CPUs are more), `naccelerators=N` and `accelerator=true` (`--gres
 //!   gpu:N`), `nice=`. `-c`, `-C`, `-I`, `-j`, `-k`, `-r`, `-S`, `-u`, `-V`, `-z`, other `-W`
 //!   attributes and the `-l` keys `arch`, `host`, `opsys`, `other`, `pmem`, `pvmem`,
-//!   `software`, `vmem` change nothing (the last are noted to the user).
+//!   `software`, `vmem` change nothing (the last are noted to the user); a `hetjob` word ends
+//!   its line.
 //! - `#BSUB`: `-J`, `-o`, `-e`, `-q` (partition), `-n [MIN,]MAX` (tasks: the maximum), `-W`
 //!   (time limit), `-M` (memory per CPU), `-m "HOSTS"` (node list), `-x` (exclusive), `-cwd`
 //!   (working folder).
@@ -32,10 +33,13 @@
 //! naming the line and why: an `-l` key sbatch does not read (`procs=16`, `ngpus=1`,
 //! `Walltime=`, which it skips without a word: the job would run without it), `proc=` (sbatch
 //! then skips the next key), node names or `+` in `nodes=` (sbatch takes node properties for
-//! host names, and adds up the counts of `+` parts), a bare number of seconds as a PBS time
+//! host names, and adds up the counts of `+` parts), an ignored key before a chunk's other
+//! keys (`vmem=8gb:mpiprocs=4`: sbatch skips to the next comma), `accelerator=` other than
+//! `true`/`false`, `naccelerators=0`, a bare number of seconds as a PBS time
 //! (`walltime=3600`: sbatch reads 3600 *minutes*), a `#BSUB -W H:MM` (sbatch reads minutes and
 //! seconds), a `#BSUB -M` without a unit (sbatch reads kilobytes), LSF's `-c` CPU time (sbatch
-//! reads a working folder), `naccelerators=` beside the script's `--gres`, and long options.
+//! reads a working folder), a `-cwd` sbatch would misread (after `-x`, or after a value
+//! attached to its option), `naccelerators=` beside the script's `--gres`, and long options.
 //! Where sbatch itself refuses the script (an unknown letter, a missing value, a stray word),
 //! so does bursar.
 
@@ -84,24 +88,25 @@ pub(crate) fn translate(
         return Ok(None);
     };
     let mut tokens = Vec::new();
+    let mut notes = Vec::new();
     for (line, rest) in lines {
-        let words = split(rest).map_err(|e| e.at_line(line))?;
-        if let Some(w) = words
-            .first()
-            .filter(|w| w.eq_ignore_ascii_case("hetjob") || w.eq_ignore_ascii_case("packjob"))
-        {
-            return Err(refused(
-                line,
-                format!("{word} {w}"),
-                "heterogeneous jobs are not supported by bursar",
+        let mut words = split(rest).map_err(|e| e.at_line(line))?;
+        // sbatch's get_argument blanks a `hetjob` (`packjob`) word, which ends the line.
+        let het =
+            |w: &String| w.eq_ignore_ascii_case("hetjob") || w.eq_ignore_ascii_case("packjob");
+        if let Some(at) = words.iter().position(het) {
+            notes.push(format!(
+                "job script line {line}: sbatch reads this {word} line only up to `{}`",
+                words[at]
             ));
+            words.truncate(at);
         }
         tokens.extend(words.into_iter().map(|text| Token { line, text }));
     }
     let mut t = Translation {
         word,
         steps: Vec::new(),
-        notes: Vec::new(),
+        notes,
     };
     if word == "#BSUB" {
         bsub(&tokens, &mut t)?;
@@ -178,8 +183,9 @@ fn getopt(
             return Err(refused(
                 token.line,
                 "#BSUB -cwd".into(),
-                "after -x, sbatch reads -cwd as -c wd (working folder `wd`) and refuses what \
-                 follows: put -x on the last #BSUB line",
+                "sbatch looks for -cwd only at every other word of these lines, which -x or a \
+                 value attached to its option (-Jname) shifts; here it reads -c wd (working \
+                 folder `wd`) and refuses what follows: put #BSUB -cwd first",
             ));
         }
         if text == "--" {
@@ -452,8 +458,18 @@ fn resource_list(p: &Parsed, t: &mut Translation) -> Result<(), RequestError> {
                 i += value.len();
             }
             Key::Skip => {
-                let (_, next) = value_until(rl, i, b',');
+                let (value, next) = value_until(rl, i, b',');
                 let item = rl[start..next].trim_end_matches(',');
+                // sbatch skips to the next comma: a key after a `:` (a chunk's) goes with it.
+                if let Some((_, rest)) = value.split_once(':').filter(|(_, r)| r.contains('=')) {
+                    return Err(refuse(
+                        item,
+                        format!(
+                            "sbatch skips {name}= up to the next comma, and {rest} with it: \
+                             put {name}= last, or leave it out (sbatch ignores it)"
+                        ),
+                    ));
+                }
                 t.notes.push(format!(
                     "job script line {}: #PBS -l {item} is ignored, as sbatch ignores {name}=",
                     p.line
@@ -464,6 +480,18 @@ fn resource_list(p: &Parsed, t: &mut Translation) -> Result<(), RequestError> {
                 let (value, next) = value_until(rl, i, b',');
                 let item = &rl[start..i + value.len()];
                 i = next;
+                if value.is_empty() && kind == Key::Nice {
+                    // An empty nice= is --nice without a value to sbatch: 100 (seen on 22.05.8).
+                    step(
+                        t,
+                        item,
+                        Action::Set {
+                            option: "nice",
+                            value: None,
+                        },
+                    );
+                    continue;
+                }
                 if value.is_empty() {
                     return Err(refuse(item, "needs a value".into()));
                 }
@@ -510,9 +538,14 @@ fn resource_list(p: &Parsed, t: &mut Translation) -> Result<(), RequestError> {
                         }
                     }
                     _ => {
-                        gpus = value.parse::<u32>().map_err(|_| {
-                            refuse(item, "a count of GPUs is a whole number".into())
-                        })?;
+                        // sbatch's parse_int: a whole number from 1 to INT_MAX.
+                        gpus = value
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|n| (1..=i32::MAX as u32).contains(n))
+                            .ok_or_else(|| {
+                                refuse(item, "sbatch takes a whole number of GPUs from 1".into())
+                            })?;
                     }
                 }
             }
@@ -582,7 +615,7 @@ fn unread(
     to: usize,
     refuse: &dyn Fn(&str, String) -> RequestError,
 ) -> Result<(), RequestError> {
-    let text = rl[from..to].trim_matches(|c| c == ',' || c == ':');
+    let text = rl[from..to].trim_matches(|c: char| c == ',' || c == ':' || c.is_ascii_whitespace());
     if text.is_empty() {
         return Ok(());
     }
