@@ -392,6 +392,23 @@ async fn sbatch_input_variables_sit_between_the_script_and_the_command_line() {
         }
     }
     assert_eq!(bodies(&server, "POST", "/v1/jobs").await.len(), 10);
+    // #PBS -W umask= is the job's SLURM_UMASK, unless the shell sets that variable itself
+    // (sbatch's _set_umask_env)
+    home.write("umask.sh", "#!/bin/sh\n#PBS -W umask=027\nhostname\n");
+    for (shell_mask, sent) in [(None, "0027"), (Some("0002"), "0002")] {
+        let mut env = vec![("BURSAR_URL", url.as_str())];
+        env.extend(shell_mask.map(|m| ("SLURM_UMASK", m)));
+        let run = run_program(
+            &bursar_exe(),
+            &["submit", "-t", "5", "umask.sh"],
+            &home,
+            &env,
+        )
+        .await;
+        assert_eq!(run.code, 0, "{run:?}");
+        let body = bodies(&server, "POST", "/v1/jobs").await.pop().unwrap();
+        assert_eq!(body["environment"]["SLURM_UMASK"], sent, "{shell_mask:?}");
+    }
     // an off value resets the option, the script's setting too
     home.write("requeue.sh", "#!/bin/sh\n#SBATCH --no-requeue\nhostname\n");
     let run = run_program(

@@ -2099,6 +2099,13 @@ fn pbs_lines_are_read_as_sbatch_translates_them() {
         "{:?}",
         r.notes
     );
+    // -W umask=: the job's umask, octal with its leading 0, as sbatch writes SLURM_UMASK
+    for (mask, written) in [("027", "0027"), ("0", "0000"), ("0777", "0777")] {
+        let script = format!("#!/bin/sh\n#PBS -W umask={mask}\nhostname\n");
+        let command = parse_sbatch_command(&[], Some(&script)).unwrap();
+        assert_eq!(command.umask.as_deref(), Some(written), "{mask}");
+    }
+    assert_eq!(parse_sbatch_command(&[], Some(SCRIPT)).unwrap().umask, None);
     // sent as written: the cluster's slurmctld reads no #PBS line
     let script = "#!/bin/sh\n#PBS -q batch\nhostname\n";
     assert_eq!(parse_ok_script(&[], script).script.as_deref(), Some(script));
@@ -2157,7 +2164,9 @@ fn pbs_and_bsub_lines_sbatch_would_misread_are_refused() {
         ("#PBS --job_name=x", "one-letter options"),
         ("#PBS -m p", "b, e, a and n"),
         ("#PBS -l mem=lots", "(sbatch's --mem=lots)"),
-        ("#PBS -W umask=022", "(sbatch's --umask=022)"),
+        ("#PBS -W umask=22", "decimal number (octal 26)"),
+        ("#PBS -W umask=01000", "up to 0777"),
+        ("#PBS -W umask=0x12", "in octal"),
         (
             "#PBS -l nodes=2:ppn=4 hostname",
             "#PBS hostname: not an option",

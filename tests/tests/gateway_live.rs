@@ -1507,6 +1507,43 @@ fn pbs_lines_are_read_as_sbatch_reads_them_unless_ignored() {
     }
 }
 
+/// `#PBS -W umask=027` through bursar and through sbatch: each job's batch script runs with
+/// umask 0027 (bursar sends it as the `SLURM_UMASK` slurmd applies, as sbatch does).
+#[test]
+fn a_pbs_umask_reaches_the_job_as_under_sbatch() {
+    let (gw, _) = Gateway::funded("");
+    let pid = std::process::id();
+    let path = format!("/tmp/bursar-live-umask-{pid}.sh");
+    let out = format!("/tmp/bursar-live-umask-{pid}-%j.out");
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\n#SBATCH -A physics -t 1 -o {out}\n#PBS -W umask=027\numask\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let ours = gw.submit(&["-M", "onprem", &path]);
+    let direct = gw.dev.sbatch_as("alice", "onprem", &[&path]);
+    assert!(direct.status.success(), "{direct:?}");
+    let direct = String::from_utf8_lossy(&direct.stdout).trim().to_string();
+    let _ = std::fs::remove_file(&path);
+    let printed = |job: &str| {
+        let file = out.replace("%j", job);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&file) {
+                if !text.is_empty() {
+                    let _ = std::fs::remove_file(&file);
+                    return text.trim().to_string();
+                }
+            }
+            assert!(Instant::now() < deadline, "{file} was not written");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    assert_eq!(printed(&ours.cluster_job_id), "0027");
+    assert_eq!(printed(&direct), "0027");
+}
+
 /// `options` on onprem through bursar and through sbatch, each job printing `env` under a
 /// minute's limit: bursar's job settled at its sacct cost with `allocated` recorded, and
 /// (bursar's submission, sbatch's job id, bursar's job's environment, sbatch's).

@@ -42,6 +42,8 @@ pub struct Submission {
     pub propagate: Option<Vec<String>>,
     /// `--get-user-env` ([`SbatchCommand::get_user_env`](crate::request::SbatchCommand)).
     pub get_user_env: bool,
+    /// `#PBS -W umask=` ([`SbatchCommand::umask`](crate::request::SbatchCommand)).
+    pub umask: Option<String>,
 }
 
 /// What the submitting shell provides: its environment, folder, host name, umask, resource
@@ -228,6 +230,14 @@ pub fn read_command_line(
             job.propagate.as_deref(),
             shell,
         );
+        if let Some(umask) = &job.umask {
+            // The script's umask over the shell's, but not over a SLURM_UMASK the shell sets
+            // (sbatch's _set_umask_env).
+            if !shell.vars.contains_key("SLURM_UMASK") {
+                let env = &mut job.request.environment;
+                env.insert("SLURM_UMASK".into(), umask.clone());
+            }
+        }
         if job.get_user_env {
             // The login environment under the job's, and none of the shell's limits (the job
             // gets the node's), as sbatch's --get-user-env (none of SLURM_RLIMIT_*,
@@ -542,6 +552,7 @@ fn sbatch_submission(
             dstack: false,
             propagate: command.propagate,
             get_user_env: command.get_user_env,
+            umask: command.umask,
         }))),
         Err(RequestError::HelpRequested) => Ok(Parsed::Help),
         Err(e) => Err(e.into()),
@@ -627,6 +638,7 @@ fn dstack_submission(options: &[String], yaml: &str) -> anyhow::Result<Parsed> {
         dstack: true,
         propagate: None,
         get_user_env: false,
+        umask: None,
     })))
 }
 

@@ -244,6 +244,10 @@ pub struct SbatchCommand {
     /// resource limits: the job gets the node's. The timeout and mode (gone in Slurm 25.05)
     /// are checked and, as in Slurm, not used.
     pub get_user_env: bool,
+    /// `#PBS -W umask=MASK`: the job's `SLURM_UMASK`, as sbatch writes it (`0022`), in place of
+    /// the submitting shell's umask (a `SLURM_UMASK` the shell sets still wins, as in sbatch);
+    /// `None` without one.
+    pub umask: Option<String>,
 }
 
 /// The resource limits Slurm propagates from the submitting shell (`slurm_rlimits_info.c`),
@@ -653,6 +657,10 @@ fn read_wrapper_lines(text: &str, into: &mut Directives) -> Result<(), RequestEr
                 Some(export) => format!("--export={export},{list}"),
                 None => format!("--export={list}"),
             },
+            Action::Umask(mask) => {
+                into.umask = Some(mask);
+                continue;
+            }
             Action::GresGpus(n) => {
                 if into.gres.is_some() {
                     return Err(RequestError::Script(format!(
@@ -1257,6 +1265,8 @@ struct Directives {
     container: Option<String>,
     container_id: Option<String>,
     get_user_env: bool,
+    /// `#PBS -W umask=` ([`SbatchCommand::umask`]).
+    umask: Option<u32>,
     /// `--ignore-pbs`: the script's `#PBS`/`#BSUB` lines left out, as sbatch leaves them.
     ignore_pbs: bool,
     hold: bool,
@@ -1877,6 +1887,7 @@ impl Directives {
             container: cli.container.or(script.container),
             container_id: cli.container_id.or(script.container_id),
             get_user_env: cli.get_user_env || script.get_user_env,
+            umask: cli.umask.or(script.umask),
             ignore_pbs: cli.ignore_pbs || script.ignore_pbs,
             wait_all_nodes: cli.wait_all_nodes.or(script.wait_all_nodes),
             use_min_nodes: cli.use_min_nodes || script.use_min_nodes,
@@ -2228,6 +2239,7 @@ impl Directives {
             notes,
             propagate: self.propagate,
             get_user_env: self.get_user_env,
+            umask: self.umask.map(|mask| format!("{mask:04o}")),
         })
     }
 }

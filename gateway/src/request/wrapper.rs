@@ -14,7 +14,8 @@
 //!   `-a` begin, `-h` hold, `-J`/`-t` array, `-m` mail types (`b`, `e`, `a`: BEGIN, END, FAIL;
 //!   `n`: NONE), `-M` mail user, `-p` nice (as written), `-v LIST` added to `--export`,
 //!   `-d`/`-w` working folder (from Slurm 23.02; 22.05's sbatch refuses them), `-W depend=…`
-//!   (and `-W umask=…`, which bursar refuses as it refuses `--umask`), and `-l LIST`: `walltime=`, `cput=`, `pcput=` the time limit, `mem=`
+//!   and `-W umask=…` (the job's `SLURM_UMASK`, unless the shell sets that variable), and
+//!   `-l LIST`: `walltime=`, `cput=`, `pcput=` the time limit, `mem=`
 //!   memory per node and `file=` temporary disk (one trailing `b` dropped: `4gb` is `4g`),
 //!   `nodes=N[:ppn=M][:gpus=G]` (`-N N`, `-n N×M`, `--gpus-per-node=G`), `select=`, `ncpus=`,
 //!   `mpiprocs=` (`-N`, `--mincpus`, `--ntasks-per-node`, and `-c ncpus/mpiprocs` when all
@@ -35,7 +36,8 @@
 //! then skips the next key), node names or `+` in `nodes=` (sbatch takes node properties for
 //! host names, and adds up the counts of `+` parts), an ignored key before a chunk's other
 //! keys (`vmem=8gb:mpiprocs=4`: sbatch skips to the next comma), `accelerator=` other than
-//! `true`/`false`, `naccelerators=0`, a bare number of seconds as a PBS time
+//! `true`/`false`, `naccelerators=0`, a umask without its leading 0 (sbatch reads `22` as
+//! decimal), a bare number of seconds as a PBS time
 //! (`walltime=3600`: sbatch reads 3600 *minutes*), a `#BSUB -W H:MM` (sbatch reads minutes and
 //! seconds), a `#BSUB -M` without a unit (sbatch reads kilobytes), LSF's `-c` CPU time (sbatch
 //! reads a working folder), a `-cwd` sbatch would misread (after `-x`, or after a value
@@ -67,6 +69,8 @@ pub(crate) enum Action {
     /// `naccelerators=N`/`accelerator=true`: `--gres=gpu:N` (sbatch adds it to a `--gres`
     /// already given; bursar refuses that).
     GresGpus(u32),
+    /// `-W umask=MASK`: the job's umask, in octal ([`umask`]).
+    Umask(u32),
 }
 
 /// What a script's `#PBS` or `#BSUB` lines stand for.
@@ -319,7 +323,13 @@ fn pbs(tokens: &[Token], t: &mut Translation) -> Result<(), RequestError> {
                 let attribute = value.unwrap_or_default();
                 let lower = attribute.to_ascii_lowercase();
                 if lower.starts_with("umask=") {
-                    set(t, &p, "umask", Some(attribute[6..].to_string()));
+                    let mask = umask(&attribute[6..])
+                        .map_err(|reason| refused(p.line, p.shown.clone(), reason))?;
+                    t.steps.push(Step {
+                        line: p.line,
+                        shown: p.shown.clone(),
+                        action: Action::Umask(mask),
+                    });
                 } else if lower.starts_with("depend=") {
                     set(t, &p, "dependency", Some(attribute[7..].to_string()));
                 } else {
@@ -335,6 +345,32 @@ fn pbs(tokens: &[Token], t: &mut Translation) -> Result<(), RequestError> {
         }
     }
     Ok(())
+}
+
+/// `-W umask=MASK`: an octal mask up to 0777 with its leading 0 (`022`), as PBS reads it.
+/// sbatch reads the number as C's `strtol` with base 0 does: `22` is decimal (octal 026), so
+/// a mask without its leading 0 (or in hex) is refused, as is one above 0777 (which sbatch
+/// refuses).
+fn umask(text: &str) -> Result<u32, String> {
+    let octal = text
+        .strip_prefix('0')
+        .filter(|rest| rest.bytes().all(|b| (b'0'..=b'7').contains(&b)))
+        .map(|rest| u32::from_str_radix(if rest.is_empty() { "0" } else { rest }, 8));
+    match octal {
+        Some(Ok(mask)) if mask <= 0o777 => Ok(mask),
+        Some(_) => Err("sbatch takes a umask up to 0777, and refuses the script".into()),
+        None if !text.starts_with('0')
+            && !text.is_empty()
+            && text.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Err(format!(
+                "sbatch reads {text} as a decimal number (octal {:o}): write the mask in octal \
+             with its leading 0 (umask=0{text})",
+                text.parse::<u64>().unwrap_or(0)
+            ))
+        }
+        None => Err("write the mask in octal with its leading 0 (umask=022)".into()),
+    }
 }
 
 /// `-m LETTERS` as sbatch's `_xlate_pbs_mail_type`: `b`, `e`, `a` (any case) for BEGIN, END,
