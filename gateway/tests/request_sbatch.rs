@@ -2072,6 +2072,12 @@ fn pbs_lines_are_read_as_sbatch_translates_them() {
         &["-t", "1:00:00", "--nice", "-J", "a"],
     );
 
+    // -a in sbatch's own forms
+    same_job(
+        "#!/bin/sh\n#PBS -a 2030-01-01T10:00\nhostname\n",
+        &["--begin=2030-01-01T10:00"],
+    );
+
     // #PBS over #SBATCH, the environment over both, the command line over all
     let script = "#!/bin/sh\n#SBATCH -t 10\n#PBS -l walltime=00:20:00\nhostname\n";
     assert_eq!(parse_ok_script(&[], script).time_limit_min, Some(20));
@@ -2165,6 +2171,8 @@ fn pbs_and_bsub_lines_sbatch_would_misread_are_refused() {
         ("#PBS -m p", "b, e, a and n"),
         ("#PBS -l mem=lots", "(sbatch's --mem=lots)"),
         ("#PBS -W umask=22", "decimal number (octal 26)"),
+        ("#PBS -a 1201", "not a time of day"),
+        ("#PBS -a 202612011800.30", "HH:MM"),
         ("#PBS -W umask=01000", "up to 0777"),
         ("#PBS -W umask=0x12", "in octal"),
         (

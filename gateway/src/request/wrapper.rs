@@ -36,7 +36,8 @@
 //! then skips the next key), node names or `+` in `nodes=` (sbatch takes node properties for
 //! host names, and adds up the counts of `+` parts), an ignored key before a chunk's other
 //! keys (`vmem=8gb:mpiprocs=4`: sbatch skips to the next comma), `accelerator=` other than
-//! `true`/`false`, `naccelerators=0`, a umask without its leading 0 (sbatch reads `22` as
+//! `true`/`false`, `naccelerators=0`, a PBS date-time given as digits to `-a` (sbatch reads
+//! `1201` as December 1st, PBS as 12:01), a umask without its leading 0 (sbatch reads `22` as
 //! decimal), a bare number of seconds as a PBS time
 //! (`walltime=3600`: sbatch reads 3600 *minutes*), a `#BSUB -W H:MM` (sbatch reads minutes and
 //! seconds), a `#BSUB -M` without a unit (sbatch reads kilobytes), LSF's `-c` CPU time (sbatch
@@ -290,7 +291,22 @@ fn pbs(tokens: &[Token], t: &mut Translation) -> Result<(), RequestError> {
     for p in getopt("#PBS", tokens, PBS_SPEC, &[])? {
         let value = p.value.clone();
         match p.letter {
-            'a' => set(t, &p, "begin", value),
+            'a' => {
+                let when = value.clone().unwrap_or_default();
+                if !when.is_empty() && when.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                    return Err(refused(
+                        p.line,
+                        p.shown,
+                        format!(
+                            "PBS reads -a as [[[[CC]YY]MM]DD]hhmm[.SS], sbatch as its --begin \
+                             (a bare 4 digits is MMDD to it: {when} would be a date, not a time \
+                             of day): write the time as sbatch reads it (HH:MM, or \
+                             YYYY-MM-DDTHH:MM)"
+                        ),
+                    ));
+                }
+                set(t, &p, "begin", value)
+            }
             'A' => set(t, &p, "account", value),
             'e' => set(t, &p, "error", value),
             'o' => set(t, &p, "output", value),
