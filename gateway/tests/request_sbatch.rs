@@ -2170,7 +2170,10 @@ fn pbs_and_bsub_lines_sbatch_would_misread_are_refused() {
         ("#PBS --job_name=x", "one-letter options"),
         ("#PBS -m p", "b, e, a and n"),
         ("#PBS -l mem=lots", "(sbatch's --mem=lots)"),
-        ("#PBS -W umask=22", "decimal number (octal 26)"),
+        (
+            "#PBS -W umask=22",
+            "decimal number (octal 26): write the mask in octal with its leading 0 (umask=022)",
+        ),
         ("#PBS -a 1201", "not a time of day"),
         ("#PBS -a 202612011800.30", "HH:MM"),
         ("#PBS -W umask=01000", "up to 0777"),
@@ -2204,6 +2207,12 @@ fn pbs_and_bsub_lines_sbatch_would_misread_are_refused() {
         assert!(why.contains(needle), "{line:?}: {why}");
         println!("{line:?}: {why}");
     }
+    // no octal suggestion for a number that has an 8 or a 9
+    let (_, why) = refused_at("#!/bin/sh\n#PBS -W umask=28\nhostname\n").unwrap();
+    assert!(
+        why.ends_with("(octal 34): write the mask in octal with its leading 0"),
+        "{why}"
+    );
     // naccelerators beside the script's --gres (sbatch would add them up)
     let (at, why) =
         refused_at("#!/bin/sh\n#SBATCH --gres=gpu:1\n#PBS -l naccelerators=1\nhostname\n").unwrap();

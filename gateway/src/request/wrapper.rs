@@ -375,16 +375,21 @@ fn umask(text: &str) -> Result<u32, String> {
     match octal {
         Some(Ok(mask)) if mask <= 0o777 => Ok(mask),
         Some(_) => Err("sbatch takes a umask up to 0777, and refuses the script".into()),
-        None if !text.starts_with('0')
-            && !text.is_empty()
-            && text.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            Err(format!(
-                "sbatch reads {text} as a decimal number (octal {:o}): write the mask in octal \
-             with its leading 0 (umask=0{text})",
-                text.parse::<u64>().unwrap_or(0)
-            ))
-        }
+        None if !text.starts_with('0') => match text.parse::<u16>() {
+            // sbatch's strtol with base 0 reads it in decimal.
+            Ok(decimal) => {
+                let suggestion = if text.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+                    format!(" (umask=0{text})")
+                } else {
+                    String::new()
+                };
+                Err(format!(
+                    "sbatch reads {text} as a decimal number (octal {decimal:o}): write the \
+                     mask in octal with its leading 0{suggestion}"
+                ))
+            }
+            Err(_) => Err("write the mask in octal with its leading 0 (umask=022)".into()),
+        },
         None => Err("write the mask in octal with its leading 0 (umask=022)".into()),
     }
 }
