@@ -946,9 +946,13 @@ impl Admission {
                 continue;
             }
             tried = true;
-            let mut chosen = explanation.clone();
-            chosen.choose(&q.cluster, chosen_reason(q, &q.remaining_after));
-            let route = chosen.finish();
+            // The route to q, saying what the job leaves (account, remaining after it).
+            let route_leaving = |left: &[(String, i64)]| {
+                let mut chosen = explanation.clone();
+                chosen.choose(&q.cluster, chosen_reason(q, left));
+                chosen.finish()
+            };
+            let route = route_leaving(&q.remaining_after);
             let admission =
                 self.admission(&quote, q, request, request_json, &stored_key, &route, at)?;
             // A twin with the same key in the same batch: once it is written, ask again.
@@ -971,9 +975,7 @@ impl Admission {
                     let mut route = route;
                     let mut route_json = None;
                     if !remaining_after.is_empty() && remaining_after != q.remaining_after {
-                        let mut chosen = explanation.clone();
-                        chosen.choose(&q.cluster, chosen_reason(q, &remaining_after));
-                        route = chosen.finish();
+                        route = route_leaving(&remaining_after);
                         route_json = Some(serde_json::to_string(&route).map_err(|e| {
                             AdmissionError::Internal(format!("serializing the route: {e}"))
                         })?);

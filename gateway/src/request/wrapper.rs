@@ -77,8 +77,6 @@ pub(crate) enum Action {
 /// What a script's `#PBS` or `#BSUB` lines stand for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Translation {
-    /// `#PBS` or `#BSUB`.
-    pub word: &'static str,
     pub steps: Vec<Step>,
     /// What sbatch leaves out and the user may not expect (`#PBS -l pmem=2gb`).
     pub notes: Vec<String>,
@@ -109,7 +107,6 @@ pub(crate) fn translate(
         tokens.extend(words.into_iter().map(|text| Token { line, text }));
     }
     let mut t = Translation {
-        word,
         steps: Vec::new(),
         notes,
     };
